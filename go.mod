@@ -1,0 +1,5 @@
+module github.com/go-usdt/usdt
+
+go 1.25
+
+require gopkg.in/yaml.v3 v3.0.1

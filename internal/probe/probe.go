@@ -1,0 +1,97 @@
+// Package probe is the vocabulary shared by every part of the tool chain: a
+// USDT probe, its arguments and the handful of machine kinds an argument can
+// have once it reaches the probe's NOP. Parsers produce these values, code
+// generators and the link-time note writer consume them.
+package probe
+
+import (
+	"fmt"
+	"regexp"
+)
+
+// MaxArgs is the most arguments a stapsdt note may describe; every consumer
+// (bcc, bpftrace, perf, gdb) stops there.
+const MaxArgs = 12
+
+// Kind is how an argument is laid out where the probe fires.
+type Kind int
+
+const (
+	Invalid Kind = iota
+	Int8
+	Uint8
+	Int16
+	Uint16
+	Int32
+	Uint32
+	Int64
+	Uint64
+	Uintptr
+	Bool
+	// String is a Go string passed as a pointer to a NUL-terminated copy,
+	// so that bpftrace's str(argN) reads it.
+	String
+	// Pointer is any address: unsafe.Pointer, or a map, channel or func value.
+	Pointer
+)
+
+var kindInfo = [...]struct {
+	name   string
+	goType string
+	size   int
+	signed bool
+}{
+	Invalid: {"invalid", "", 0, false},
+	Int8:    {"int8", "int8", 1, true},
+	Uint8:   {"uint8", "uint8", 1, false},
+	Int16:   {"int16", "int16", 2, true},
+	Uint16:  {"uint16", "uint16", 2, false},
+	Int32:   {"int32", "int32", 4, true},
+	Uint32:  {"uint32", "uint32", 4, false},
+	Int64:   {"int64", "int64", 8, true},
+	Uint64:  {"uint64", "uint64", 8, false},
+	Uintptr: {"uintptr", "uintptr", 8, false},
+	Bool:    {"bool", "bool", 1, false},
+	String:  {"string", "string", 8, false},
+	Pointer: {"pointer", "unsafe.Pointer", 8, false},
+}
+
+func (k Kind) valid() bool { return k > Invalid && int(k) < len(kindInfo) }
+
+func (k Kind) String() string {
+	if !k.valid() {
+		return fmt.Sprintf("Kind(%d)", int(k))
+	}
+	return kindInfo[k].name
+}
+
+// GoType is the Go type a generated probe function takes for this kind.
+func (k Kind) GoType() string { return kindInfo[k].goType }
+
+// Size is the argument's width in bytes as the note declares it. Strings and
+// pointers are 8: this tool only targets 64-bit Linux.
+func (k Kind) Size() int { return kindInfo[k].size }
+
+// Signed reports whether the note marks the argument signed ("-N@...").
+func (k Kind) Signed() bool { return kindInfo[k].signed }
+
+// Arg is one probe argument. Name is informational (generated parameter
+// names, documentation); consumers only ever see positions.
+type Arg struct {
+	Name string
+	Kind Kind
+}
+
+// Probe is one probe as its provider declares it. Provider and Name are kept
+// exactly as declared: they are what `bpftrace -l` shows.
+type Probe struct {
+	Provider string
+	Name     string
+	Args     []Arg
+}
+
+var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
+
+// ValidName reports whether s may be a provider or probe name: every consumer
+// accepts [A-Za-z_][A-Za-z0-9_]*, and perf rejects anything else.
+func ValidName(s string) bool { return identRE.MatchString(s) }
