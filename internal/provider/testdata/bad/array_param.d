@@ -1,0 +1,3 @@
+provider myapp {
+	probe name(char name[16]);
+};

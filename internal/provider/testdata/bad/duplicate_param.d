@@ -1,0 +1,3 @@
+provider myapp {
+	probe copy(void *buf, size_t len, void *buf);
+};

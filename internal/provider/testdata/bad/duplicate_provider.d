@@ -1,0 +1,7 @@
+provider myapp {
+	probe start();
+};
+
+provider myapp {
+	probe stop();
+};

@@ -1,0 +1,3 @@
+provider myapp {
+	probe order-placed(uint64_t order_id, int64_t cents);
+};

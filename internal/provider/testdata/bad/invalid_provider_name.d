@@ -1,0 +1,3 @@
+provider my.app {
+	probe start();
+};

@@ -1,0 +1,6 @@
+provider myapp {
+	probe start;
+	probe stop(int code;
+	probe other(int a int b);
+	probe x(int,);
+};

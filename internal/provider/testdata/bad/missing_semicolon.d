@@ -1,0 +1,4 @@
+provider myapp {
+	probe start(int port)
+	probe stop();
+};

@@ -1,0 +1,5 @@
+struct request;
+
+provider myapp {
+	probe request__start(struct request req);
+};

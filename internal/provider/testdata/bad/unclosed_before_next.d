@@ -1,0 +1,6 @@
+provider first {
+	probe a();
+
+provider second {
+	probe b();
+};

@@ -1,0 +1,5 @@
+provider myapp {
+	probe start(); /* fires when the server
+	                  starts listening
+	probe stop();
+};
