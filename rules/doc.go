@@ -1,0 +1,86 @@
+// Package rules loads, validates and matches the rules file that tells
+// usdt-toolexec which functions get automatic entry and exit probes.
+//
+// # File format
+//
+// A rules file is one YAML document holding a mapping with two keys:
+//
+//	provider: shop                        # provider of all automatic probes; default "go"
+//	rules:                                # required; at least one rule
+//	  - package: "example.com/shop/..."   # required: import path pattern
+//	    func: "*"                         # glob on function names; default "*"
+//	    exclude: ["*.String", "init"]     # globs on the same names; default none
+//	    probes: [entry, exit]             # which probes to insert; default both
+//	    args: true                        # pass arguments and results; default true
+//
+// provider is the USDT provider name that bpftrace, perf and gdb show for
+// every automatic probe, so it must match [A-Za-z_][A-Za-z0-9_]*.
+//
+// probes lists "entry", "exit" or both; it may not be empty (delete the rule
+// instead). With args true, the entry probe carries the receiver and the
+// parameters and the exit probe the results; with args false the probes carry
+// no arguments.
+//
+// Every key is checked: an unknown key, a value of the wrong type (a quoted
+// "true" is a string, not a boolean; exclude and probes want lists even for
+// one element), a duplicate key or an invalid pattern is an error with its
+// file:line:col and a hint. YAML anchors and aliases work; merge keys ("<<")
+// do not.
+//
+// # Package patterns
+//
+// package is an import path in which an element "..." stands for any number
+// of path elements, none included:
+//
+//	"example.com/shop"       that package only
+//	"example.com/shop/..."   example.com/shop and every package below it
+//	".../internal/..."       every package with an "internal" element
+//	"a/.../b"                a/b, a/x/b, a/x/y/b, ...
+//	"..."                    every package, the standard library included
+//
+// A trailing "/..." means what it means to go list. Unlike go list, "..."
+// must be a whole path element ("example.com/shop..." is rejected, because
+// it would also match example.com/shopping), and "..." anywhere may match
+// zero elements. Empty patterns, blanks, a leading or trailing "/", empty,
+// "." and ".." elements, and glob characters (* ? [ ] \) are rejected.
+//
+// # Function globs
+//
+// func and exclude match a function's name, written "Func" for a plain
+// function and "Type.Method" for a method. The receiver type is written bare:
+// no "*" for a pointer receiver and no type parameters, so both
+// func (c *Cart) Add and func (c Cart) Add are "Cart.Add", and
+// func (l *List[T]) Push is "List.Push".
+//
+// The syntax is path.Match's: "*" matches any run of characters, "?" one
+// character, "[...]" one character of a class, and "\" escapes the next
+// character. The "." between type and method is structural: a glob without
+// a "." matches plain functions only, a glob with one "." matches methods
+// only, each side on its own, so no wildcard ever matches across the ".".
+// The one exception is "*" on its own, which matches everything:
+//
+//	"*"          every function and every method
+//	"Func*"      plain functions whose name starts with Func, no methods
+//	"Type.*"     every method of Type
+//	"*.String"   the String method of any type
+//	"*.*"        every method, no plain functions
+//	"init"       the package's init functions
+//
+// A glob has at most one ".", with a non-empty side on each side of it, and
+// contains no blanks, "/", "(" or ")".
+//
+// # Matching
+//
+// A rule selects a function when its package pattern matches the function's
+// package, its func glob matches the name and none of its exclude globs
+// does. Rules are tried in file order and the first rule that selects a
+// function decides its probes. An exclude only withdraws the function from
+// its own rule: a later rule whose globs match it may still select it.
+//
+// # Finding and caching
+//
+// [Locate] finds the file: an explicit flag value, else $USDT_RULES, else
+// usdt.yml in the main module's root directory. [Rules].Hash is the SHA-256
+// of the file's bytes; usdt-toolexec puts it in the build cache key so that
+// editing the rules rebuilds the packages they affect.
+package rules

@@ -1,0 +1,95 @@
+package rules
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// EnvVar names the environment variable that points at a rules file when no
+// flag does.
+const EnvVar = "USDT_RULES"
+
+// DefaultFile is the rules file looked for in the main module's root.
+const DefaultFile = "usdt.yml"
+
+// Locate finds the rules file and returns its absolute path:
+//
+//   - flagValue, if not empty;
+//   - else $USDT_RULES, if set and not empty;
+//   - else usdt.yml in the main module's root, the nearest directory at or
+//     above dir holding a go.mod file (what `go env GOMOD` finds, without
+//     running go; with GO111MODULE=off there is no module).
+//
+// A relative flagValue or $USDT_RULES is taken relative to dir ("" means the
+// current directory). A file named by the flag or the variable must exist:
+// asking for rules and silently building without probes would be worse than
+// failing. Without either, Locate returns "" and no error when the module has
+// no usdt.yml, or when there is no module.
+func Locate(flagValue, dir string) (string, error) {
+	if dir == "" {
+		dir = "."
+	}
+	absDir, err := filepath.Abs(dir)
+	if err != nil {
+		return "", err
+	}
+	if flagValue != "" {
+		return explicitFile(flagValue, absDir, "rules flag")
+	}
+	if env := os.Getenv(EnvVar); env != "" {
+		return explicitFile(env, absDir, "$"+EnvVar)
+	}
+	if os.Getenv("GO111MODULE") == "off" {
+		return "", nil
+	}
+	root := moduleRoot(absDir)
+	if root == "" {
+		return "", nil
+	}
+	path := filepath.Join(root, DefaultFile)
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		return "", nil
+	case err != nil:
+		return "", err
+	case fi.IsDir():
+		return "", fmt.Errorf("%s is a directory, not a rules file", path)
+	}
+	return path, nil
+}
+
+func explicitFile(name, dir, source string) (string, error) {
+	path := name
+	if !filepath.IsAbs(path) {
+		path = filepath.Join(dir, path)
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return "", fmt.Errorf("rules file from %s: %w", source, err)
+	}
+	if fi.IsDir() {
+		return "", fmt.Errorf("rules file from %s: %s is a directory", source, path)
+	}
+	return path, nil
+}
+
+// moduleRoot walks up from the absolute directory dir to the first directory
+// holding a go.mod file, as the go command does to find the main module, and
+// returns it, or "" at the file system root.
+func moduleRoot(dir string) string {
+	dir = filepath.Clean(dir)
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !fi.IsDir() {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
