@@ -1,0 +1,45 @@
+package probetable
+
+import (
+	"bytes"
+	"debug/elf"
+	"fmt"
+)
+
+// Scan finds every probe table in the writable, file-backed sections of an
+// executable. Tables are 8-byte aligned symbols, so only aligned offsets are
+// candidates; a candidate that fails to decode is skipped.
+func Scan(f *elf.File) ([]Site, error) {
+	var sites []Site
+	for _, s := range f.Sections {
+		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
+			continue
+		}
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
+		}
+		for off := 0; ; {
+			i := bytes.Index(data[off:], Magic[:])
+			if i < 0 {
+				break
+			}
+			at := off + i
+			if (s.Addr+uint64(at))%8 != 0 {
+				off = at + 1
+				continue
+			}
+			found, size, err := Decode(data[at:], s.Addr+uint64(at))
+			switch {
+			case err == ErrNotTable:
+				off = at + 1
+				continue
+			case err != nil:
+				return nil, fmt.Errorf("probe table at %#x in %s: %w", s.Addr+uint64(at), s.Name, err)
+			}
+			sites = append(sites, found...)
+			off = at + size
+		}
+	}
+	return sites, nil
+}
