@@ -1,0 +1,353 @@
+package elfpatch
+
+import (
+	"bytes"
+	"debug/elf"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/sdtnote"
+)
+
+func readFile(t *testing.T, p string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func openELF(t *testing.T, p string) *elf.File {
+	t.Helper()
+	f, err := elf.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestAddNotesLayout checks the patched file against the contract in
+// DESIGN.md with debug/elf alone, for every build mode and architecture.
+func TestAddNotesLayout(t *testing.T) {
+	for _, v := range []variant{exeVariant, pieVariant, strippedVariant, arm64Variant, cgoVariant, cgoPIEVariant} {
+		t.Run(v.name, func(t *testing.T) {
+			path, b := fresh(t, v)
+			orig := readFile(t, path)
+			before := openELF(t, path)
+			oldNotes, err := sdtnote.Read(before)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if b.hasCProbe != (len(oldNotes) == 1) {
+				t.Fatalf("pristine binary has %d notes; C probe expected: %v", len(oldNotes), b.hasCProbe)
+			}
+			hadBase := before.Section(baseName) != nil
+
+			sites := b.sites(v)
+			if err := AddNotes(path, sites); err != nil {
+				t.Fatal(err)
+			}
+			patched := readFile(t, path)
+			f := openELF(t, path)
+
+			// Existing section indices and headers are unchanged, except the
+			// string table's location and the retired note section.
+			n := len(before.Sections)
+			for i, old := range before.Sections {
+				got := f.Sections[i]
+				switch {
+				case old.Type == elf.SHT_NOTE && old.Name == noteName:
+					if got.Type != elf.SHT_NULL {
+						t.Errorf("old note section %d not retired: %+v", i, got.SectionHeader)
+					}
+				case old.Type == elf.SHT_STRTAB && old.Name == ".shstrtab":
+					if got.Name != old.Name {
+						t.Errorf("section %d name %q, want %q", i, got.Name, old.Name)
+					}
+				default:
+					if got.SectionHeader != old.SectionHeader {
+						t.Errorf("section %d changed:\n got %+v\nwant %+v", i, got.SectionHeader, old.SectionHeader)
+					}
+				}
+			}
+			if !reflect.DeepEqual(progs(f), progs(before)) {
+				t.Error("program headers changed")
+			}
+			// Every original byte is still there, but for the ELF header's
+			// shoff/shnum and a trailing section header table (ld puts it
+			// last; the patch writes a new one in its place).
+			keep := len(orig)
+			if tail := before.Sections; le.Uint64(orig[ehShoff:])+uint64(len(tail))*shdrSize == uint64(len(orig)) {
+				keep = int(le.Uint64(orig[ehShoff:]))
+			}
+			for i := 0; i < keep; i++ {
+				if i >= ehShoff && i < ehShoff+8 || i >= ehShnum && i < ehShnum+2 {
+					continue
+				}
+				if patched[i] != orig[i] {
+					t.Fatalf("original byte at %#x changed", i)
+				}
+			}
+
+			// Appended headers, in order: .stapsdt.base (unless reused),
+			// .probes, .note.stapsdt.
+			want := []string{baseName, probesName, noteName}
+			if hadBase {
+				want = want[1:]
+			}
+			var added []string
+			for _, s := range f.Sections[n:] {
+				added = append(added, s.Name)
+			}
+			if !reflect.DeepEqual(added, want) {
+				t.Fatalf("added sections %q, want %q", added, want)
+			}
+			base := f.Sections[n]
+			if hadBase {
+				base = f.Section(baseName)
+			} else {
+				text := f.Section(".text")
+				if base.Type != elf.SHT_PROGBITS || base.Flags != elf.SHF_ALLOC || base.Size != 1 ||
+					base.Addr != text.Addr+text.Size-1 || base.Offset != text.Offset+text.Size-1 {
+					t.Errorf(".stapsdt.base %+v, want a 1-byte overlay on the last byte of .text", base.SectionHeader)
+				}
+			}
+			probes := f.Sections[len(f.Sections)-2]
+			data := f.Section(".noptrdata")
+			if probes.Type != elf.SHT_PROGBITS || probes.Flags != elf.SHF_ALLOC|elf.SHF_WRITE ||
+				probes.Addr != b.table+8 || probes.Size != 4 || probes.Offset != data.Offset+(b.table+8-data.Addr) {
+				t.Errorf(".probes %+v, want an overlay on %#x..%#x in .noptrdata", probes.SectionHeader, b.table+8, b.table+12)
+			}
+			if sema := patched[probes.Offset : probes.Offset+4]; !bytes.Equal(sema, make([]byte, 4)) {
+				t.Errorf("semaphore bytes % x, want zero", sema)
+			}
+			note := f.Sections[len(f.Sections)-1]
+			if note.Type != elf.SHT_NOTE || note.Flags != 0 || note.Addralign != 4 || note.Offset%4 != 0 || note.Addr != 0 {
+				t.Errorf(".note.stapsdt %+v, want a non-allocated SHT_NOTE aligned to 4", note.SectionHeader)
+			}
+
+			got, err := sdtnote.Read(f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantNotes := append([]sdtnote.Note(nil), oldNotes...)
+			for _, s := range sites {
+				wantNotes = append(wantNotes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Args,
+					PC: s.PC, Base: base.Addr, Semaphore: s.Semaphore})
+			}
+			if !reflect.DeepEqual(got, wantNotes) {
+				t.Errorf("notes:\n got %+v\nwant %+v", got, wantNotes)
+			}
+			if base.Addr == 0 {
+				t.Error("base is zero")
+			}
+
+			// Same input, same bytes.
+			again, _ := fresh(t, v)
+			if err := AddNotes(again, sites); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(readFile(t, again), patched) {
+				t.Error("patching the same input twice gave different bytes")
+			}
+
+			// Patching the result again describes each probe once and adds
+			// no second overlay.
+			if err := AddNotes(path, sites); err != nil {
+				t.Fatal(err)
+			}
+			f2 := openELF(t, path)
+			got2, err := sdtnote.Read(f2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got2, wantNotes) {
+				t.Errorf("after a second patch, notes:\n got %+v\nwant %+v", got2, wantNotes)
+			}
+			if added := f2.Sections[len(f.Sections):]; len(added) != 1 || added[0].Name != noteName {
+				t.Errorf("second patch added %d sections, want only a new %s", len(added), noteName)
+			}
+		})
+	}
+}
+
+func progs(f *elf.File) []elf.ProgHeader {
+	var out []elf.ProgHeader
+	for _, p := range f.Progs {
+		out = append(out, p.ProgHeader)
+	}
+	return out
+}
+
+func TestAddNotesErrors(t *testing.T) {
+	v := exeVariant
+	b := build(t, v)
+	f := openELF(t, b.path)
+	addr := func(name string) uint64 {
+		s := f.Section(name)
+		if s == nil {
+			t.Fatalf("no %s section", name)
+		}
+		return s.Addr
+	}
+	site := func(pc, sema uint64) []Site {
+		return []Site{{Provider: "p", Name: "n", Args: v.args, PC: pc, Semaphore: sema}}
+	}
+	poke := func(off int, val ...byte) func([]byte) []byte {
+		return func(d []byte) []byte { copy(d[off:], val); return d }
+	}
+	tests := []struct {
+		name   string
+		mutate func([]byte) []byte // applied to the file before patching
+		sites  []Site
+		want   string
+	}{
+		{"not ELF", func([]byte) []byte { return []byte("#!/bin/sh\necho hi\n") }, site(b.pc, 0), "not an ELF file"},
+		{"empty file", func([]byte) []byte { return nil }, site(b.pc, 0), "not an ELF file"},
+		{"32-bit", poke(elf.EI_CLASS, byte(elf.ELFCLASS32)), site(b.pc, 0), "32-bit"},
+		{"big-endian", poke(elf.EI_DATA, byte(elf.ELFDATA2MSB)), site(b.pc, 0), "big-endian"},
+		{"other machine", poke(0x12, byte(elf.EM_RISCV), 0), site(b.pc, 0), "unsupported machine"},
+		{"relocatable", poke(0x10, byte(elf.ET_REL), 0), site(b.pc, 0), "unsupported ELF type"},
+		{"semaphore in NOBITS", nil, site(b.pc, addr(".noptrbss")), "NOBITS"},
+		{"semaphore unaligned", nil, site(b.pc, b.table+9), "not 2-byte aligned"},
+		{"semaphore outside sections", nil, site(b.pc, 0x10), "outside every allocated section"},
+		{"semaphore read-only", nil, site(b.pc, addr(".rodata")), "not writable"},
+		{"semaphores in two sections", nil, append(site(b.pc, b.table+8), site(b.pc, addr(".data"))...), "one .probes section must cover them all"},
+		{"pc outside code", nil, site(addr(".rodata"), b.table+8), "not inside an executable section"},
+		{"empty name", nil, []Site{{Provider: "p", PC: b.pc}}, "empty provider or name"},
+		{"NUL in args", nil, []Site{{Provider: "p", Name: "n", Args: "8@%rdi\x00", PC: b.pc}}, "NUL"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path, _ := fresh(t, v)
+			if tc.mutate != nil {
+				if err := os.WriteFile(path, tc.mutate(readFile(t, path)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			orig := readFile(t, path)
+			err := AddNotes(path, tc.sites)
+			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
+				t.Fatalf("AddNotes error = %v, want one naming %s and containing %q", err, path, tc.want)
+			}
+			if !bytes.Equal(readFile(t, path), orig) {
+				t.Error("file changed despite the error")
+			}
+			assertNoTemp(t, filepath.Dir(path))
+		})
+	}
+}
+
+func assertNoTemp(t *testing.T, dir string) {
+	t.Helper()
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range ents {
+		if strings.Contains(e.Name(), ".elfpatch-") {
+			t.Errorf("temporary file %s left behind", e.Name())
+		}
+	}
+}
+
+func TestAddNotesNoSites(t *testing.T) {
+	tests := []struct {
+		name  string
+		sites []Site
+	}{{"nil", nil}, {"empty", []Site{}}}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			// Not even an ELF file: with nothing to add, nothing is read.
+			path := filepath.Join(t.TempDir(), "x")
+			if err := os.WriteFile(path, []byte("not ELF"), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			st, _ := os.Stat(path)
+			if err := AddNotes(path, tc.sites); err != nil {
+				t.Fatal(err)
+			}
+			st2, _ := os.Stat(path)
+			if string(readFile(t, path)) != "not ELF" || !st2.ModTime().Equal(st.ModTime()) || !os.SameFile(st, st2) {
+				t.Error("file touched")
+			}
+		})
+	}
+}
+
+// TestAddNotesFileHandling checks the atomic replacement: mode bits kept,
+// a symlink's target patched and the link left alone, no temp file left.
+func TestAddNotesFileHandling(t *testing.T) {
+	tests := []struct {
+		name    string
+		mode    os.FileMode
+		symlink bool
+	}{
+		{"mode 0755", 0o755, false},
+		{"mode 0750", 0o750, false},
+		{"setuid", 0o755 | os.ModeSetuid, false},
+		{"through symlink", 0o711, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path, b := fresh(t, exeVariant)
+			if err := os.Chmod(path, tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			target := path
+			if tc.symlink {
+				path = filepath.Join(t.TempDir(), "link")
+				if err := os.Symlink(target, path); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := AddNotes(path, b.sites(exeVariant)); err != nil {
+				t.Fatal(err)
+			}
+			st, err := os.Stat(target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := st.Mode() & (os.ModePerm | os.ModeSetuid); got != tc.mode {
+				t.Errorf("mode %v, want %v", got, tc.mode)
+			}
+			if tc.symlink {
+				if l, err := os.Lstat(path); err != nil || l.Mode()&os.ModeSymlink == 0 {
+					t.Errorf("symlink replaced by a file (%v)", err)
+				}
+			}
+			if notes, err := sdtnote.Read(openELF(t, target)); err != nil || len(notes) != 2 {
+				t.Errorf("target has %d notes (%v), want 2", len(notes), err)
+			}
+			assertNoTemp(t, filepath.Dir(target))
+		})
+	}
+}
+
+func TestAddStrings(t *testing.T) {
+	tests := []struct {
+		name     string
+		tab      string
+		names    []string
+		wantTab  string
+		wantOffs []uint32
+	}{
+		{"all new", "\x00.text\x00", []string{".probes", ".x"}, "\x00.text\x00.probes\x00.x\x00", []uint32{7, 15}},
+		{"present", "\x00.probes\x00", []string{".probes"}, "\x00.probes\x00", []uint32{1}},
+		{"tail shared", "\x00.note.x.probes\x00", []string{".probes"}, "\x00.note.x.probes\x00", []uint32{8}},
+		{"unterminated", "\x00.text", []string{".a"}, "\x00.text\x00.a\x00", []uint32{7}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tab, offs := addStrings([]byte(tc.tab), tc.names)
+			if string(tab) != tc.wantTab || !reflect.DeepEqual(offs, tc.wantOffs) {
+				t.Errorf("addStrings = %q %v, want %q %v", tab, offs, tc.wantTab, tc.wantOffs)
+			}
+		})
+	}
+}
