@@ -1,0 +1,134 @@
+package asmgen
+
+import (
+	"bytes"
+	"encoding/binary"
+	"fmt"
+
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/probetable"
+)
+
+// Stub names the symbols behind one probe.
+type Stub struct {
+	Probe probe.Probe
+	// Symbol is the stub function: a Go identifier for Plan9 stubs, a C
+	// symbol for GNU ones.
+	Symbol string
+	// Semaphore is the C symbol of the semaphore (GNU files only; Plan9
+	// semaphores live in the probe table).
+	Semaphore string
+}
+
+func kinds(p probe.Probe) []probe.Kind {
+	ks := make([]probe.Kind, len(p.Args))
+	for i, a := range p.Args {
+		ks[i] = a.Kind
+	}
+	return ks
+}
+
+// nop is the probe site. Go's NOP pseudo-instruction assembles to nothing,
+// so the instruction is spelled out.
+var nop = map[Arch]string{
+	AMD64: "BYTE $0x90",
+	ARM64: "WORD $0xd503201f",
+}
+
+// Plan9 flag values from textflag.h, written as numbers so that files
+// assembled outside `go build` need no include path.
+const (
+	flagNOSPLIT = 4
+	flagNOPTR   = 16
+	flagNOFRAME = 512
+)
+
+// Plan9 returns a Go assembly file with one stub per probe and the probe
+// table symbol, and the table's layout, which the Go declaration of table
+// must match. header goes first (build constraints, generated-code notice).
+func Plan9(arch Arch, header, table string, stubs []Stub) ([]byte, probetable.Layout, error) {
+	var b bytes.Buffer
+	b.WriteString(header)
+	entries := make([]probetable.Entry, len(stubs))
+	for i, s := range stubs {
+		f := GoArgs(arch, kinds(s.Probe))
+		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: f.Specs}
+		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
+			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
+	}
+	img, err := probetable.Build(entries)
+	if err != nil {
+		return nil, probetable.Layout{}, err
+	}
+	l := img.Layout
+	fmt.Fprintf(&b, "\n// The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.\n")
+	for off := 0; off < l.Size; off += 8 {
+		if off >= l.StubsOffset && off < l.StringsOffset {
+			fmt.Fprintf(&b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, stubs[(off-l.StubsOffset)/8].Symbol)
+			continue
+		}
+		if w := binary.LittleEndian.Uint64(img.Bytes[off:]); w != 0 {
+			fmt.Fprintf(&b, "DATA ·%s+%d(SB)/8, $%#016x\n", table, off, w)
+		}
+	}
+	fmt.Fprintf(&b, "GLOBL ·%s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
+	return b.Bytes(), l, nil
+}
+
+// GNU returns a GNU assembler file (.S, assembled by the C toolchain in a cgo
+// build) that gives each probe what sys/sdt.h gives a C probe: a nop;ret
+// function, a 2-byte semaphore in .probes, a non-allocated .note.stapsdt
+// entry, and the shared .stapsdt.base byte. The C linker keeps all of these.
+func GNU(arch Arch, header string, stubs []Stub) []byte {
+	var b bytes.Buffer
+	b.WriteString(header)
+	// arm64's gas treats '@' as a comment, so section types use '%'.
+	fmt.Fprintf(&b, `
+	.pushsection .stapsdt.base, "aG", %%progbits, .stapsdt.base, comdat
+	.weak _.stapsdt.base
+	.hidden _.stapsdt.base
+_.stapsdt.base:
+	.space 1
+	.size _.stapsdt.base, 1
+	.popsection
+`)
+	for i, s := range stubs {
+		fmt.Fprintf(&b, `
+	/* %[1]s:%[2]s */
+	.pushsection .probes, "aw", %%progbits
+	.balign 2
+	.globl %[3]s
+	.hidden %[3]s
+	.type %[3]s, %%object
+	.size %[3]s, 2
+%[3]s:
+	.2byte 0
+	.popsection
+
+	.text
+	.globl %[4]s
+	.hidden %[4]s
+	.type %[4]s, %%function
+%[4]s:
+.Lusdt_site_%[5]d:
+	nop
+	ret
+	.size %[4]s, .-%[4]s
+
+	.pushsection .note.stapsdt, "", %%note
+	.balign 4
+	.4byte 8, .Lusdt_desc_end_%[5]d-.Lusdt_desc_%[5]d, 3
+	.asciz "stapsdt"
+.Lusdt_desc_%[5]d:
+	.8byte .Lusdt_site_%[5]d, _.stapsdt.base, %[3]s
+	.asciz "%[1]s"
+	.asciz "%[2]s"
+	.asciz "%[6]s"
+.Lusdt_desc_end_%[5]d:
+	.balign 4
+	.popsection
+`, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, kinds(s.Probe)))
+	}
+	b.WriteString("\n\t.section .note.GNU-stack, \"\", %progbits\n")
+	return b.Bytes()
+}
