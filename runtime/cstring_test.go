@@ -1,0 +1,110 @@
+package runtime
+
+import (
+	"bytes"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"unsafe"
+)
+
+func TestCStringSet(t *testing.T) {
+	long := strings.Repeat("abcdefghij", 30) // 300 bytes
+	tests := []struct {
+		name string
+		in   string
+		want string // bytes before the terminating NUL
+	}{
+		{"empty", "", ""},
+		{"ascii", "hello, world", "hello, world"},
+		{"utf8", "héllo, 世界 🌍", "héllo, 世界 🌍"},
+		{"exactly max", long[:CStringMax], long[:CStringMax]},
+		{"one less than max", long[:CStringMax-1], long[:CStringMax-1]},
+		{"one more than max", long[:CStringMax+1], long[:CStringMax]},
+		{"300 bytes", long, long[:CStringMax]},
+		{"interior NUL", "ab\x00cd", "ab\x00cd"},
+		{"utf8 cut at limit", strings.Repeat("a", CStringMax-1) + "é", strings.Repeat("a", CStringMax-1) + "\xc3"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var c CString
+			// Dirty the buffer so a missing terminator would show.
+			for i := range c {
+				c[i] = 'x'
+			}
+			p := c.Set(tt.in)
+			if p != &c[0] {
+				t.Fatalf("Set returned %p, want &c[0] = %p", p, &c[0])
+			}
+			n := len(tt.want)
+			if got := string(c[:n]); got != tt.want {
+				t.Errorf("copied %q, want %q", got, tt.want)
+			}
+			if c[n] != 0 {
+				t.Errorf("c[%d] = %#x, want NUL terminator", n, c[n])
+			}
+			// What a C reader sees: everything up to the first NUL.
+			cstr := unsafe.Slice(p, len(c))
+			wantC, _, _ := strings.Cut(tt.want, "\x00")
+			if i := bytes.IndexByte(cstr, 0); string(cstr[:i]) != wantC {
+				t.Errorf("C string %q, want %q", cstr[:i], wantC)
+			}
+		})
+	}
+}
+
+func TestCStringSetReuse(t *testing.T) {
+	var c CString
+	c.Set("a much longer string")
+	c.Set("short")
+	if got := unsafe.String(&c[0], bytes.IndexByte(c[:], 0)); got != "short" {
+		t.Errorf("after reuse: %q, want %q", got, "short")
+	}
+}
+
+var sinkByte byte
+
+func TestCStringSetNoAlloc(t *testing.T) {
+	s := strings.Repeat("x", 300)
+	allocs := testing.AllocsPerRun(1000, func() {
+		var c CString
+		p := c.Set(s)
+		sinkByte = *p
+	})
+	if allocs != 0 {
+		t.Errorf("Set allocates %v times per call, want 0", allocs)
+	}
+}
+
+// TestCStringSetInlinable asks the compiler itself: fire functions rely on
+// Set being inlined, and a harmless-looking edit can push it over the
+// inlining budget.
+func TestCStringSetInlinable(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the compiler")
+	}
+	gocmd, err := exec.LookPath("go")
+	if err != nil {
+		t.Skip("go command not found:", err)
+	}
+	out, err := exec.Command(gocmd, "build", "-gcflags=-m", ".").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
+	}
+	if !bytes.Contains(out, []byte("can inline (*CString).Set")) {
+		t.Errorf("(*CString).Set is not inlinable; compiler said:\n%s", out)
+	}
+}
+
+func BenchmarkCStringSet(b *testing.B) {
+	for _, n := range []int{8, 64, 300} {
+		s := strings.Repeat("x", n)
+		b.Run(strconv.Itoa(n), func(b *testing.B) {
+			for b.Loop() {
+				var c CString
+				sinkByte = *c.Set(s)
+			}
+		})
+	}
+}
