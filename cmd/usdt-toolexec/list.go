@@ -1,0 +1,32 @@
+package main
+
+import (
+	"debug/elf"
+	"fmt"
+	"io"
+	"text/tabwriter"
+
+	"github.com/go-usdt/usdt/internal/sdtnote"
+)
+
+// list prints the probes of a binary the way tracers will see them.
+func list(path string, w io.Writer) error {
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		return err
+	}
+	if len(notes) == 0 {
+		return fmt.Errorf("%s: no USDT probes", path)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS")
+	for _, n := range notes {
+		fmt.Fprintf(tw, "%s\t%s\t%#x\t%#x\t%s\n", n.Provider, n.Name, n.PC, n.Semaphore, n.Args)
+	}
+	return tw.Flush()
+}

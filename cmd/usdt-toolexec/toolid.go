@@ -1,0 +1,101 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strings"
+)
+
+// toolVersion answers `TOOL -V=full`, which the go command uses as the
+// tool's identity in every cache key. Appending a hash of this wrapper means
+// that packages and executables built with another version of it, or
+// without it, are never reused.
+func toolVersion(tool string, args []string, stdout, stderr io.Writer) error {
+	var out bytes.Buffer
+	cmd := exec.Command(tool, args...)
+	cmd.Stdout = &out
+	cmd.Stderr = stderr
+	if err := cmd.Run(); err != nil {
+		return err
+	}
+	id, err := selfHash()
+	if err != nil {
+		return err
+	}
+	line := strings.TrimRight(out.String(), "\n")
+	// A development toolchain's answer must end in buildID=..., so the
+	// wrapper's identity goes inside that last field.
+	if i := strings.LastIndex(line, " buildID="); i >= 0 {
+		fmt.Fprintf(stdout, "%s+usdt-toolexec-%s\n", line, id)
+		return nil
+	}
+	fmt.Fprintf(stdout, "%s usdt-toolexec=%s\n", line, id)
+	return nil
+}
+
+func selfHash() (string, error) {
+	exe, err := os.Executable()
+	if err != nil {
+		return "", err
+	}
+	f, err := os.Open(exe)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(h.Sum(nil)[:12]), nil
+}
+
+// expandResponseFiles replaces @file arguments, which the go command uses
+// for long command lines, by the arguments they hold (one per line, with
+// backslash escapes for newlines and backslashes).
+func expandResponseFiles(args []string) ([]string, error) {
+	var out []string
+	for _, a := range args {
+		name, ok := strings.CutPrefix(a, "@")
+		if !ok {
+			out = append(out, a)
+			continue
+		}
+		data, err := os.ReadFile(name)
+		if err != nil {
+			return nil, err
+		}
+		for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+			out = append(out, decodeArg(line))
+		}
+	}
+	return out, nil
+}
+
+func decodeArg(s string) string {
+	if !strings.ContainsRune(s, '\\') {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+1 < len(s) {
+			switch s[i+1] {
+			case 'n':
+				b.WriteByte('\n')
+				i++
+				continue
+			case '\\':
+				b.WriteByte('\\')
+				i++
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
