@@ -1,0 +1,189 @@
+package e2e
+
+import (
+	"fmt"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/tracetest"
+)
+
+// valuesScript prints every argument bpftrace can read (arg0-arg5 on
+// x86_64) of each types.d probe. bpftrace's printf formats %d as a 32-bit
+// int, so 64-bit values need %ld and %lu. str() reads BPFTRACE_STRLEN (64)
+// bytes at most, so the 300-byte string's truncation is checked by reading
+// the bytes at offsets 255 and 256 directly.
+const valuesScript = `
+usdt:BIN:types:ints { printf("ints %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:wide { printf("wide %ld %lu %lx %ld %ld %lx\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:strs { printf("strs [%s][%s][%s][%s] %d %d\n", str(arg0), str(arg1), str(arg2), str(arg3), *(uint8*)(arg2+255), *(uint8*)(arg2+256)); }
+usdt:BIN:types:chars { printf("chars %ld %ld %ld %ld %ld %lu\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:twelve { printf("twelve %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:tick { @ticks++; if (@ticks > 3) { exit(); } }
+`
+
+// wantValues are the values main.go passes, as bpftrace must print them.
+var wantValues = []string{
+	"ints -128 255 -32768 65535 -2147483648 4294967295",
+	"wide -9223372036854775808 18446744073709551615 deadbeef 1 0 PTR",
+	"strs [][héllo, 世界][" + strings.Repeat("0123456789", 7)[:63] + "][plain] 53 0",
+	"chars -5 -6 250 -7 1099511627776 9223372036854775808",
+	"twelve 0 -1 2 -3 4 -5",
+}
+
+var ptrLine = regexp.MustCompile(`(?m)^ptr=0x([0-9a-f]+)$`)
+
+func TestArguments(t *testing.T) {
+	requireAMD64(t)
+	dir := fixture(t, "types")
+	for _, r := range []route{routeA, routeB, routeC, {name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}}} {
+		t.Run(r.name, func(t *testing.T) {
+			bin := build(t, dir, r)
+			out := bpftrace(t, strings.ReplaceAll(valuesScript, "BIN", bin), bin+" fire")
+			m := ptrLine.FindStringSubmatch(out)
+			if m == nil {
+				t.Fatalf("the program did not print its pointer:\n%s", out)
+			}
+			for _, want := range wantValues {
+				want = strings.Replace(want, "PTR", m[1], 1)
+				if !strings.Contains(out, want+"\n") {
+					t.Errorf("bpftrace did not print %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestSemaphoreGating attaches to a running process: the program's own
+// Enabled check must turn true while bpftrace is attached and false after.
+func TestSemaphoreGating(t *testing.T) {
+	dir := fixture(t, "types")
+	for _, r := range []route{routeA, routeB} {
+		t.Run(r.name, func(t *testing.T) {
+			tracetest.RequireAttach(t)
+			bin := build(t, dir, r)
+			p := start(t, bin, "gate")
+			p.expect(t, "enabled=false", 10*time.Second)
+			script := fmt.Sprintf(`usdt:%s:types:ints { @n++; if (@n > 50) { printf("arg0=%%ld\n", arg0); exit(); } }`, bin)
+			out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", script)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(out, "arg0=1\n") {
+				t.Errorf("bpftrace -p did not read the argument:\n%s", out)
+			}
+			p.expect(t, "enabled=true", 10*time.Second)
+			p.expect(t, "enabled=false", 10*time.Second)
+		})
+	}
+}
+
+// TestGDB reads what bpftrace cannot: arguments 6 to 11 and the whole
+// truncated string.
+func TestGDB(t *testing.T) {
+	tracetest.Require(t, "gdb")
+	requireAMD64(t)
+	dir := fixture(t, "types")
+	for _, r := range []route{routeA, routeB} {
+		t.Run(r.name, func(t *testing.T) {
+			bin := build(t, dir, r)
+			out, err := tracetest.Output(120*time.Second, nil, "gdb", "-batch", "-nx",
+				"-ex", "set language c",
+				"-ex", "info probes",
+				"-ex", "break -probe-stap types:twelve",
+				"-ex", "break -probe-stap types:strs",
+				"-ex", "run",
+				"-ex", "printf \"strs len=%d\\n\", $_strlen((char *)$_probe_arg2)",
+				"-ex", "printf \"strs utf8=%s\\n\", (char *)$_probe_arg1",
+				"-ex", "continue",
+				"-ex", "printf \"twelve %d %d %d %d %d %d %d %d %d %d %d %d\\n\", $_probe_arg0, $_probe_arg1, $_probe_arg2, $_probe_arg3, $_probe_arg4, $_probe_arg5, $_probe_arg6, $_probe_arg7, $_probe_arg8, $_probe_arg9, $_probe_arg10, $_probe_arg11",
+				"-ex", "kill",
+				"--args", bin, "fire")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for name := range wantProbes {
+				if !regexp.MustCompile(`(?m)^stap\s+types\s+` + name + `\s`).MatchString(out) {
+					t.Errorf("gdb info probes does not list types:%s", name)
+				}
+			}
+			for _, want := range []string{
+				"strs len=256\n",
+				"strs utf8=héllo, 世界\n",
+				"twelve 0 -1 2 -3 4 -5 6 -7 8 -9 10 -11\n",
+			} {
+				if !strings.Contains(out, want) {
+					t.Errorf("gdb did not print %q:\n%s", want, out)
+				}
+			}
+		})
+	}
+}
+
+// TestBCCAndPerf lists the probes with bcc's tplist and perf's SDT support.
+func TestBCCAndPerf(t *testing.T) {
+	dir := fixture(t, "types")
+	for _, r := range []route{routeA, routeB} {
+		t.Run(r.name, func(t *testing.T) {
+			bin := build(t, dir, r)
+			t.Run("tplist", func(t *testing.T) {
+				tool := "tplist-bpfcc"
+				if _, err := exec.LookPath(tool); err != nil {
+					tool = "tplist"
+				}
+				tracetest.Require(t, tool)
+				out, err := tracetest.Output(60*time.Second, nil, tool, "-l", bin)
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name := range wantProbes {
+					if !strings.Contains(out, bin+" types:"+name+"\n") {
+						t.Errorf("tplist does not list types:%s:\n%s", name, out)
+					}
+				}
+			})
+			t.Run("perf", func(t *testing.T) {
+				tracetest.Require(t, "perf")
+				penv := tracetest.PerfEnv(t.TempDir())
+				if out, err := tracetest.Output(60*time.Second, penv, "perf", "buildid-cache", "--add", bin); err != nil {
+					t.Fatalf("%v\n%s", err, out)
+				}
+				out, err := tracetest.Output(60*time.Second, penv, "perf", "list", "sdt")
+				if err != nil {
+					t.Fatal(err)
+				}
+				for name := range wantProbes {
+					if !strings.Contains(out, "sdt_types:"+name) {
+						t.Errorf("perf list sdt does not list sdt_types:%s:\n%s", name, out)
+					}
+				}
+			})
+		})
+	}
+}
+
+// TestExampleScripts runs the example's bpftrace scripts against it.
+func TestExampleScripts(t *testing.T) {
+	tracetest.RequireAttach(t)
+	bin := filepath.Join(t.TempDir(), "jobs")
+	goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
+	for _, script := range []string{"latency.bt", "queue.bt"} {
+		t.Run(script, func(t *testing.T) {
+			cmd := exec.Command("bpftrace", script, "-c", "./jobs -jobs 100 -every 1ms")
+			cmd.Dir = filepath.Dir(bin)
+			copyFile(t, filepath.Join(repoRoot, "examples", "provider", script), filepath.Join(cmd.Dir, script))
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
+			want := map[string]string{"latency.bt": "@run_us[", "queue.bt": "@depth:"}[script]
+			if !strings.Contains(string(out), want) {
+				t.Errorf("%s printed no %s histogram:\n%s", script, want, out)
+			}
+		})
+	}
+}

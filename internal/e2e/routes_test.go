@@ -1,0 +1,216 @@
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/tracetest"
+)
+
+// wantProbes is types.d as a tracer must see it: each probe's argument
+// widths and signedness, in order.
+var wantProbes = map[string][]string{
+	"ints":   {"-1", "1", "-2", "2", "-4", "4"},
+	"wide":   {"-8", "8", "8", "1", "1", "8"},
+	"strs":   {"8", "8", "8", "8"},
+	"chars":  {"-1", "-1", "1", "-8", "-8", "8"},
+	"twelve": {"-4", "-4", "-4", "-4", "-4", "-4", "-4", "-4", "-4", "-4", "-4", "-4"},
+	"tick":   nil,
+}
+
+var (
+	routeA = route{name: "a-toolexec-nocgo", toolexec: true}
+	routeB = route{name: "b-cgo", cgo: true}
+	routeC = route{name: "c-toolexec-cgo", cgo: true, toolexec: true}
+)
+
+// routes is every supported way to build, with the flags people combine
+// with them.
+var routes = []route{
+	routeA,
+	{name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}},
+	{name: "a-stripped", toolexec: true, flags: []string{"-ldflags=-s -w"}},
+	{name: "a-trimpath", toolexec: true, flags: []string{"-trimpath"}},
+	routeB,
+	{name: "b-pie", cgo: true, flags: []string{"-buildmode=pie"}},
+	{name: "b-stripped", cgo: true, flags: []string{"-ldflags=-s -w"}},
+	{name: "b-race", cgo: true, flags: []string{"-race"}},
+	routeC,
+	{name: "c-race", cgo: true, toolexec: true, flags: []string{"-race"}},
+	{name: "c-pie", cgo: true, toolexec: true, flags: []string{"-buildmode=pie"}},
+}
+
+var argSize = regexp.MustCompile(`^(-?\d+)@`)
+
+// checkNotes asserts that bin carries every probe of types.d exactly once,
+// with a base, a 2-aligned semaphore and the declared argument types.
+func checkNotes(t *testing.T, bin string) []note {
+	t.Helper()
+	notes := readelfNotes(t, bin)
+	seen := map[string]int{}
+	for _, n := range notes {
+		if n.provider != "types" {
+			t.Errorf("unexpected provider %q (probe %s)", n.provider, n.name)
+			continue
+		}
+		seen[n.name]++
+		want, ok := wantProbes[n.name]
+		if !ok {
+			t.Errorf("unexpected probe types:%s", n.name)
+			continue
+		}
+		for field, v := range map[string]string{"pc": n.pc, "base": n.base, "semaphore": n.semaphore} {
+			if x, err := strconv.ParseUint(v, 0, 64); err != nil || x == 0 {
+				t.Errorf("types:%s: %s is %q, want non-zero", n.name, field, v)
+			}
+		}
+		if sem, _ := strconv.ParseUint(n.semaphore, 0, 64); sem%2 != 0 {
+			t.Errorf("types:%s: semaphore %s not 2-aligned", n.name, n.semaphore)
+		}
+		var got []string
+		for _, a := range strings.Fields(n.args) {
+			m := argSize.FindStringSubmatch(a)
+			if m == nil {
+				t.Errorf("types:%s: malformed argument %q", n.name, a)
+				continue
+			}
+			got = append(got, m[1])
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("types:%s: argument sizes %v (%q), want %v", n.name, got, n.args, want)
+		}
+	}
+	for name := range wantProbes {
+		if seen[name] != 1 {
+			t.Errorf("probe types:%s appears %d times, want once", name, seen[name])
+		}
+	}
+	return notes
+}
+
+func checkBpftraceList(t *testing.T, bin string) {
+	t.Helper()
+	tracetest.Require(t, "bpftrace")
+	out, err := tracetest.Output(60e9, nil, "bpftrace", "-l", "usdt:"+bin+":*")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name := range wantProbes {
+		if want := "usdt:" + bin + ":types:" + name; !strings.Contains(out, want+"\n") {
+			t.Errorf("bpftrace -l does not list %s:\n%s", want, out)
+		}
+	}
+}
+
+func TestRoutes(t *testing.T) {
+	dir := fixture(t, "types")
+	for _, r := range routes {
+		t.Run(r.name, func(t *testing.T) {
+			if slices.Contains(r.flags, "-race") && runtime.GOARCH != "amd64" && runtime.GOARCH != "arm64" {
+				t.Skip("no race detector here")
+			}
+			bin := build(t, dir, r)
+			checkNotes(t, bin)
+			checkBpftraceList(t, bin)
+		})
+	}
+}
+
+// TestNoToolexecWithoutCgoFails is route (d): Go's linker would drop the
+// notes, so the build must fail and say how to fix it.
+func TestNoToolexecWithoutCgoFails(t *testing.T) {
+	dir := fixture(t, "types")
+	out, err := goRun(dir, []string{"CGO_ENABLED=0"}, "build", "-o", filepath.Join(t.TempDir(), "bin"), ".")
+	if err == nil {
+		t.Fatalf("CGO_ENABLED=0 go build without -toolexec succeeded; it must fail\n%s", out)
+	}
+	if !strings.Contains(out, "usdtgen_probes_need__go_build_toolexec_usdt_toolexec__or__CGO_ENABLED_1") {
+		t.Errorf("the error does not name the fix:\n%s", out)
+	}
+}
+
+// TestWarmCache rebuilds from a warm cache, and from a cache filled by a
+// build without the wrapper: the notes must be the same each time.
+func TestWarmCache(t *testing.T) {
+	dir := fixture(t, "types")
+	cache := []string{"GOCACHE=" + t.TempDir()}
+	for _, r := range []route{routeA, routeC} {
+		t.Run(r.name, func(t *testing.T) {
+			var first []byte
+			for i := 0; i < 2; i++ {
+				out := filepath.Join(t.TempDir(), "bin")
+				goCmd(t, dir, append(cache, r.env()...), r.buildArgs(out)...)
+				checkNotes(t, out)
+				data, err := os.ReadFile(out)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i == 0 {
+					first = data
+				} else if !slices.Equal(first, data) {
+					t.Errorf("rebuild from a warm cache gave a different binary")
+				}
+			}
+		})
+	}
+	t.Run("cache-from-plain-cgo-build", func(t *testing.T) {
+		// Packages compiled by a plain cgo build are in the cache; a
+		// toolexec build without cgo must not reuse the linked result.
+		goCmd(t, dir, append(cache, routeB.env()...), routeB.buildArgs(filepath.Join(t.TempDir(), "bin"))...)
+		out := filepath.Join(t.TempDir(), "bin")
+		goCmd(t, dir, append(cache, routeA.env()...), routeA.buildArgs(out)...)
+		checkNotes(t, out)
+	})
+}
+
+// TestGoTestAndRun checks the binaries go test and go run link.
+func TestGoTestAndRun(t *testing.T) {
+	dir := fixture(t, "types")
+	toolexec := "-toolexec=" + filepath.Join(toolsDir, "usdt-toolexec")
+	for _, r := range []route{routeA, routeB, routeC} {
+		t.Run(r.name+"/test", func(t *testing.T) {
+			out := filepath.Join(t.TempDir(), "types.test")
+			args := []string{"test", "-c", "-o", out}
+			if r.toolexec {
+				args = append(args, toolexec)
+			}
+			goCmd(t, dir, r.env(), append(args, ".")...)
+			checkNotes(t, out)
+			checkBpftraceList(t, out)
+			args = []string{"test", "-count=1"}
+			if r.toolexec {
+				args = append(args, toolexec)
+			}
+			goCmd(t, dir, r.env(), append(args, ".")...)
+		})
+		t.Run(r.name+"/run", func(t *testing.T) {
+			args := []string{"run"}
+			if r.toolexec {
+				args = append(args, toolexec)
+			}
+			out := goCmd(t, dir, r.env(), append(args, ".", "selfnotes")...)
+			if !strings.Contains(out, "notes=6\n") {
+				t.Errorf("go run binary does not carry the 6 probes:\n%s", out)
+			}
+		})
+	}
+}
+
+// TestCrossArm64 builds for arm64 and reads the notes back.
+func TestCrossArm64(t *testing.T) {
+	dir := fixture(t, "types")
+	out := filepath.Join(t.TempDir(), "bin")
+	goCmd(t, dir, []string{"CGO_ENABLED=0", "GOARCH=arm64"}, routeA.buildArgs(out)...)
+	notes := checkNotes(t, out)
+	for _, n := range notes {
+		if n.name == "ints" && n.args != "-1@[sp, 8] 1@[sp, 9] -2@[sp, 10] 2@[sp, 12] -4@[sp, 16] 4@[sp, 20]" {
+			t.Errorf("arm64 types:ints arguments %q", n.args)
+		}
+	}
+}
