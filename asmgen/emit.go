@@ -46,7 +46,7 @@ const (
 // Plan9 returns a Go assembly file with one stub per probe and the probe
 // table symbol, and the table's layout, which the Go declaration of table
 // must match. header goes first (build constraints, generated-code notice).
-func Plan9(arch Arch, header, table string, stubs []Stub) ([]byte, probetable.Layout, error) {
+func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetable.Layout, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
 	entries := make([]probetable.Entry, len(stubs))
@@ -56,7 +56,7 @@ func Plan9(arch Arch, header, table string, stubs []Stub) ([]byte, probetable.La
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}
-	img, err := probetable.Build(entries)
+	img, err := probetable.Build(pkg, entries)
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}

@@ -16,7 +16,10 @@
 //	8   count uint32, size uint32 (whole table), checksum uint32 (FNV-1a of the strings), pad uint32
 //	24  semaphores [count]uint16, padded to 8 bytes (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
-//	..  strings: per probe "provider\0name\0args\0", padded to 8 bytes
+//	..  strings: "package\0", then per probe "provider\0name\0args\0", padded to 8 bytes
+//
+// The package is the import path of the package whose functions
+// usdt-toolexec instrumented, and empty for usdtgen's tables.
 package probetable
 
 import (
@@ -57,8 +60,9 @@ func (l Layout) SemaphoreOffset(i int) int { return headerSize + 2*i }
 // TailWords is how many uint64 follow the semaphores (stubs and strings).
 func (l Layout) TailWords() int { return (l.Size - l.StubsOffset) / 8 }
 
-func layout(entries []Entry) (Layout, []byte) {
+func layout(pkg string, entries []Entry) (Layout, []byte) {
 	var s strings.Builder
+	s.WriteString(pkg + "\x00")
 	for _, e := range entries {
 		s.WriteString(e.Provider + "\x00" + e.Name + "\x00" + e.Args + "\x00")
 	}
@@ -88,16 +92,16 @@ type Image struct {
 	Bytes  []byte
 }
 
-// Build lays out a table for entries.
-func Build(entries []Entry) (Image, error) {
+// Build lays out a table for entries of package pkg.
+func Build(pkg string, entries []Entry) (Image, error) {
 	for _, e := range entries {
-		for _, s := range []string{e.Provider, e.Name, e.Args} {
+		for _, s := range []string{pkg, e.Provider, e.Name, e.Args} {
 			if strings.IndexByte(s, 0) >= 0 {
 				return Image{}, fmt.Errorf("probetable: NUL byte in %q", s)
 			}
 		}
 	}
-	l, blob := layout(entries)
+	l, blob := layout(pkg, entries)
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
@@ -110,6 +114,7 @@ func Build(entries []Entry) (Image, error) {
 // Site is a probe found in a linked table.
 type Site struct {
 	Entry
+	Package   string // import path of an instrumented package, or empty
 	Stub      uint64 // address of the stub's NOP
 	Semaphore uint64 // address of the semaphore
 }
@@ -138,8 +143,8 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 	if checksum(blob) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, 0, ErrNotTable
 	}
-	fields := make([]string, 0, 3*n)
-	for rest := blob; len(fields) < 3*n; {
+	fields := make([]string, 0, 1+3*n)
+	for rest := blob; len(fields) < 1+3*n; {
 		i := bytes.IndexByte(rest, 0)
 		if i < 0 {
 			return nil, 0, ErrNotTable
@@ -147,9 +152,11 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 		fields = append(fields, string(rest[:i]))
 		rest = rest[i+1:]
 	}
+	pkg, fields := fields[0], fields[1:]
 	sites := make([]Site, n)
 	for i := range sites {
 		sites[i] = Site{
+			Package:   pkg,
 			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2]},
 			Stub:      binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:]),
 			Semaphore: addr + uint64(l.SemaphoreOffset(i)),

@@ -16,7 +16,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			img, err := Build(tt.entries)
+			img, err := Build("example.com/pkg", tt.entries)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -40,6 +40,9 @@ func TestRoundTrip(t *testing.T) {
 				t.Fatalf("got %d sites, want %d", len(sites), len(tt.entries))
 			}
 			for i, s := range sites {
+				if s.Package != "example.com/pkg" {
+					t.Errorf("site %d: package %q", i, s.Package)
+				}
 				if s.Entry != tt.entries[i] {
 					t.Errorf("site %d: %+v, want %+v", i, s.Entry, tt.entries[i])
 				}
@@ -55,7 +58,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	img, err := Build([]Entry{{"p", "n", "8@8(%rsp)"}})
+	img, err := Build("", []Entry{{"p", "n", "8@8(%rsp)"}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +82,7 @@ func TestDecodeRejects(t *testing.T) {
 }
 
 func TestBuildRejectsNUL(t *testing.T) {
-	if _, err := Build([]Entry{{"p", "a\x00b", ""}}); err == nil {
+	if _, err := Build("", []Entry{{"p", "a\x00b", ""}}); err == nil {
 		t.Fatal("Build accepted a NUL byte")
 	}
 }
