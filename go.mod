@@ -3,3 +3,5 @@ module github.com/go-usdt/usdt
 go 1.25
 
 require gopkg.in/yaml.v3 v3.0.1
+
+require github.com/rogpeppe/go-internal v1.16.0 // indirect

@@ -1,0 +1,46 @@
+# Two entry points for a fresh machine (see README.md):
+#   make example   build the tools, build the example with probes, list them
+#                  with bpftrace and trace one run
+#   make test      every check CI runs
+GO          ?= go
+BIN         := $(CURDIR)/bin
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+FUZZTIME    ?= 30s
+
+.PHONY: all tools example test vet lint unit fuzz generate-check clean
+
+all: tools
+
+tools:
+	$(GO) build -o $(BIN)/ ./cmd/usdtgen ./cmd/usdt-toolexec
+
+example: tools
+	cd examples/provider && PATH=$(BIN):$$PATH $(GO) generate
+	cd examples/provider && CGO_ENABLED=0 $(GO) build -toolexec=$(BIN)/usdt-toolexec -o $(BIN)/jobs .
+	$(BIN)/usdt-toolexec list $(BIN)/jobs
+	bpftrace -l 'usdt:$(BIN)/jobs:*'
+	cd $(BIN) && bpftrace $(CURDIR)/examples/provider/latency.bt -c './jobs -jobs 200 -every 1ms'
+
+test: vet lint generate-check unit fuzz
+
+vet:
+	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt needed on the files above"; exit 1; }
+	$(GO) vet ./...
+
+lint:
+	$(GO) run $(STATICCHECK) ./...
+
+# The committed generated files must be what usdtgen makes now.
+generate-check: tools
+	PATH=$(BIN):$$PATH $(GO) generate ./...
+	@git diff --exit-code -- '*_usdt*' || { echo "generated files are stale: run go generate ./..."; exit 1; }
+
+unit:
+	$(GO) test -count=1 -timeout 15m ./...
+
+fuzz:
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./internal/provider
+	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./rules
+
+clean:
+	rm -rf $(BIN)
