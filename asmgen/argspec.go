@@ -34,7 +34,7 @@ func spec(k probe.Kind, operand string) string {
 // GoFrame describes a Plan9 stub's ABI0 argument frame.
 type GoFrame struct {
 	Offsets []int // of each argument from the first argument slot
-	Size    int   // the frame size the TEXT directive declares
+	Size    int   // the argument size the TEXT directive declares: exact, as vet's asmdecl checks
 	Specs   string
 }
 
@@ -61,7 +61,7 @@ func GoArgs(arch Arch, kinds []probe.Kind) GoFrame {
 		specs = append(specs, spec(k, operand))
 		off += size
 	}
-	f.Size = (off + 7) &^ 7
+	f.Size = off
 	f.Specs = strings.Join(specs, " ")
 	return f
 }

@@ -19,7 +19,7 @@ func TestGoArgs(t *testing.T) {
 		// Narrow arguments pack like struct fields, each aligned to its size.
 		{"packed", AMD64, []probe.Kind{probe.Int8, probe.Uint8, probe.Int16, probe.Uint16, probe.Int32, probe.Uint32},
 			"-1@8(%rsp) 1@9(%rsp) -2@10(%rsp) 2@12(%rsp) -4@16(%rsp) 4@20(%rsp)", 16},
-		{"realigned", AMD64, []probe.Kind{probe.Bool, probe.Int64, probe.Bool}, "1@8(%rsp) -8@16(%rsp) 1@24(%rsp)", 24},
+		{"realigned", AMD64, []probe.Kind{probe.Bool, probe.Int64, probe.Bool}, "1@8(%rsp) -8@16(%rsp) 1@24(%rsp)", 17},
 		{"arm64", ARM64, []probe.Kind{probe.Int32, probe.Pointer}, "-4@[sp, 8] 8@[sp, 16]", 16},
 	}
 	for _, tt := range tests {

@@ -3,7 +3,7 @@
 //go:build linux && !cgo
 
 // jobs:job__enqueued
-TEXT ·usdtStubJobsJobEnqueued(SB), 516, $0-24
+TEXT ·usdtStubJobsJobEnqueued(SB), 516, $0-20
 	WORD $0xd503201f
 	RET
 
@@ -13,7 +13,7 @@ TEXT ·usdtStubJobsJobStarted(SB), 516, $0-32
 	RET
 
 // jobs:job__done
-TEXT ·usdtStubJobsJobDone(SB), 516, $0-32
+TEXT ·usdtStubJobsJobDone(SB), 516, $0-25
 	WORD $0xd503201f
 	RET
 

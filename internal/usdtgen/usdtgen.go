@@ -248,11 +248,24 @@ func Generate(cfg Config) ([]File, error) {
 	for _, prov := range cfg.Providers {
 		for _, p := range prov.Probes {
 			ident := ExportedName(prov.Name, p.Name)
-			if first, dup := seen[ident]; dup {
-				return nil, &Error{Pos: p.Pos, Msg: fmt.Sprintf("probe %s:%s would be the Go function %s, already generated for the probe at %d:%d", prov.Name, p.Name, ident, first.Line, first.Col),
-					Hint: "rename one of the probes: Go names join the provider and probe names at underscores"}
+			// "_9" or "_" leave no letter in front; C would clash with
+			// the cgo file's import "C".
+			if !token.IsIdentifier(ident) || !token.IsExported(ident) || ident == "C" {
+				hint := "start the provider or the probe name with a letter: Go names join the provider and probe names at underscores"
+				if ident == "C" {
+					hint = "rename the provider or the probe: C is cgo's pseudo-package"
+				}
+				return nil, &Error{Pos: p.Pos, Msg: fmt.Sprintf("probe %s:%s has no usable Go name (%q)", prov.Name, p.Name, ident), Hint: hint}
 			}
-			seen[ident] = p.Pos
+			// Every probe also has an ...Enabled function, so x_enabled
+			// collides with x as surely as x__y does with x_y.
+			for _, name := range []string{ident, ident + "Enabled"} {
+				if first, dup := seen[name]; dup {
+					return nil, &Error{Pos: p.Pos, Msg: fmt.Sprintf("probe %s:%s needs the Go function %s, already generated for the probe at %d:%d", prov.Name, p.Name, name, first.Line, first.Col),
+						Hint: "rename one of the probes: Go names join the provider and probe names at underscores, and every probe X also gets XEnabled"}
+				}
+			}
+			seen[ident], seen[ident+"Enabled"] = p.Pos, p.Pos
 			gp := genProbe{
 				Provider: prov.Name, Name: p.Name, Ident: ident, Index: len(d.Probes),
 				Pos:   fmt.Sprintf("%s:%d", d.Source, p.Pos.Line),

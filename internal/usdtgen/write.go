@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"go/build"
 	"go/parser"
 	"go/token"
 	"os"
@@ -58,6 +59,7 @@ func PackageName(dir string) (string, error) {
 		return "", err
 	}
 	fset := token.NewFileSet()
+	fallback := ""
 	for _, m := range matches {
 		if strings.HasSuffix(m, "_test.go") || strings.Contains(filepath.Base(m), "_usdt_") {
 			continue
@@ -66,7 +68,18 @@ func PackageName(dir string) (string, error) {
 		if err != nil {
 			continue
 		}
-		return f.Name.Name, nil
+		// A file the build leaves out, such as a "//go:build ignore"
+		// generator in package main, need not be in the package; it counts
+		// only when nothing else is there (files for other platforms).
+		if ok, err := build.Default.MatchFile(dir, filepath.Base(m)); err == nil && ok {
+			return f.Name.Name, nil
+		}
+		if fallback == "" {
+			fallback = f.Name.Name
+		}
+	}
+	if fallback != "" {
+		return fallback, nil
 	}
 	return "", fmt.Errorf("no Go files in %s to take the package name from\n\thint: pass -pkg NAME", dir)
 }
@@ -101,6 +114,7 @@ func modulePath(gomod []byte) string {
 	for _, line := range strings.Split(string(gomod), "\n") {
 		line = strings.TrimSpace(line)
 		if rest, ok := strings.CutPrefix(line, "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			rest, _, _ = strings.Cut(rest, "//") // a trailing comment
 			return strings.Trim(strings.TrimSpace(rest), `"`)
 		}
 	}

@@ -3,7 +3,7 @@
 //go:build linux && !cgo
 
 // types:narrow
-TEXT ·usdtStubTypesNarrow(SB), 516, $0-24
+TEXT ·usdtStubTypesNarrow(SB), 516, $0-18
 	WORD $0xd503201f
 	RET
 
@@ -23,12 +23,12 @@ TEXT ·usdtStubTypesPointers(SB), 516, $0-72
 	RET
 
 // types:padded
-TEXT ·usdtStubTypesPadded(SB), 516, $0-32
+TEXT ·usdtStubTypesPadded(SB), 516, $0-25
 	WORD $0xd503201f
 	RET
 
 // types:odd
-TEXT ·usdtStubTypesOdd(SB), 516, $0-8
+TEXT ·usdtStubTypesOdd(SB), 516, $0-3
 	WORD $0xd503201f
 	RET
 

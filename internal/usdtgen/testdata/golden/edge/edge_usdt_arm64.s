@@ -18,12 +18,12 @@ TEXT ·usdtStubEdgeKeywords(SB), 516, $0-48
 	RET
 
 // edge:shadows
-TEXT ·usdtStubEdgeShadows(SB), 516, $0-56
+TEXT ·usdtStubEdgeShadows(SB), 516, $0-52
 	WORD $0xd503201f
 	RET
 
 // edge:unnamed
-TEXT ·usdtStubEdgeUnnamed(SB), 516, $0-40
+TEXT ·usdtStubEdgeUnnamed(SB), 516, $0-36
 	WORD $0xd503201f
 	RET
 
@@ -33,22 +33,22 @@ TEXT ·usdtStubEdgePredeclared(SB), 516, $0-40
 	RET
 
 // edge:_leading
-TEXT ·usdtStubEdgeLeading(SB), 516, $0-8
+TEXT ·usdtStubEdgeLeading(SB), 516, $0-4
 	WORD $0xd503201f
 	RET
 
 // edge:trailing_
-TEXT ·usdtStubEdgeTrailing(SB), 516, $0-8
+TEXT ·usdtStubEdgeTrailing(SB), 516, $0-4
 	WORD $0xd503201f
 	RET
 
 // edge:double__under__score
-TEXT ·usdtStubEdgeDoubleUnderScore(SB), 516, $0-8
+TEXT ·usdtStubEdgeDoubleUnderScore(SB), 516, $0-4
 	WORD $0xd503201f
 	RET
 
 // edge:v2_3d_x86_64
-TEXT ·usdtStubEdgeV23dX8664(SB), 516, $0-8
+TEXT ·usdtStubEdgeV23dX8664(SB), 516, $0-4
 	WORD $0xd503201f
 	RET
 

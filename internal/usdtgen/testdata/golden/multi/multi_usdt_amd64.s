@@ -8,7 +8,7 @@ TEXT ·usdtStubHttpRequestStart(SB), 516, $0-24
 	RET
 
 // http:request__done
-TEXT ·usdtStubHttpRequestDone(SB), 516, $0-16
+TEXT ·usdtStubHttpRequestDone(SB), 516, $0-12
 	BYTE $0x90
 	RET
 
@@ -18,7 +18,7 @@ TEXT ·usdtStubDbRequestStart(SB), 516, $0-16
 	RET
 
 // db:request__done
-TEXT ·usdtStubDbRequestDone(SB), 516, $0-24
+TEXT ·usdtStubDbRequestDone(SB), 516, $0-17
 	BYTE $0x90
 	RET
 

@@ -8,7 +8,7 @@ TEXT ·usdtStubLogLine(SB), 516, $0-96
 	RET
 
 // log:field
-TEXT ·usdtStubLogField(SB), 516, $0-40
+TEXT ·usdtStubLogField(SB), 516, $0-33
 	BYTE $0x90
 	RET
 
