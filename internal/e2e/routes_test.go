@@ -46,7 +46,9 @@ var routes = []route{
 	{name: "c-pie", cgo: true, toolexec: true, flags: []string{"-buildmode=pie"}},
 }
 
-var argSize = regexp.MustCompile(`^(-?\d+)@`)
+// argSpec matches one argument of a note; arm64 memory operands contain a
+// space ("-4@[sp, 16]"), as GCC writes them.
+var argSpec = regexp.MustCompile(`(-?\d+)@(\[[^\]]*\]|\S+)`)
 
 // checkNotes asserts that bin carries every probe of types.d exactly once,
 // with a base, a 2-aligned semaphore and the declared argument types.
@@ -74,13 +76,11 @@ func checkNotes(t *testing.T, bin string) []note {
 			t.Errorf("types:%s: semaphore %s not 2-aligned", n.name, n.semaphore)
 		}
 		var got []string
-		for _, a := range strings.Fields(n.args) {
-			m := argSize.FindStringSubmatch(a)
-			if m == nil {
-				t.Errorf("types:%s: malformed argument %q", n.name, a)
-				continue
-			}
+		for _, m := range argSpec.FindAllStringSubmatch(n.args, -1) {
 			got = append(got, m[1])
+		}
+		if rest := strings.TrimSpace(argSpec.ReplaceAllString(n.args, "")); rest != "" {
+			t.Errorf("types:%s: malformed arguments %q (left over %q)", n.name, n.args, rest)
 		}
 		if !slices.Equal(got, want) {
 			t.Errorf("types:%s: argument sizes %v (%q), want %v", n.name, got, n.args, want)
