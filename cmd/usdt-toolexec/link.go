@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sort"
+	"strings"
 
 	"github.com/go-usdt/usdt/internal/elfpatch"
 	"github.com/go-usdt/usdt/internal/probetable"
@@ -14,41 +16,127 @@ import (
 // executable. If that fails the executable is removed: a binary without the
 // probes it was built for must not look like a successful build.
 func link(opt options, tool string, args []string, stdout, stderr io.Writer) error {
-	if err := runTool(tool, args, stdout, stderr); err != nil {
+	if err := opt.runTool(tool, args, stdout, stderr); err != nil {
 		return err
 	}
 	out := flagValue(args, "o")
 	if out == "" {
 		return nil
 	}
-	n, err := writeNotes(out)
+	sites, err := writeNotes(out)
 	if err != nil {
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
 	}
-	if opt.verbose && n > 0 {
-		fmt.Fprintf(stderr, "usdt-toolexec: %s: %d probes\n", out, n)
+	if opt.verbose {
+		summarize(opt, out, sites, stderr)
 	}
 	return nil
 }
 
-func writeNotes(path string) (int, error) {
+func writeNotes(path string) ([]probetable.Site, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		// Not an ELF executable (another GOOS): nothing to do.
 		if _, ok := err.(*elf.FormatError); ok {
-			return 0, nil
+			return nil, nil
 		}
-		return 0, err
+		return nil, err
 	}
 	sites, err := probetable.Scan(f)
 	f.Close()
 	if err != nil || len(sites) == 0 {
-		return 0, err
+		return nil, err
 	}
+	disambiguate(sites)
 	patch := make([]elfpatch.Site, len(sites))
 	for i, s := range sites {
 		patch[i] = elfpatch.Site{Provider: s.Provider, Name: s.Name, Args: s.Args, PC: s.Stub, Semaphore: s.Semaphore}
 	}
-	return len(sites), elfpatch.AddNotes(path, patch)
+	return sites, elfpatch.AddNotes(path, patch)
+}
+
+// splitAutoName splits an automatic probe name "kind__pkg__Func" (or
+// "kind__pkg__Type__Method").
+func splitAutoName(name string) (kind, pkg, fn string, ok bool) {
+	parts := strings.SplitN(name, "__", 3)
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// disambiguate renames the automatic probes of packages that share a
+// package name with another package of the binary: their <pkg> part becomes
+// the whole import path with every other character than [A-Za-z0-9]
+// replaced by '_' (encoding/json -> encoding_json). Only the link step sees
+// every package, so only it can tell.
+func disambiguate(sites []probetable.Site) {
+	paths := map[string]map[string]bool{} // package name -> import paths
+	for _, s := range sites {
+		if _, pkg, _, ok := splitAutoName(s.Name); ok && s.Package != "" {
+			if paths[pkg] == nil {
+				paths[pkg] = map[string]bool{}
+			}
+			paths[pkg][s.Package] = true
+		}
+	}
+	for i, s := range sites {
+		kind, pkg, fn, ok := splitAutoName(s.Name)
+		if !ok || s.Package == "" || len(paths[pkg]) < 2 {
+			continue
+		}
+		sites[i].Name = kind + "__" + sanitize(s.Package) + "__" + fn
+	}
+}
+
+func sanitize(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}
+
+// summarize prints what the binary carries and which rules selected nothing
+// in it.
+func summarize(opt options, out string, sites []probetable.Site, w io.Writer) {
+	funcs := map[string]map[string]bool{}
+	generated := 0
+	for _, s := range sites {
+		_, _, fn, ok := splitAutoName(s.Name)
+		if s.Package == "" || !ok {
+			generated++
+			continue
+		}
+		if funcs[s.Package] == nil {
+			funcs[s.Package] = map[string]bool{}
+		}
+		funcs[s.Package][strings.ReplaceAll(fn, "__", ".")] = true
+	}
+	var pkgs []string
+	total := 0
+	for p, fs := range funcs {
+		pkgs = append(pkgs, p)
+		total += len(fs)
+	}
+	sort.Strings(pkgs)
+	fmt.Fprintf(w, "usdt-toolexec: %s: %d probes: %d from usdtgen, %d functions instrumented in %d packages\n",
+		out, len(sites), generated, total, len(pkgs))
+	for _, p := range pkgs {
+		fmt.Fprintf(w, "usdt-toolexec:   %s: %d functions\n", p, len(funcs[p]))
+	}
+	r, err := loadRules(opt)
+	if err != nil || r == nil {
+		return
+	}
+	for _, p := range pkgs {
+		for fn := range funcs[p] {
+			r.Match(p, fn)
+		}
+	}
+	for _, rule := range r.Unused() {
+		fmt.Fprintf(w, "usdt-toolexec: warning: %s selected no function in this binary\n", rule.String())
+	}
 }

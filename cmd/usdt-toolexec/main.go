@@ -9,9 +9,15 @@
 // tool-version query with its own identity, so that the build cache never
 // serves an executable linked without it.
 //
+// With a rules file (-rules FILE, $USDT_RULES, or usdt.yml at the main
+// module's root) it also instruments the functions the rules select with
+// entry__ and exit__ probes; see the README for the rules and the probe
+// contract.
+//
 // It also inspects binaries:
 //
 //	usdt-toolexec list BINARY   # every probe, like tplist
+//	usdt-toolexec bt BINARY     # a starter bpftrace script
 package main
 
 import (
@@ -30,22 +36,34 @@ func main() {
 
 type options struct {
 	verbose bool
+	rules   string
+	// exec is another toolexec wrapper that runs each tool after this one
+	// has changed its arguments.
+	exec []string
 }
 
 const usage = `usage:
-  go build -toolexec='usdt-toolexec [-v]' ./...
+  go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
   usdt-toolexec list BINARY
+
+The rules file selects functions to instrument; without -rules it is
+$USDT_RULES, else usdt.yml at the main module's root, else there is none.
+-exec runs every tool through another toolexec wrapper, after this one.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
-		case "list":
+		case "list", "bt":
 			if len(args) != 2 {
 				fmt.Fprint(stderr, usage)
 				return 2
 			}
-			if err := list(args[1], stdout); err != nil {
+			do := list
+			if args[0] == "bt" {
+				do = bt
+			}
+			if err := do(args[1], stdout); err != nil {
 				fmt.Fprintln(stderr, "usdt-toolexec:", err)
 				return 1
 			}
@@ -57,9 +75,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	var opt options
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		switch args[0] {
-		case "-v":
+		switch {
+		case args[0] == "-v":
 			opt.verbose = true
+		case args[0] == "-rules" && len(args) > 1:
+			opt.rules = args[1]
+			args = args[1:]
+		case strings.HasPrefix(args[0], "-rules="):
+			opt.rules = strings.TrimPrefix(args[0], "-rules=")
+		case args[0] == "-exec" && len(args) > 1:
+			opt.exec = strings.Fields(args[1])
+			args = args[1:]
+		case strings.HasPrefix(args[0], "-exec="):
+			opt.exec = strings.Fields(strings.TrimPrefix(args[0], "-exec="))
 		default:
 			fmt.Fprintf(stderr, "usdt-toolexec: unknown flag %s\n%s", args[0], usage)
 			return 2
@@ -86,7 +114,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 func wrap(opt options, tool string, args []string, stdout, stderr io.Writer) error {
 	name := strings.TrimSuffix(filepath.Base(tool), ".exe")
 	if len(args) > 0 && strings.HasPrefix(args[0], "-V=full") {
-		return toolVersion(tool, args, stdout, stderr)
+		return toolVersion(opt, tool, args, stdout, stderr)
 	}
 	args, err := expandResponseFiles(args)
 	if err != nil {
@@ -98,10 +126,15 @@ func wrap(opt options, tool string, args []string, stdout, stderr io.Writer) err
 	case "link":
 		return link(opt, tool, args, stdout, stderr)
 	}
-	return runTool(tool, args, stdout, stderr)
+	return opt.runTool(tool, args, stdout, stderr)
 }
 
-func runTool(tool string, args []string, stdout, stderr io.Writer) error {
+// runTool runs a tool of the toolchain, through the -exec wrapper if any.
+func (opt options) runTool(tool string, args []string, stdout, stderr io.Writer) error {
+	if len(opt.exec) > 0 {
+		args = append(append(append([]string{}, opt.exec[1:]...), tool), args...)
+		tool = opt.exec[0]
+	}
 	cmd := exec.Command(tool, args...)
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = stdout

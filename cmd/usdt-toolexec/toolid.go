@@ -7,26 +7,28 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"strings"
 )
 
 // toolVersion answers `TOOL -V=full`, which the go command uses as the
-// tool's identity in every cache key. Appending a hash of this wrapper means
-// that packages and executables built with another version of it, or
-// without it, are never reused.
-func toolVersion(tool string, args []string, stdout, stderr io.Writer) error {
+// tool's identity in every cache key. Appending a hash of this wrapper and
+// of the rules means that packages and executables built with another
+// version of it, other rules, or without it, are never reused.
+func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+	// An -exec wrapper answers for the tool, adding its own identity.
 	var out bytes.Buffer
-	cmd := exec.Command(tool, args...)
-	cmd.Stdout = &out
-	cmd.Stderr = stderr
-	if err := cmd.Run(); err != nil {
+	if err := opt.runTool(tool, args, &out, stderr); err != nil {
 		return err
 	}
-	id, err := selfHash()
+	self, err := selfHash()
 	if err != nil {
 		return err
 	}
+	ruleID, err := rulesIdentity(opt)
+	if err != nil {
+		return err
+	}
+	id := self + "-rules-" + ruleID
 	line := strings.TrimRight(out.String(), "\n")
 	// A development toolchain's answer must end in buildID=..., so the
 	// wrapper's identity goes inside that last field.

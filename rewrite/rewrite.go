@@ -1,0 +1,285 @@
+// Package rewrite instruments the functions of one Go package that a rules
+// file selects, for usdt-toolexec's compile step: each gets an entry probe
+// (goroutine id, receiver, parameters) and an exit probe (goroutine id,
+// results), each behind its own semaphore.
+//
+// Probes are spliced into the source text at positions the parser reports,
+// on the line of the function's opening brace, rather than printed back
+// from a modified syntax tree: every original byte keeps its line, so
+// panics, stack traces, DWARF line tables and -cover profiles point at the
+// user's code exactly. A //line directive maps the rewritten copy back to
+// the original file name.
+//
+// The code the probes call is generated into the package itself and
+// imports nothing but unsafe: an instrumented package can be one that this
+// project's runtime package depends on (strings, sync, ...), and the go
+// command only lets a package import what it already imports.
+package rewrite
+
+import (
+	"fmt"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+
+	"github.com/go-usdt/usdt/rules"
+)
+
+// Config describes one compile of one package.
+type Config struct {
+	// ImportPath is the compiler's -p: the symbol prefix ("main" for a
+	// command).
+	ImportPath string
+	// MatchPath is the path rules match, the real import path even for a
+	// command; ImportPath when empty.
+	MatchPath string
+	// Files are the Go files as the compiler received them.
+	Files     []string
+	ImportCfg string
+	GOARCH    string
+	// GoVersion is the compiler's -lang value, if any.
+	GoVersion  string
+	Rules      *rules.Rules
+	GoidOffset int64
+	// OutDir receives the rewritten and generated files.
+	OutDir string
+}
+
+// Func is one instrumented function.
+type Func struct {
+	Name        string // "Func" or "Type.Method"
+	Entry, Exit string // probe names, empty when the rule asked for none
+	Dropped     int    // arguments beyond the note's limit, not passed
+}
+
+// Result is what the compile must use instead of its inputs.
+type Result struct {
+	// Files replaces the compiler's file list.
+	Files []string
+	// Asm is the Plan9 assembly of the stubs, the probe table and the
+	// goroutine-id reader, to assemble and add to the package archive.
+	Asm   []byte
+	Funcs []Func
+}
+
+// Never lists the packages whose functions are never instrumented: the
+// runtime and what it is built from run where probes cannot (no stack
+// growth, no write barriers, no defer).
+var never = regexp.MustCompile(`^(runtime|runtime/.*|internal/runtime/.*|internal/abi|internal/bytealg|internal/cpu|internal/goarch|internal/goos|internal/goexperiment|internal/chacha8rand|internal/godebugs|internal/profilerecord|internal/race|internal/msan|internal/asan|internal/stringslite|internal/byteorder|internal/coverage/rtcov|internal/sync|internal/synctest|sync/atomic|unsafe|github\.com/go-usdt/usdt/runtime)$`)
+
+// Excluded reports whether importPath may never be instrumented.
+func Excluded(importPath string) bool { return never.MatchString(importPath) }
+
+// directives a function may carry that rule instrumentation out: code that
+// must not grow the stack, must run on the system stack, or must not
+// contain write barriers cannot call a probe or defer.
+var forbidden = []string{"//go:nosplit", "//go:systemstack", "//go:nowritebarrier", "//go:nowritebarrierrec", "//go:yeswritebarrierrec", "//go:uintptrescapes", "//go:cgo_unsafe_args"}
+
+type file struct {
+	path string
+	src  []byte
+	ast  *ast.File
+}
+
+type splice struct {
+	at, del int
+	text    string
+}
+
+// Package instruments cfg's package. It returns nil when no function is
+// selected, so the compile can run unchanged.
+func Package(cfg Config) (*Result, error) {
+	if cfg.MatchPath == "" {
+		cfg.MatchPath = cfg.ImportPath
+	}
+	if Excluded(cfg.MatchPath) || cfg.Rules == nil || !cfg.Rules.MatchPackage(cfg.MatchPath) {
+		return nil, nil
+	}
+	fset := token.NewFileSet()
+	var files []*file
+	selected := false
+	for _, path := range cfg.Files {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			return nil, err
+		}
+		f, err := parser.ParseFile(fset, path, src, parser.ParseComments|parser.SkipObjectResolution)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, &file{path, src, f})
+		if !generatedByCgo(path) {
+			for _, fd := range funcs(f) {
+				if _, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
+					selected = true
+				}
+			}
+		}
+	}
+	if !selected {
+		return nil, nil
+	}
+	pkg, info, err := typeCheck(cfg, fset, files)
+	if err != nil {
+		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
+	}
+
+	g := &generator{pkg: pkg, provider: cfg.Rules.Provider}
+	res := &Result{}
+	for _, f := range files {
+		if generatedByCgo(f.path) {
+			res.Files = append(res.Files, f.path)
+			continue
+		}
+		var edits []splice
+		for _, fd := range funcs(f.ast) {
+			rule, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd))
+			if !ok {
+				continue
+			}
+			obj, _ := info.Defs[fd.Name].(*types.Func)
+			if obj == nil {
+				continue
+			}
+			fn, e := g.instrument(fset, f, fd, obj.Type().(*types.Signature), rule)
+			res.Funcs = append(res.Funcs, fn)
+			edits = append(edits, e...)
+		}
+		if len(edits) == 0 {
+			res.Files = append(res.Files, f.path)
+			continue
+		}
+		out, err := writeRewritten(cfg.OutDir, f, edits)
+		if err != nil {
+			return nil, err
+		}
+		res.Files = append(res.Files, out)
+	}
+	if len(res.Funcs) == 0 {
+		return nil, nil
+	}
+	gen, asm, err := g.files(cfg)
+	if err != nil {
+		return nil, err
+	}
+	genPath := filepath.Join(cfg.OutDir, "usdt_auto_probes.go")
+	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
+		return nil, err
+	}
+	res.Files = append(res.Files, genPath)
+	res.Asm = asm
+	return res, nil
+}
+
+// generatedByCgo reports files cgo wrote (its own glue, not user code; the
+// user's code is in the *.cgo1.go files).
+func generatedByCgo(path string) bool {
+	return strings.HasPrefix(filepath.Base(path), "_cgo_")
+}
+
+// funcs returns the function declarations that may be instrumented at all.
+func funcs(f *ast.File) []*ast.FuncDecl {
+	var out []*ast.FuncDecl
+	for _, d := range f.Decls {
+		fd, ok := d.(*ast.FuncDecl)
+		if !ok || fd.Body == nil || fd.Name.Name == "_" || fd.Recv == nil && fd.Name.Name == "init" {
+			continue
+		}
+		if hasForbiddenDirective(fd.Doc) {
+			continue
+		}
+		out = append(out, fd)
+	}
+	return out
+}
+
+func hasForbiddenDirective(doc *ast.CommentGroup) bool {
+	if doc == nil {
+		return false
+	}
+	for _, c := range doc.List {
+		for _, d := range forbidden {
+			if c.Text == d || strings.HasPrefix(c.Text, d+" ") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// funcName is the name rules match: "Func" or "Type.Method".
+func funcName(fd *ast.FuncDecl) string {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return fd.Name.Name
+	}
+	return recvTypeName(fd.Recv.List[0].Type) + "." + fd.Name.Name
+}
+
+func recvTypeName(e ast.Expr) string {
+	for {
+		switch t := e.(type) {
+		case *ast.StarExpr:
+			e = t.X
+		case *ast.ParenExpr:
+			e = t.X
+		case *ast.IndexExpr:
+			e = t.X
+		case *ast.IndexListExpr:
+			e = t.X
+		case *ast.Ident:
+			return t.Name
+		default:
+			return "?"
+		}
+	}
+}
+
+func writeRewritten(dir string, f *file, edits []splice) (string, error) {
+	// Edits apply from the end of the file so offsets stay valid; of two
+	// insertions at one offset the one made first must read first, so it
+	// is applied last.
+	order := make([]int, len(edits))
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(a, b int) bool {
+		ea, eb := edits[order[a]], edits[order[b]]
+		if ea.at != eb.at {
+			return ea.at > eb.at
+		}
+		return order[a] > order[b]
+	})
+	src := append([]byte(nil), f.src...)
+	for _, i := range order {
+		e := edits[i]
+		src = append(src[:e.at], append([]byte(e.text), src[e.at+e.del:]...)...)
+	}
+	abs, err := filepath.Abs(f.path)
+	if err != nil {
+		return "", err
+	}
+	// The directive must start in column 1 and names the next line.
+	out := append([]byte("//line "+abs+":1\n"), src...)
+	path := filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path))
+	return path, os.WriteFile(path, out, 0o644)
+}
+
+// probeName turns a package name and a function name into the name part of
+// a probe: only [A-Za-z0-9_] survive, methods become Type__Method.
+func probeName(kind, pkg, fn string) string {
+	clean := func(s string) string {
+		return strings.Map(func(r rune) rune {
+			if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+				return r
+			}
+			return '_'
+		}, s)
+	}
+	return kind + "__" + clean(pkg) + "__" + clean(strings.ReplaceAll(fn, ".", "__"))
+}
