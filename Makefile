@@ -20,6 +20,10 @@ example: tools
 	$(BIN)/usdt-toolexec list $(BIN)/jobs
 	bpftrace -l 'usdt:$(BIN)/jobs:*'
 	cd $(BIN) && bpftrace $(CURDIR)/examples/provider/latency.bt -c './jobs -jobs 200 -every 1ms'
+	cd examples/toolexec && CGO_ENABLED=0 $(GO) build -toolexec="$(BIN)/usdt-toolexec -v -rules rules.yml" -o $(BIN)/cache .
+	bpftrace -l 'usdt:$(BIN)/cache:*'
+	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
+	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
 
 test: vet lint generate-check unit fuzz
 
