@@ -48,12 +48,47 @@ func TestArguments(t *testing.T) {
 			if m == nil {
 				t.Fatalf("the program did not print its pointer:\n%s", out)
 			}
-			for _, want := range wantValues {
-				want = strings.Replace(want, "PTR", m[1], 1)
-				if !strings.Contains(out, want+"\n") {
-					t.Errorf("bpftrace did not print %q:\n%s", want, out)
+			checkValues(t, out, m[1])
+		})
+	}
+}
+
+func checkValues(t *testing.T, out, ptr string) {
+	t.Helper()
+	for _, want := range wantValues {
+		want = strings.Replace(want, "PTR", ptr, 1)
+		if !strings.Contains(out, want+"\n") {
+			t.Errorf("bpftrace did not print %q:\n%s", want, out)
+		}
+	}
+}
+
+// TestArgumentsAttachPID reads the same values from a process that was
+// already running when bpftrace attached.
+func TestArgumentsAttachPID(t *testing.T) {
+	requireAMD64(t)
+	dir := fixture(t, "types")
+	for _, r := range []route{routeA, routeB} {
+		t.Run(r.name, func(t *testing.T) {
+			tracetest.RequireAttach(t)
+			bin := build(t, dir, r)
+			p := start(t, bin, "fire")
+			var ptr string
+			select {
+			case line := <-p.lines:
+				m := ptrLine.FindStringSubmatch(line)
+				if m == nil {
+					t.Fatalf("first line %q, want ptr=...", line)
 				}
+				ptr = m[1]
+			case <-time.After(10 * time.Second):
+				t.Fatal("the program printed nothing")
 			}
+			out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", strings.ReplaceAll(valuesScript, "BIN", bin))
+			if err != nil {
+				t.Fatal(err)
+			}
+			checkValues(t, out, ptr)
 		})
 	}
 }
