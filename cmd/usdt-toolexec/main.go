@@ -125,6 +125,8 @@ func wrap(opt options, tool string, args []string, stdout, stderr io.Writer) err
 		return compile(opt, tool, args, stdout, stderr)
 	case "link":
 		return link(opt, tool, args, stdout, stderr)
+	case "vet":
+		return vet(opt, tool, args, stdout, stderr)
 	}
 	return opt.runTool(tool, args, stdout, stderr)
 }

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/usdtgen"
+)
+
+// vet runs go vet's analysis tool, which go test runs before every test.
+// It type-checks the package from the files its JSON config lists, so it
+// must see the same sentinel definition as the compiler.
+func vet(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || !strings.HasSuffix(args[len(args)-1], ".cfg") {
+		return opt.runTool(tool, args, stdout, stderr)
+	}
+	cfgPath := args[len(args)-1]
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		return err
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return opt.runTool(tool, args, stdout, stderr)
+	}
+	files, _ := cfg["GoFiles"].([]any)
+	for _, f := range files {
+		name, _ := f.(string)
+		if !strings.HasSuffix(name, usdtgen.NoCgoSuffix) {
+			continue
+		}
+		dir := filepath.Dir(cfgPath)
+		extra, err := writeSentinel(name, dir)
+		if err != nil {
+			return err
+		}
+		cfg["GoFiles"] = append(files, extra)
+		out, err := json.Marshal(cfg)
+		if err != nil {
+			return err
+		}
+		newCfg := filepath.Join(dir, "usdt_vet.cfg")
+		if err := os.WriteFile(newCfg, out, 0o644); err != nil {
+			return err
+		}
+		args = append(append([]string{}, args[:len(args)-1]...), newCfg)
+		break
+	}
+	return opt.runTool(tool, args, stdout, stderr)
+}
