@@ -6,6 +6,29 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
+// basic maps each basic type to the kind it is passed as and the function
+// that converts a value to it: a conversion for integers, bool and
+// strings (which also strips named types), a helper for the rest.
+var basic = map[types.BasicKind]struct {
+	kind probe.Kind
+	conv string
+}{
+	types.Bool:          {probe.Bool, "bool"},
+	types.Int8:          {probe.Int8, "int8"},
+	types.Uint8:         {probe.Uint8, "uint8"},
+	types.Int16:         {probe.Int16, "int16"},
+	types.Uint16:        {probe.Uint16, "uint16"},
+	types.Int32:         {probe.Int32, "int32"},
+	types.Uint32:        {probe.Uint32, "uint32"},
+	types.Int:           {probe.Int64, "int64"},
+	types.Int64:         {probe.Int64, "int64"},
+	types.Uint:          {probe.Uint64, "uint64"},
+	types.Uint64:        {probe.Uint64, "uint64"},
+	types.Uintptr:       {probe.Uintptr, "uintptr"},
+	types.String:        {probe.String, "string"},
+	types.UnsafePointer: {probe.Pointer, "usdtAutoData"},
+}
+
 // convert says how a value of type t reaches a probe: the kind the stub
 // takes and the expression, in the instrumented function, that produces it
 // from the variable name. Values that do not fit a register are passed as a
@@ -17,35 +40,16 @@ func convert(t types.Type, name string) (probe.Kind, string) {
 	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
+		if b, ok := basic[u.Kind()]; ok {
+			return b.kind, b.conv + "(" + name + ")"
+		}
+		// Floats travel as their bits; named float types need converting
+		// to the helper's parameter type first.
 		switch u.Kind() {
-		case types.Bool:
-			return probe.Bool, "bool(" + name + ")"
-		case types.Int8:
-			return probe.Int8, "int8(" + name + ")"
-		case types.Uint8:
-			return probe.Uint8, "uint8(" + name + ")"
-		case types.Int16:
-			return probe.Int16, "int16(" + name + ")"
-		case types.Uint16:
-			return probe.Uint16, "uint16(" + name + ")"
-		case types.Int32:
-			return probe.Int32, "int32(" + name + ")"
-		case types.Uint32:
-			return probe.Uint32, "uint32(" + name + ")"
-		case types.Int, types.Int64:
-			return probe.Int64, "int64(" + name + ")"
-		case types.Uint, types.Uint64:
-			return probe.Uint64, "uint64(" + name + ")"
-		case types.Uintptr:
-			return probe.Uintptr, "uintptr(" + name + ")"
 		case types.Float32:
 			return probe.Uint32, "usdtAutoF32(float32(" + name + "))"
 		case types.Float64:
 			return probe.Uint64, "usdtAutoF64(float64(" + name + "))"
-		case types.String:
-			return probe.String, "string(" + name + ")"
-		case types.UnsafePointer:
-			return probe.Pointer, "usdtAutoData(" + name + ")"
 		}
 	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
 		return probe.Pointer, "usdtAutoData(" + name + ")"

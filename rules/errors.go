@@ -1,97 +1,24 @@
 package rules
 
 import (
-	"cmp"
+	"github.com/go-usdt/usdt/internal/diag"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode/utf8"
 )
 
-// Pos is a position in a rules file. Line and Col are 1-based; Col counts
-// characters, as YAML does. Col is 0 when only the line is known: yaml.v3
-// reports no column for its syntax errors, and for some of them (an
-// indentation mistake, an unclosed list) the line it reports is where the
-// enclosing block starts rather than the offending line. Parse always sets
-// Line.
-type Pos struct {
-	File      string
-	Line, Col int
-}
-
-// String formats p as "file:line:col", leaving out the parts that are
-// unknown, the way go/token does.
-func (p Pos) String() string {
-	s := p.File
-	if p.Line > 0 {
-		if s != "" {
-			s += ":"
-		}
-		s += strconv.Itoa(p.Line)
-		if p.Col > 0 {
-			s += ":" + strconv.Itoa(p.Col)
-		}
-	}
-	if s == "" {
-		s = "-"
-	}
-	return s
-}
-
-// Error is one problem found in a rules file.
-type Error struct {
-	Pos  Pos
-	Msg  string
-	Hint string // how to fix it; may be empty
-}
-
-func (e *Error) Error() string {
-	s := e.Pos.String() + ": " + e.Msg
-	if e.Hint != "" {
-		s += "\n\thint: " + e.Hint
-	}
-	return s
-}
-
-// ErrorList is every problem Parse found, in file order. Reporting them all
-// at once saves an edit-build round trip per mistake. Parse never returns an
-// empty list; past ten errors it ends the list with "too many errors".
-type ErrorList []*Error
-
-func (l ErrorList) Error() string {
-	parts := make([]string, len(l))
-	for i, e := range l {
-		parts[i] = e.Error()
-	}
-	return strings.Join(parts, "\n")
-}
-
-// Unwrap lets errors.As find the individual *Error values.
-func (l ErrorList) Unwrap() []error {
-	errs := make([]error, len(l))
-	for i, e := range l {
-		errs[i] = e
-	}
-	return errs
-}
-
-// maxErrors caps the list, like the Go compiler does: past a handful, later
-// errors are usually consequences of earlier ones.
-const maxErrors = 10
-
-// finish sorts the errors by position, drops repeats (a mistake inside an
-// anchored value is found once per alias that uses it) and caps the list.
-func (l ErrorList) finish() ErrorList {
-	slices.SortStableFunc(l, func(a, b *Error) int {
-		return cmp.Or(cmp.Compare(a.Pos.Line, b.Pos.Line), cmp.Compare(a.Pos.Col, b.Pos.Col))
-	})
-	l = slices.CompactFunc(l, func(a, b *Error) bool { return *a == *b })
-	if len(l) > maxErrors {
-		l = append(l[:maxErrors:maxErrors], &Error{Pos: l[maxErrors].Pos, Msg: "too many errors"})
-	}
-	return l
-}
+// Pos is a position in a rules file; Col counts characters, as YAML does,
+// and is 0 when only the line is known: yaml.v3 reports no column for its
+// syntax errors, and for some (an indentation mistake, an unclosed list)
+// the line it reports is where the enclosing block starts. Error is one
+// problem found in a rules file; ErrorList is every problem Parse found,
+// in file order, ending in "too many errors" past ten.
+type (
+	Pos       = diag.Pos
+	Error     = diag.Error
+	ErrorList = diag.ErrorList
+)
 
 // yamlLineRE splits yaml.v3's error text, "yaml: line N: problem", where the
 // line part is missing when yaml.v3 computed line 0.

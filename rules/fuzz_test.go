@@ -2,6 +2,7 @@ package rules
 
 import (
 	"errors"
+	"github.com/go-usdt/usdt/internal/diag"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +30,7 @@ func FuzzParse(f *testing.F) {
 				t.Fatalf("both rules and an error")
 			}
 			var list ErrorList
-			if !errors.As(err, &list) || len(list) == 0 || len(list) > maxErrors+1 {
+			if !errors.As(err, &list) || len(list) == 0 || len(list) > diag.MaxErrors+1 {
 				t.Fatalf("error %T %v", err, err)
 			}
 			for _, e := range list {

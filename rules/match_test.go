@@ -216,7 +216,7 @@ func TestUnused(t *testing.T) {
 		t.Errorf("after matching rule 2: unused %s", got)
 	}
 	u := rs.Unused()
-	if u[0].Pos != (Pos{"test.yml", 4, 5}) || u[0].Package != "example.com/shop/api/..." {
+	if u[0].Pos != (Pos{File: "test.yml", Line: 4, Col: 5}) || u[0].Package != "example.com/shop/api/..." {
 		t.Errorf("unused rule lost its position or fields: %+v", u[0])
 	}
 }

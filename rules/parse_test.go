@@ -78,7 +78,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Rule{Index: 0, Pos: Pos{"usdt.yml", 1, 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true}
+	want := Rule{Index: 0, Pos: Pos{File: "usdt.yml", Line: 1, Col: 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true}
 	if rs.Provider != "go" || len(rs.Rules) != 1 || !equalRule(rs.Rules[0], want) {
 		t.Errorf("got provider %q rules %+v, want go and %+v", rs.Provider, rs.Rules, want)
 	}
@@ -114,9 +114,9 @@ rules:
 		t.Fatal(err)
 	}
 	want := []Rule{
-		{Index: 0, Pos: Pos{"f.yml", 4, 5}, Package: "example.com/shop/...", Func: "Handle*",
+		{Index: 0, Pos: Pos{File: "f.yml", Line: 4, Col: 5}, Package: "example.com/shop/...", Func: "Handle*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false},
-		{Index: 1, Pos: Pos{"f.yml", 9, 5}, Package: "example.com/cart", Func: "*",
+		{Index: 1, Pos: Pos{File: "f.yml", Line: 9, Col: 5}, Package: "example.com/cart", Func: "*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
@@ -231,11 +231,11 @@ func TestErrorFormat(t *testing.T) {
 		e    Error
 		want string
 	}{
-		{Error{Pos: Pos{"a.yml", 3, 7}, Msg: "m"}, "a.yml:3:7: m"},
-		{Error{Pos: Pos{"a.yml", 3, 7}, Msg: "m", Hint: "h"}, "a.yml:3:7: m\n\thint: h"},
-		{Error{Pos: Pos{"a.yml", 3, 0}, Msg: "m"}, "a.yml:3: m"},
-		{Error{Pos: Pos{"", 3, 7}, Msg: "m"}, "3:7: m"},
-		{Error{Pos: Pos{"a.yml", 0, 0}, Msg: "m"}, "a.yml: m"},
+		{Error{Pos: Pos{File: "a.yml", Line: 3, Col: 7}, Msg: "m"}, "a.yml:3:7: m"},
+		{Error{Pos: Pos{File: "a.yml", Line: 3, Col: 7}, Msg: "m", Hint: "h"}, "a.yml:3:7: m\n\thint: h"},
+		{Error{Pos: Pos{File: "a.yml", Line: 3, Col: 0}, Msg: "m"}, "a.yml:3: m"},
+		{Error{Pos: Pos{File: "", Line: 3, Col: 7}, Msg: "m"}, "3:7: m"},
+		{Error{Pos: Pos{File: "a.yml", Line: 0, Col: 0}, Msg: "m"}, "a.yml: m"},
 		{Error{Msg: "m"}, "-: m"},
 	}
 	for _, tt := range tests {

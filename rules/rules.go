@@ -74,7 +74,7 @@ func Parse(filename string, data []byte) (*Rules, error) {
 	}
 	p.topLevel(root, rs)
 	if len(p.errs) > 0 {
-		return nil, p.errs.finish()
+		return nil, p.errs.Finish()
 	}
 	return rs, nil
 }

@@ -1,13 +1,10 @@
 package main
 
 import (
-	"debug/elf"
 	"fmt"
 	"io"
 	"sort"
 	"strings"
-
-	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
 // bt prints a starter bpftrace script for a binary's automatic probes: a
@@ -15,12 +12,7 @@ import (
 // goroutine id, because a goroutine may resume on another thread between
 // the two, which makes the usual @start[tid] pairing wrong in Go.
 func bt(path string, w io.Writer) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	notes, err := sdtnote.Read(f)
+	notes, err := readNotes(path)
 	if err != nil {
 		return err
 	}

@@ -9,14 +9,19 @@ import (
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
-// list prints the probes of a binary the way tracers will see them.
-func list(path string, w io.Writer) error {
+// readNotes returns the stapsdt notes of the executable at path.
+func readNotes(path string) ([]sdtnote.Note, error) {
 	f, err := elf.Open(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
-	notes, err := sdtnote.Read(f)
+	return sdtnote.Read(f)
+}
+
+// list prints the probes of a binary the way tracers will see them.
+func list(path string, w io.Writer) error {
+	notes, err := readNotes(path)
 	if err != nil {
 		return err
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	gotoken "go/token"
 	"regexp"
-	"sort"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -83,15 +82,7 @@ func (p *parser) unexpected(tok token, hint, expected string) {
 }
 
 func (p *parser) errorList() ErrorList {
-	if len(p.errs) == 0 {
-		return nil
-	}
-	sort.SliceStable(p.errs, func(i, j int) bool { return p.errs[i].Pos.before(p.errs[j].Pos) })
-	if len(p.errs) > maxErrors {
-		first := p.errs[maxErrors]
-		p.errs = append(p.errs[:maxErrors:maxErrors], &Error{Pos: first.Pos, Msg: "too many errors"})
-	}
-	return ErrorList(p.errs)
+	return ErrorList(p.errs).Finish()
 }
 
 // next moves to the next token, acting on the #define and #undef lines on

@@ -24,9 +24,7 @@
 package provider
 
 import (
-	"fmt"
-	"strings"
-
+	"github.com/go-usdt/usdt/internal/diag"
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
@@ -51,61 +49,14 @@ type Probe struct {
 	ArgTypes []string
 }
 
-// Pos is a position in a provider file. Line and Col are 1-based; Col counts
-// bytes, as Go's own tools do, so that editors agree on it.
-type Pos struct {
-	File      string
-	Line, Col int
-}
-
-// String formats p as "file:line:col", leaving out the file name when there
-// is none.
-func (p Pos) String() string {
-	if p.File == "" {
-		return fmt.Sprintf("%d:%d", p.Line, p.Col)
-	}
-	return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.Col)
-}
-
-// before reports whether p comes strictly before q in the same file.
-func (p Pos) before(q Pos) bool {
-	if p.Line != q.Line {
-		return p.Line < q.Line
-	}
-	return p.Col < q.Col
-}
-
-// Error is one problem found in a provider file. Hint, when set, tells the
-// user how to fix it: most people write a provider file once and should not
-// have to learn D's grammar from the error messages.
-type Error struct {
-	Pos  Pos
-	Msg  string
-	Hint string
-}
-
-func (e *Error) Error() string {
-	s := e.Pos.String() + ": " + e.Msg
-	if e.Hint != "" {
-		s += "\n\thint: " + e.Hint
-	}
-	return s
-}
-
-// ErrorList is every problem Parse found, sorted by position.
-type ErrorList []*Error
-
-func (l ErrorList) Error() string {
-	msgs := make([]string, len(l))
-	for i, e := range l {
-		msgs[i] = e.Error()
-	}
-	return strings.Join(msgs, "\n")
-}
-
-// maxErrors bounds the list Parse returns: past a handful, later errors are
-// mostly consequences of earlier ones and only bury them.
-const maxErrors = 10
+// Pos is a position in a provider file; Col counts bytes, as Go's own
+// tools do, so that editors agree on it. Error is one problem found in a
+// provider file; ErrorList is every problem Parse found, sorted by position.
+type (
+	Pos       = diag.Pos
+	Error     = diag.Error
+	ErrorList = diag.ErrorList
+)
 
 // Parse parses the provider file src, whose name filename is used in
 // positions only. It returns every provider the file declares, in order, or

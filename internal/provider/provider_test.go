@@ -3,6 +3,7 @@ package provider
 import (
 	"errors"
 	"flag"
+	"github.com/go-usdt/usdt/internal/diag"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -472,15 +473,18 @@ func TestBadFiles(t *testing.T) {
 // checkErrorList checks what every error list promises, whatever the input.
 func checkErrorList(t *testing.T, list ErrorList) {
 	t.Helper()
-	if len(list) == 0 || len(list) > maxErrors+1 {
-		t.Errorf("error list has %d entries, want 1 to %d", len(list), maxErrors+1)
+	if len(list) == 0 || len(list) > diag.MaxErrors+1 {
+		t.Errorf("error list has %d entries, want 1 to %d", len(list), diag.MaxErrors+1)
 	}
 	for i, e := range list {
 		if e.Pos.Line < 1 || e.Pos.Col < 1 || e.Msg == "" {
 			t.Errorf("malformed error %#v", e)
 		}
-		if i > 0 && e.Pos.before(list[i-1].Pos) {
-			t.Errorf("errors not sorted: %v after %v", e.Pos, list[i-1].Pos)
+		if i == 0 {
+			continue
+		}
+		if prev := list[i-1].Pos; e.Pos.Line < prev.Line || e.Pos.Line == prev.Line && e.Pos.Col < prev.Col {
+			t.Errorf("errors not sorted: %v after %v", e.Pos, prev)
 		}
 	}
 }
@@ -517,7 +521,7 @@ func TestTooManyErrors(t *testing.T) {
 	b.WriteString("};\n")
 	_, err := Parse("test.d", []byte(b.String()))
 	list, ok := err.(ErrorList)
-	if !ok || len(list) != maxErrors+1 || list[maxErrors].Msg != "too many errors" {
+	if !ok || len(list) != diag.MaxErrors+1 || list[diag.MaxErrors].Msg != "too many errors" {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"text/template"
 
 	"github.com/go-usdt/usdt/asmgen"
+	"github.com/go-usdt/usdt/internal/diag"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/provider"
 )
@@ -51,18 +52,7 @@ type File struct {
 }
 
 // Error is a generation error tied to a position in the provider file.
-type Error struct {
-	Pos       provider.Pos
-	Msg, Hint string
-}
-
-func (e *Error) Error() string {
-	s := fmt.Sprintf("%s:%d:%d: %s", e.Pos.File, e.Pos.Line, e.Pos.Col, e.Msg)
-	if e.Hint != "" {
-		s += "\n\thint: " + e.Hint
-	}
-	return s
-}
+type Error = diag.Error
 
 // ExportedName is the Go identifier of a probe: provider then probe name,
 // split at underscores, each piece capitalised.
