@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"fmt"
 	"go/types"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -59,4 +60,34 @@ func convert(t types.Type, name string) (probe.Kind, string) {
 		return probe.Int64, "int64(len(" + name + "))"
 	}
 	return probe.Uint64, "0"
+}
+
+// convertAt is convert for a value read through p, an expression of type
+// unsafe.Pointer that points at it: exit probes read the results that way
+// when they fire, after the function has set them. It returns false for
+// values passed as the constant 0, which need no pointer.
+func convertAt(t types.Type, p string) (probe.Kind, string, bool) {
+	k, e := convert(t, "v")
+	if e == "0" {
+		return k, e, false
+	}
+	load := func(goType string) string { return "*(*" + goType + ")(" + p + ")" }
+	switch u := t.Underlying().(type) {
+	case *types.Basic:
+		switch u.Kind() {
+		case types.Float32:
+			return k, load("uint32"), true
+		case types.Float64:
+			return k, load("uint64"), true
+		}
+		// int and uint are 64 bits wide on every supported GOARCH.
+		return k, load(k.GoType()), true
+	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
+		return k, load("unsafe.Pointer"), true
+	case *types.Interface:
+		return k, fmt.Sprintf("usdtAutoTypeAt(%s, %t)", p, u.Empty()), true
+	case *types.Slice:
+		return k, "int64((*[3]int)(" + p + ")[1])", true
+	}
+	return k, "0", false
 }

@@ -66,6 +66,17 @@ func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(un
 // usdtAutoType is an interface's type word: nil exactly when it is nil.
 func usdtAutoType(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0] }
 
+// usdtAutoTypeAt is the type word of the interface at p, as usdtAutoType
+// gives it: a non-empty interface holds an itab, whose second word is the
+// type.
+func usdtAutoTypeAt(p unsafe.Pointer, empty bool) unsafe.Pointer {
+	w := *(*unsafe.Pointer)(p)
+	if empty || w == nil {
+		return w
+	}
+	return *(*unsafe.Pointer)(unsafe.Pointer(uintptr(w) + unsafe.Sizeof(w)))
+}
+
 func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 `, g.pkg.Name(), layout.SemaphoreSlots, layout.TailWords())
@@ -87,6 +98,18 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 		}
 		fmt.Fprintf(&b, "\n// %s:%s\n//\n//go:noinline\nfunc usdtAutoFire%d(%s) {\n%s\tusdtAutoStub%d(%s)\n}\n\n//go:noescape\nfunc usdtAutoStub%d(%s)\n",
 			g.provider, p.name, i, strings.Join(params, ", "), strings.Join(bufs, ""), i, strings.Join(call, ", "), i, strings.Join(stubParams, ", "))
+		if p.exit != nil {
+			fields := "struct{}"
+			if p.exit.fields > 0 {
+				var names []string
+				for j := 1; j <= p.exit.fields; j++ {
+					names = append(names, fmt.Sprintf("a%d", j))
+				}
+				fields = "struct{ " + strings.Join(names, ", ") + " interface{} }"
+			}
+			fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the addresses of the results that %s:%s\n// passes; fire reads them when the deferred call runs.\ntype usdtAutoExit%d %s\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
+				i, g.provider, p.name, i, fields, i, i, strings.Join(p.exit.args, ", "))
+		}
 	}
 	goSrc, err = format.Source(b.Bytes())
 	if err != nil {

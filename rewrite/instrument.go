@@ -17,6 +17,14 @@ type autoProbe struct {
 	name  string
 	args  []probe.Kind
 	index int
+	// exit is set for exit probes: the deferred call reads the results
+	// through exit.fields pointers with the exit.args expressions.
+	exit *exitReader
+}
+
+type exitReader struct {
+	fields int
+	args   []string
 }
 
 type generator struct {
@@ -97,13 +105,19 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, s
 			}
 			vals = nameFields(res, "usdtR", sig.Results(), 0)
 		}
-		kinds, exprs, dropped := g.pass(vals)
+		kinds, exprs, ptrs, dropped := g.passAt(vals)
 		fn.Dropped += dropped
 		fn.Exit = probeName("exit", g.pkg.Name(), name)
 		i := g.add(fn.Exit, kinds)
+		g.probes[i].exit = &exitReader{fields: len(ptrs), args: exprs}
 		// Registered first, the deferred call runs last: after any
-		// recover in the function has set the final results.
-		prologue = append(prologue, fmt.Sprintf("if usdtAutoTable.semaphores[%d] != 0 { defer func() { usdtAutoFire%d(%s) }() }", i, i, strings.Join(exprs, ", ")))
+		// recover in the function has set the final results. It is a
+		// method value of a generated type that holds the results'
+		// addresses, not a func literal: a literal would be the
+		// function's func1 and renumber the user's closures (main.f.func1
+		// would become main.f.func2 in tracebacks and profiles), and
+		// deferring a call with arguments would renumber its deferwraps.
+		prologue = append(prologue, fmt.Sprintf("if usdtAutoTable.semaphores[%d] != 0 { usdtAutoExit := usdtAutoExit%d{%s}.fire; defer usdtAutoExit() }", i, i, strings.Join(ptrs, ", ")))
 	}
 	edits = append(edits, splice{at: off(fd.Body.Lbrace) + 1, text: strings.Join(prologue, "; ") + "; "})
 	return fn, edits
@@ -121,4 +135,22 @@ func (g *generator) pass(vals []value) (kinds []probe.Kind, exprs []string, drop
 		exprs = append(exprs, e)
 	}
 	return kinds, exprs, 0
+}
+
+// passAt is pass for the exit probe's deferred call: each value is read
+// through its address, held in a field of the generated usdtAutoExitN
+// type. It returns the addresses to store, in field order.
+func (g *generator) passAt(vals []value) (kinds []probe.Kind, exprs, ptrs []string, dropped int) {
+	for i, v := range vals {
+		if i >= probe.MaxArgs-1 {
+			return kinds, exprs, ptrs, len(vals) - i
+		}
+		k, e, ok := convertAt(v.typ, fmt.Sprintf("usdtAutoData(x.a%d)", len(ptrs)+1))
+		if ok {
+			ptrs = append(ptrs, "&"+v.name)
+		}
+		kinds = append(kinds, k)
+		exprs = append(exprs, e)
+	}
+	return kinds, exprs, ptrs, 0
 }

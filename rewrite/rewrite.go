@@ -264,8 +264,10 @@ func writeRewritten(dir string, f *file, edits []splice) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	// The directive must start in column 1 and names the next line.
-	out := append([]byte("//line "+abs+":1\n"), src...)
+	// The directive must start in column 1 and names the next line and
+	// column: without a column, every later position of the file would
+	// have column 0 (unknown) in compiler messages and export data.
+	out := append([]byte("//line "+abs+":1:1\n"), src...)
 	path := filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path))
 	return path, os.WriteFile(path, out, 0o644)
 }
