@@ -21,7 +21,8 @@ const DefaultFile = "usdt.yml"
 //   - else $USDT_RULES, if set and not empty;
 //   - else usdt.yml in the main module's root, the nearest directory at or
 //     above dir holding a go.mod file (what `go env GOMOD` finds, without
-//     running go; with GO111MODULE=off there is no module).
+//     running go; with GO111MODULE=off there is no module);
+//   - else usdt.yml beside the go.work at or above dir, for workspaces.
 //
 // A relative flagValue or $USDT_RULES is taken relative to dir ("" means the
 // current directory). A file named by the flag or the variable must exist:
@@ -45,21 +46,25 @@ func Locate(flagValue, dir string) (string, error) {
 	if os.Getenv("GO111MODULE") == "off" {
 		return "", nil
 	}
-	root := moduleRoot(absDir)
-	if root == "" {
-		return "", nil
+	// In a workspace every module is a main module, so the rules of the
+	// whole build sit beside go.work; a module's own usdt.yml still wins.
+	for _, root := range []string{findUp(absDir, "go.mod"), findUp(absDir, "go.work")} {
+		if root == "" {
+			continue
+		}
+		path := filepath.Join(root, DefaultFile)
+		fi, err := os.Stat(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue
+		case err != nil:
+			return "", err
+		case fi.IsDir():
+			return "", fmt.Errorf("%s is a directory, not a rules file", path)
+		}
+		return path, nil
 	}
-	path := filepath.Join(root, DefaultFile)
-	fi, err := os.Stat(path)
-	switch {
-	case errors.Is(err, fs.ErrNotExist):
-		return "", nil
-	case err != nil:
-		return "", err
-	case fi.IsDir():
-		return "", fmt.Errorf("%s is a directory, not a rules file", path)
-	}
-	return path, nil
+	return "", nil
 }
 
 func explicitFile(name, dir, source string) (string, error) {
@@ -77,13 +82,13 @@ func explicitFile(name, dir, source string) (string, error) {
 	return path, nil
 }
 
-// moduleRoot walks up from the absolute directory dir to the first directory
-// holding a go.mod file, as the go command does to find the main module, and
-// returns it, or "" at the file system root.
-func moduleRoot(dir string) string {
+// findUp walks up from the absolute directory dir to the first directory
+// holding the file name (go.mod, go.work), as the go command does to find
+// the main module or workspace, and returns it, or "" at the root.
+func findUp(dir, name string) string {
 	dir = filepath.Clean(dir)
 	for {
-		if fi, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil && !fi.IsDir() {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
 			return dir
 		}
 		parent := filepath.Dir(dir)

@@ -90,8 +90,8 @@ func TestLocateNoModule(t *testing.T) {
 	t.Setenv(EnvVar, "")
 	t.Setenv("GO111MODULE", "")
 	dir := t.TempDir() // assumes no go.mod above the temp dir, as in /tmp
-	if moduleRoot(dir) != "" {
-		t.Skip("a go.mod sits above the temp directory")
+	if findUp(dir, "go.mod") != "" || findUp(dir, "go.work") != "" {
+		t.Skip("a go.mod or go.work sits above the temp directory")
 	}
 	writeFile(t, filepath.Join(dir, "usdt.yml"), "rules: [{package: a}]\n")
 	if got, err := Locate("", dir); got != "" || err != nil {
@@ -132,5 +132,31 @@ func TestLocateUsdtYmlIsDir(t *testing.T) {
 	}
 	if _, err := Locate("", mod); err == nil {
 		t.Error("usdt.yml directory: no error")
+	}
+}
+
+func TestLocateWorkspace(t *testing.T) {
+	t.Setenv(EnvVar, "")
+	t.Setenv("GO111MODULE", "")
+	root := t.TempDir()
+	writeFile(t, filepath.Join(root, "go.work"), "go 1.24\n\nuse ./app\n")
+	if err := os.Mkdir(filepath.Join(root, "app"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(root, "app", "go.mod"), "module example.com/app\n")
+	writeFile(t, filepath.Join(root, "usdt.yml"), "rules: [{package: a}]\n")
+	app := filepath.Join(root, "app")
+	if got, err := Locate("", app); err != nil || got != filepath.Join(root, "usdt.yml") {
+		t.Errorf("workspace rules: %q, %v", got, err)
+	}
+	// A module's own usdt.yml wins over the workspace's.
+	writeFile(t, filepath.Join(app, "usdt.yml"), "rules: [{package: b}]\n")
+	if got, err := Locate("", app); err != nil || got != filepath.Join(app, "usdt.yml") {
+		t.Errorf("module rules in a workspace: %q, %v", got, err)
+	}
+	// From the workspace root itself, outside any module.
+	os.Remove(filepath.Join(app, "usdt.yml"))
+	if got, err := Locate("", root); err != nil || got != filepath.Join(root, "usdt.yml") {
+		t.Errorf("workspace root: %q, %v", got, err)
 	}
 }

@@ -41,9 +41,15 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
+	var files []string
+	for _, a := range args {
+		if strings.HasSuffix(a, ".go") {
+			files = append(files, a)
+		}
+	}
 	matchPath := importPath
 	if importPath == "main" {
-		matchPath = mainImportPath()
+		matchPath = mainImportPath(files, objdir)
 	}
 	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
 		return opt.runTool(tool, args, stdout, stderr)
@@ -54,12 +60,6 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 	}
 	// The tool is $GOROOT/pkg/tool/GOOS_GOARCH/compile.
 	goroot := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(tool))))
-	var files []string
-	for _, a := range args {
-		if strings.HasSuffix(a, ".go") {
-			files = append(files, a)
-		}
-	}
 	cfg := rewrite.Config{
 		ImportPath: importPath,
 		MatchPath:  matchPath,
@@ -93,16 +93,64 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 
 // mainImportPath is the import path of the main package being compiled:
 // the compiler only gets "main", but rules name main packages by path. The
-// compiler runs in the package's directory.
-func mainImportPath() string {
-	dir, err := os.Getwd()
-	if err != nil {
-		return "main"
-	}
-	if p := usdtgen.ImportPath(dir); p != "" {
-		return p
+// compiler runs in the go command's directory, not the package's, so the
+// directory comes from the files: the go command passes the package's own
+// Go files by absolute path, and the files that cgo or cover wrote into
+// objdir in their place begin with a //line directive naming the original.
+// The test main that go test generates has neither, and stays "main".
+func mainImportPath(files []string, objdir string) string {
+	for _, f := range files {
+		src := f
+		if filepath.Dir(f) == filepath.Clean(objdir) {
+			src = lineDirectiveFile(f)
+		}
+		if !filepath.IsAbs(src) {
+			continue
+		}
+		if p := usdtgen.ImportPath(filepath.Dir(src)); p != "" {
+			return p
+		}
+		break
 	}
 	return "main"
+}
+
+// lineDirectiveFile returns the file named by a //line directive at the
+// start of a line in the first lines of the Go file at path, or "".
+func lineDirectiveFile(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	for _, line := range strings.Split(string(head[:n]), "\n") {
+		rest, ok := strings.CutPrefix(line, "//line ")
+		if !ok {
+			continue
+		}
+		// //line file:line or //line file:line:col
+		for range 2 {
+			if i := strings.LastIndexByte(rest, ':'); i > 0 && isDigits(rest[i+1:]) {
+				rest = rest[:i]
+			}
+		}
+		return rest
+	}
+	return ""
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // compileInstrumented compiles the rewritten files, assembles the probe

@@ -29,7 +29,7 @@ func link(opt options, tool string, args []string, stdout, stderr io.Writer) err
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
 	}
 	if opt.verbose {
-		summarize(opt, out, sites, stderr)
+		summarize(opt, sites, stderr)
 	}
 	return nil
 }
@@ -101,7 +101,7 @@ func sanitize(s string) string {
 
 // summarize prints what the binary carries and which rules selected nothing
 // in it.
-func summarize(opt options, out string, sites []probetable.Site, w io.Writer) {
+func summarize(opt options, sites []probetable.Site, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {
@@ -122,8 +122,10 @@ func summarize(opt options, out string, sites []probetable.Site, w io.Writer) {
 		total += len(fs)
 	}
 	sort.Strings(pkgs)
-	fmt.Fprintf(w, "usdt-toolexec: %s: %d probes: %d from usdtgen, %d functions instrumented in %d packages\n",
-		out, len(sites), generated, total, len(pkgs))
+	// The go command heads this output with the package being linked; the
+	// output path is a temporary one.
+	fmt.Fprintf(w, "usdt-toolexec: linked %d probes: %d from usdtgen, %d functions instrumented in %d packages\n",
+		len(sites), generated, total, len(pkgs))
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "usdt-toolexec:   %s: %d functions\n", p, len(funcs[p]))
 	}

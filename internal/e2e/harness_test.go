@@ -67,7 +67,11 @@ func fixture(t *testing.T, name string) string {
 			return err
 		}
 		rel, _ := filepath.Rel(src, path)
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
+		dst := filepath.Join(dir, rel)
+		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(dst, data, 0o644)
 	})
 	if err != nil {
 		t.Fatal(err)
