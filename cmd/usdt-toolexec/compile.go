@@ -93,12 +93,17 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 
 // mainImportPath is the import path of the main package being compiled:
 // the compiler only gets "main", but rules name main packages by path. The
-// compiler runs in the go command's directory, not the package's, so the
+// go command says it in $TOOLEXEC_IMPORTPATH ("example.com/cmd", or
+// "example.com/cmd [example.com/cmd.test]" for its test variant, and
+// "example.com/cmd.test" for the generated test main). Without it, the
 // directory comes from the files: the go command passes the package's own
 // Go files by absolute path, and the files that cgo or cover wrote into
 // objdir in their place begin with a //line directive naming the original.
-// The test main that go test generates has neither, and stays "main".
+// The test main has neither, and stays "main".
 func mainImportPath(files []string, objdir string) string {
+	if p, _, _ := strings.Cut(os.Getenv("TOOLEXEC_IMPORTPATH"), " "); p != "" {
+		return p
+	}
 	for _, f := range files {
 		src := f
 		if filepath.Dir(f) == filepath.Clean(objdir) {

@@ -44,11 +44,13 @@ type options struct {
 
 const usage = `usage:
   go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
-  usdt-toolexec list BINARY
+  usdt-toolexec list BINARY   # every probe, like tplist
+  usdt-toolexec bt BINARY     # a starter bpftrace script: latency per function
 
 The rules file selects functions to instrument; without -rules it is
-$USDT_RULES, else usdt.yml at the main module's root, else there is none.
--exec runs every tool through another toolexec wrapper, after this one.
+$USDT_RULES, else usdt.yml at the main module's root (or beside go.work),
+else there is none. -exec runs every tool through another toolexec wrapper,
+after this one. -v reports what is instrumented and linked.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
