@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"strings"
 )
 
@@ -17,9 +18,8 @@ import (
 // of the rules means that packages and executables built with another
 // version of it, other rules, or without it, are never reused.
 func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writer) error {
-	// An -exec wrapper answers for the tool, adding its own identity.
-	var out bytes.Buffer
-	if err := opt.runTool(tool, args, &out, stderr); err != nil {
+	answer, err := realToolVersion(opt, tool, args, stderr)
+	if err != nil {
 		return err
 	}
 	self, err := selfHash()
@@ -31,7 +31,7 @@ func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writ
 		return err
 	}
 	id := self + "-rules-" + ruleID
-	line := strings.TrimRight(out.String(), "\n")
+	line := strings.TrimRight(answer, "\n")
 	// A development toolchain's answer must end in buildID=..., so the
 	// wrapper's identity goes inside that last field.
 	if i := strings.LastIndex(line, " buildID="); i >= 0 {
@@ -40,6 +40,37 @@ func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writ
 	}
 	fmt.Fprintf(stdout, "%s usdt-toolexec=%s\n", line, id)
 	return nil
+}
+
+// realToolVersion is the tool's own answer to -V=full. It is cached on
+// disk by the tool's path, size and modification time: every build asks,
+// warm no-op builds included, and running the tool costs more than the
+// rest of the wrapper. An -exec wrapper answers for the tool, adding its
+// own identity, and is asked every time.
+func realToolVersion(opt options, tool string, args []string, stderr io.Writer) (string, error) {
+	cache := ""
+	if fi, err := os.Stat(tool); err == nil && len(opt.exec) == 0 {
+		if dir, err := os.UserCacheDir(); err == nil {
+			sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%q", tool, fi.Size(), fi.ModTime().UnixNano(), args))
+			cache = filepath.Join(dir, "usdt-toolexec", "toolid-"+hex.EncodeToString(sum[:16]))
+			if data, err := os.ReadFile(cache); err == nil && len(data) > 0 {
+				return string(data), nil
+			}
+		}
+	}
+	var out bytes.Buffer
+	if err := opt.runTool(tool, args, &out, stderr); err != nil {
+		return "", err
+	}
+	if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
+		// Written whole under a unique name, then renamed: concurrent
+		// builds never read a partial answer.
+		tmp := fmt.Sprintf("%s.%d", cache, os.Getpid())
+		if os.WriteFile(tmp, out.Bytes(), 0o644) == nil {
+			os.Rename(tmp, cache)
+		}
+	}
+	return out.String(), nil
 }
 
 // selfHash identifies this executable. The go command asks every tool for
