@@ -22,7 +22,7 @@
 #
 #   cold     fresh, empty GOCACHE (the standard library is compiled too) and
 #            a fresh XDG_CACHE_HOME (usdt-toolexec caches the goroutine-id
-#            offset of the toolchain there)
+#            offset of the toolchain and the tools' -V=full answers there)
 #   warm     the same build again with the same cache, nothing changed (the
 #            go command finds the executable up to date); REPEAT times
 #   relink   the same again after deleting the executable: every package
