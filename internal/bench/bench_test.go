@@ -2,14 +2,13 @@ package bench
 
 import (
 	"fmt"
+	"github.com/go-usdt/usdt/internal/benchpair"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	usdtrt "github.com/go-usdt/usdt/runtime"
 )
@@ -95,57 +94,13 @@ func BenchmarkEnabledString(b *testing.B) {
 // both kinds alike rather than one whole benchmark. Their ns/op counts one
 // iteration of both loops.
 
-// pairedBlock is the iterations in one timed block: a few microseconds,
-// so that reading the clock is negligible and few blocks are interrupted.
-const pairedBlock = 2048
-
 func BenchmarkPairedDisabledProbe(b *testing.B) { benchPaired(b, loopHit) }
 
 func BenchmarkPairedDisabledProbeString(b *testing.B) { benchPaired(b, loopStr) }
 
 func benchPaired(b *testing.B, probed func(n int) int) {
 	requireDisabled(b)
-	blocks := (b.N + pairedBlock - 1) / pairedBlock
-	plain := make([]float64, 0, blocks)
-	probe := make([]float64, 0, blocks)
-	added := make([]float64, 0, blocks)
-	s := 0
-	b.ResetTimer()
-	for k := range blocks {
-		// Alternate which loop goes first, so neither always runs
-		// with warmer caches or right after the clock read.
-		first, second := loopPlain, probed
-		if k%2 == 1 {
-			first, second = probed, loopPlain
-		}
-		t0 := time.Now()
-		s += first(pairedBlock)
-		t1 := time.Now()
-		s += second(pairedBlock)
-		t2 := time.Now()
-		p, q := t1.Sub(t0), t2.Sub(t1)
-		if k%2 == 1 {
-			p, q = q, p
-		}
-		plain = append(plain, float64(p)/pairedBlock)
-		probe = append(probe, float64(q)/pairedBlock)
-		added = append(added, float64(q-p)/pairedBlock)
-	}
-	b.StopTimer()
-	sink = s
-	b.ReportMetric(median(plain), "plain-ns/call")
-	b.ReportMetric(median(probe), "probe-ns/call")
-	b.ReportMetric(median(added), "added-ns/call")
-}
-
-// median sorts v and returns its median.
-func median(v []float64) float64 {
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	sink = benchpair.Run(b, loopPlain, probed, "plain-ns/call", "probe-ns/call")
 }
 
 //go:noinline

@@ -1,9 +1,8 @@
 package benchauto
 
 import (
-	"slices"
+	"github.com/go-usdt/usdt/internal/benchpair"
 	"testing"
-	"time"
 )
 
 // Every benchmark times one iteration of a plain b.N loop around one call,
@@ -66,56 +65,12 @@ func BenchmarkAddNoinline(b *testing.B) {
 //	    is minus what inlining saves; in the instrumented binary, it is
 //	    what the disabled probes add to a call that is not inlined anyway.
 
-// pairedBlock is the iterations in one timed block: a few microseconds, so
-// that reading the clock is negligible and few blocks are interrupted.
-const pairedBlock = 2048
-
 func BenchmarkPairedWork(b *testing.B) { benchPaired(b, loopWorkRef, loopWork) }
 
 func BenchmarkPairedAdd(b *testing.B) { benchPaired(b, loopAddNoinline, loopAdd) }
 
 func benchPaired(b *testing.B, ref, fn func(n int) int) {
-	blocks := (b.N + pairedBlock - 1) / pairedBlock
-	refs := make([]float64, 0, blocks)
-	fns := make([]float64, 0, blocks)
-	added := make([]float64, 0, blocks)
-	s := 0
-	b.ResetTimer()
-	for k := range blocks {
-		// Alternate which loop goes first, so that neither always
-		// runs with warmer caches or right after the clock read.
-		first, second := ref, fn
-		if k%2 == 1 {
-			first, second = fn, ref
-		}
-		t0 := time.Now()
-		s += first(pairedBlock)
-		t1 := time.Now()
-		s += second(pairedBlock)
-		t2 := time.Now()
-		p, q := t1.Sub(t0), t2.Sub(t1)
-		if k%2 == 1 {
-			p, q = q, p
-		}
-		refs = append(refs, float64(p)/pairedBlock)
-		fns = append(fns, float64(q)/pairedBlock)
-		added = append(added, float64(q-p)/pairedBlock)
-	}
-	b.StopTimer()
-	sink = s
-	b.ReportMetric(median(refs), "ref-ns/call")
-	b.ReportMetric(median(fns), "fn-ns/call")
-	b.ReportMetric(median(added), "added-ns/call")
-}
-
-// median sorts v and returns its median.
-func median(v []float64) float64 {
-	slices.Sort(v)
-	n := len(v)
-	if n%2 == 1 {
-		return v[n/2]
-	}
-	return (v[n/2-1] + v[n/2]) / 2
+	sink = benchpair.Run(b, ref, fn, "ref-ns/call", "fn-ns/call")
 }
 
 // The loops of the paired benchmarks: the same loops as the benchmarks
