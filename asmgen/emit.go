@@ -52,27 +52,38 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 	entries := make([]probetable.Entry, len(stubs))
 	for i, s := range stubs {
 		f := GoArgs(arch, kinds(s.Probe))
-		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: f.Specs}
+		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: f.Specs, Semaphore: i}
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}
-	img, err := probetable.Build(pkg, entries)
+	l, err := writeTable(&b, pkg, table, entries, func(i int) string { return stubs[i].Symbol })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}
+	return b.Bytes(), l, nil
+}
+
+// writeTable writes the DATA and GLOBL directives of the probe table of
+// entries, the address of probe i's site being symbol(i) (a symbol, plus an
+// offset if need be), which the linker relocates.
+func writeTable(b *bytes.Buffer, pkg, table string, entries []probetable.Entry, symbol func(i int) string) (probetable.Layout, error) {
+	img, err := probetable.Build(pkg, entries)
+	if err != nil {
+		return probetable.Layout{}, err
+	}
 	l := img.Layout
-	fmt.Fprintf(&b, "\n// The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.\n")
+	fmt.Fprintf(b, "\n// The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.\n")
 	for off := 0; off < l.Size; off += 8 {
-		if off >= l.StubsOffset && off < l.StringsOffset {
-			fmt.Fprintf(&b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, stubs[(off-l.StubsOffset)/8].Symbol)
+		if off >= l.StubsOffset && off < l.SlotsOffset {
+			fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, symbol((off-l.StubsOffset)/8))
 			continue
 		}
 		if w := binary.LittleEndian.Uint64(img.Bytes[off:]); w != 0 {
-			fmt.Fprintf(&b, "DATA ·%s+%d(SB)/8, $%#016x\n", table, off, w)
+			fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $%#016x\n", table, off, w)
 		}
 	}
-	fmt.Fprintf(&b, "GLOBL ·%s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
-	return b.Bytes(), l, nil
+	fmt.Fprintf(b, "GLOBL ·%s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
+	return l, nil
 }
 
 // GNU returns a GNU assembler file (.S, assembled by the C toolchain in a cgo

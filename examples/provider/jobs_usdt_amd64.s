@@ -18,32 +18,33 @@ TEXT ·usdtStubJobsJobDone(SB), 516, $0-25
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
-DATA ·usdtJobsTable+0(SB)/8, $0x016f67544453557f
-DATA ·usdtJobsTable+8(SB)/8, $0x000000f000000003
-DATA ·usdtJobsTable+16(SB)/8, $0x00000000d2ecccf2
+DATA ·usdtJobsTable+0(SB)/8, $0x026f67544453557f
+DATA ·usdtJobsTable+8(SB)/8, $0x000000f800000003
+DATA ·usdtJobsTable+16(SB)/8, $0x00000003fe776649
 DATA ·usdtJobsTable+32(SB)/8, $·usdtStubJobsJobEnqueued(SB)
 DATA ·usdtJobsTable+40(SB)/8, $·usdtStubJobsJobStarted(SB)
 DATA ·usdtJobsTable+48(SB)/8, $·usdtStubJobsJobDone(SB)
-DATA ·usdtJobsTable+56(SB)/8, $0x6f6a0073626f6a00
-DATA ·usdtJobsTable+64(SB)/8, $0x6575716e655f5f62
-DATA ·usdtJobsTable+72(SB)/8, $0x3840382d00646575
-DATA ·usdtJobsTable+80(SB)/8, $0x3820297073722528
-DATA ·usdtJobsTable+88(SB)/8, $0x7073722528363140
-DATA ·usdtJobsTable+96(SB)/8, $0x28343240342d2029
-DATA ·usdtJobsTable+104(SB)/8, $0x6f6a002970737225
-DATA ·usdtJobsTable+112(SB)/8, $0x5f5f626f6a007362
-DATA ·usdtJobsTable+120(SB)/8, $0x0064657472617473
-DATA ·usdtJobsTable+128(SB)/8, $0x737225283840382d
-DATA ·usdtJobsTable+136(SB)/8, $0x2836314038202970
-DATA ·usdtJobsTable+144(SB)/8, $0x4032202970737225
-DATA ·usdtJobsTable+152(SB)/8, $0x2970737225283432
-DATA ·usdtJobsTable+160(SB)/8, $0x2528323340382d20
-DATA ·usdtJobsTable+168(SB)/8, $0x626f6a0029707372
-DATA ·usdtJobsTable+176(SB)/8, $0x645f5f626f6a0073
-DATA ·usdtJobsTable+184(SB)/8, $0x3840382d00656e6f
-DATA ·usdtJobsTable+192(SB)/8, $0x3820297073722528
-DATA ·usdtJobsTable+200(SB)/8, $0x7073722528363140
-DATA ·usdtJobsTable+208(SB)/8, $0x28343240382d2029
-DATA ·usdtJobsTable+216(SB)/8, $0x4031202970737225
-DATA ·usdtJobsTable+224(SB)/8, $0x2970737225283233
-GLOBL ·usdtJobsTable(SB), 16, $240
+DATA ·usdtJobsTable+56(SB)/8, $0x0000000200010000
+DATA ·usdtJobsTable+64(SB)/8, $0x6f6a0073626f6a00
+DATA ·usdtJobsTable+72(SB)/8, $0x6575716e655f5f62
+DATA ·usdtJobsTable+80(SB)/8, $0x3840382d00646575
+DATA ·usdtJobsTable+88(SB)/8, $0x3820297073722528
+DATA ·usdtJobsTable+96(SB)/8, $0x7073722528363140
+DATA ·usdtJobsTable+104(SB)/8, $0x28343240342d2029
+DATA ·usdtJobsTable+112(SB)/8, $0x6f6a002970737225
+DATA ·usdtJobsTable+120(SB)/8, $0x5f5f626f6a007362
+DATA ·usdtJobsTable+128(SB)/8, $0x0064657472617473
+DATA ·usdtJobsTable+136(SB)/8, $0x737225283840382d
+DATA ·usdtJobsTable+144(SB)/8, $0x2836314038202970
+DATA ·usdtJobsTable+152(SB)/8, $0x4032202970737225
+DATA ·usdtJobsTable+160(SB)/8, $0x2970737225283432
+DATA ·usdtJobsTable+168(SB)/8, $0x2528323340382d20
+DATA ·usdtJobsTable+176(SB)/8, $0x626f6a0029707372
+DATA ·usdtJobsTable+184(SB)/8, $0x645f5f626f6a0073
+DATA ·usdtJobsTable+192(SB)/8, $0x3840382d00656e6f
+DATA ·usdtJobsTable+200(SB)/8, $0x3820297073722528
+DATA ·usdtJobsTable+208(SB)/8, $0x7073722528363140
+DATA ·usdtJobsTable+216(SB)/8, $0x28343240382d2029
+DATA ·usdtJobsTable+224(SB)/8, $0x4031202970737225
+DATA ·usdtJobsTable+232(SB)/8, $0x2970737225283233
+GLOBL ·usdtJobsTable(SB), 16, $248

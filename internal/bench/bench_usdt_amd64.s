@@ -13,16 +13,17 @@ TEXT ·usdtStubBenchStr(SB), 516, $0-16
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
-DATA ·usdtBenchTable+0(SB)/8, $0x016f67544453557f
-DATA ·usdtBenchTable+8(SB)/8, $0x0000006800000002
-DATA ·usdtBenchTable+16(SB)/8, $0x00000000997b477f
+DATA ·usdtBenchTable+0(SB)/8, $0x026f67544453557f
+DATA ·usdtBenchTable+8(SB)/8, $0x0000007000000002
+DATA ·usdtBenchTable+16(SB)/8, $0x00000002291af4b6
 DATA ·usdtBenchTable+32(SB)/8, $·usdtStubBenchHit(SB)
 DATA ·usdtBenchTable+40(SB)/8, $·usdtStubBenchStr(SB)
-DATA ·usdtBenchTable+48(SB)/8, $0x680068636e656200
-DATA ·usdtBenchTable+56(SB)/8, $0x283840382d007469
-DATA ·usdtBenchTable+64(SB)/8, $0x6562002970737225
-DATA ·usdtBenchTable+72(SB)/8, $0x007274730068636e
-DATA ·usdtBenchTable+80(SB)/8, $0x7073722528384038
-DATA ·usdtBenchTable+88(SB)/8, $0x28363140382d2029
-DATA ·usdtBenchTable+96(SB)/8, $0x0000002970737225
-GLOBL ·usdtBenchTable(SB), 16, $104
+DATA ·usdtBenchTable+48(SB)/8, $0x0000000000010000
+DATA ·usdtBenchTable+56(SB)/8, $0x680068636e656200
+DATA ·usdtBenchTable+64(SB)/8, $0x283840382d007469
+DATA ·usdtBenchTable+72(SB)/8, $0x6562002970737225
+DATA ·usdtBenchTable+80(SB)/8, $0x007274730068636e
+DATA ·usdtBenchTable+88(SB)/8, $0x7073722528384038
+DATA ·usdtBenchTable+96(SB)/8, $0x28363140382d2029
+DATA ·usdtBenchTable+104(SB)/8, $0x0000002970737225
+GLOBL ·usdtBenchTable(SB), 16, $112

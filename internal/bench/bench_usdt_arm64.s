@@ -13,16 +13,17 @@ TEXT ·usdtStubBenchStr(SB), 516, $0-16
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
-DATA ·usdtBenchTable+0(SB)/8, $0x016f67544453557f
-DATA ·usdtBenchTable+8(SB)/8, $0x0000006800000002
-DATA ·usdtBenchTable+16(SB)/8, $0x00000000c00d2003
+DATA ·usdtBenchTable+0(SB)/8, $0x026f67544453557f
+DATA ·usdtBenchTable+8(SB)/8, $0x0000007000000002
+DATA ·usdtBenchTable+16(SB)/8, $0x0000000222abb6a6
 DATA ·usdtBenchTable+32(SB)/8, $·usdtStubBenchHit(SB)
 DATA ·usdtBenchTable+40(SB)/8, $·usdtStubBenchStr(SB)
-DATA ·usdtBenchTable+48(SB)/8, $0x680068636e656200
-DATA ·usdtBenchTable+56(SB)/8, $0x735b40382d007469
-DATA ·usdtBenchTable+64(SB)/8, $0x6562005d38202c70
-DATA ·usdtBenchTable+72(SB)/8, $0x007274730068636e
-DATA ·usdtBenchTable+80(SB)/8, $0x38202c70735b4038
-DATA ·usdtBenchTable+88(SB)/8, $0x70735b40382d205d
-DATA ·usdtBenchTable+96(SB)/8, $0x0000005d3631202c
-GLOBL ·usdtBenchTable(SB), 16, $104
+DATA ·usdtBenchTable+48(SB)/8, $0x0000000000010000
+DATA ·usdtBenchTable+56(SB)/8, $0x680068636e656200
+DATA ·usdtBenchTable+64(SB)/8, $0x735b40382d007469
+DATA ·usdtBenchTable+72(SB)/8, $0x6562005d38202c70
+DATA ·usdtBenchTable+80(SB)/8, $0x007274730068636e
+DATA ·usdtBenchTable+88(SB)/8, $0x38202c70735b4038
+DATA ·usdtBenchTable+96(SB)/8, $0x70735b40382d205d
+DATA ·usdtBenchTable+104(SB)/8, $0x0000005d3631202c
+GLOBL ·usdtBenchTable(SB), 16, $112

@@ -176,6 +176,44 @@ func TestAddNotesLayout(t *testing.T) {
 	}
 }
 
+// TestAddNotesSharedSemaphore patches sites of which two share a semaphore,
+// as the entry and exit probes of one instrumented function do: each keeps
+// its own note with the shared address, and .probes spans every semaphore
+// once.
+func TestAddNotesSharedSemaphore(t *testing.T) {
+	v := exeVariant
+	path, b := fresh(t, v)
+	sites := []Site{
+		{Provider: "elfpatchtest", Name: "entry", Args: v.args, PC: b.pc, Semaphore: b.table + 8},
+		{Provider: "elfpatchtest", Name: "exit", Args: v.args, PC: b.pc, Semaphore: b.table + 8},
+		{Provider: "elfpatchtest", Name: "other", Args: v.args, PC: b.pc, Semaphore: b.table + 10},
+	}
+	if err := AddNotes(path, sites); err != nil {
+		t.Fatal(err)
+	}
+	f := openELF(t, path)
+	var overlays []*elf.Section
+	for _, s := range f.Sections {
+		if s.Name == probesName {
+			overlays = append(overlays, s)
+		}
+	}
+	if len(overlays) != 1 || overlays[0].Addr != b.table+8 || overlays[0].Size != 4 {
+		t.Errorf(".probes sections %v, want one on %#x..%#x", overlays, b.table+8, b.table+12)
+	}
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []Site
+	for _, n := range notes {
+		got = append(got, Site{Provider: n.Provider, Name: n.Name, Args: n.Args, PC: n.PC, Semaphore: n.Semaphore})
+	}
+	if !reflect.DeepEqual(got, sites) {
+		t.Errorf("notes:\n got %+v\nwant %+v", got, sites)
+	}
+}
+
 func progs(f *elf.File) []elf.ProgHeader {
 	var out []elf.ProgHeader
 	for _, p := range f.Progs {

@@ -13,10 +13,20 @@
 // Layout, little-endian, 8-byte aligned:
 //
 //	0   magic [8]byte
-//	8   count uint32, size uint32 (whole table), checksum uint32 (FNV-1a of the strings), pad uint32
-//	24  semaphores [count]uint16, padded to 8 bytes (zero in the file, counted by the kernel)
+//	8   count uint32, size uint32 (whole table), checksum uint32, slots uint32
+//	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
+//	..  slot of each probe [count]uint16, padded to 8 bytes
 //	..  strings: "package\0", then per probe "provider\0name\0args\0", padded to 8 bytes
+//
+// The checksum is FNV-1a over the slot array and the strings, padding
+// included: everything from the slot array to the end of the table.
+//
+// Several probes may share a semaphore slot: the entry and exit probes of
+// one instrumented function do. The kernel counts the attachments of every
+// uprobe that names a semaphore on that semaphore, as it does for the sites
+// of one C probe that sys/sdt.h gives a single semaphore, so a shared slot
+// is non-zero while any of its probes is traced.
 //
 // The package is the import path of the package whose functions
 // usdt-toolexec instrumented, and empty for usdtgen's tables.
@@ -34,49 +44,51 @@ import (
 // Magic starts every table. It is not valid UTF-8 and not a plausible
 // pointer, so data that merely happens to hold it is rare, and the checksum
 // rejects the rest.
-var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', 0x01}
+var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', 0x02}
 
 const headerSize = 24
 
+// maxCount bounds a table's probes and semaphore slots: a slot index is a
+// uint16.
+const maxCount = 1 << 16
+
 // Entry is one probe in a table. Args is the stapsdt argument spec for the
-// architecture the table is assembled for.
+// architecture the table is assembled for. Semaphore is the index of the
+// probe's semaphore slot; probes with the same index share a semaphore.
 type Entry struct {
 	Provider, Name, Args string
+	Semaphore            int
 }
 
 // Layout gives the offsets of a table's parts, which the Go declaration of
 // the table's symbol must reproduce exactly.
 type Layout struct {
 	Count          int
-	SemaphoreSlots int // count rounded up to a multiple of 4
+	SemaphoreSlots int // slots rounded up to a multiple of 4
 	StubsOffset    int
+	SlotsOffset    int // the slot index of each probe
 	StringsOffset  int
 	Size           int
 }
 
-// SemaphoreOffset is the offset of probe i's semaphore from the table start.
+// SemaphoreOffset is the offset of semaphore slot i from the table start.
 func (l Layout) SemaphoreOffset(i int) int { return headerSize + 2*i }
 
-// TailWords is how many uint64 follow the semaphores (stubs and strings).
+// TailWords is how many uint64 follow the semaphores (stubs, slot indexes
+// and strings).
 func (l Layout) TailWords() int { return (l.Size - l.StubsOffset) / 8 }
 
-func layout(pkg string, entries []Entry) (Layout, []byte) {
-	var s strings.Builder
-	s.WriteString(pkg + "\x00")
-	for _, e := range entries {
-		s.WriteString(e.Provider + "\x00" + e.Name + "\x00" + e.Args + "\x00")
-	}
-	blob := []byte(s.String())
-	for len(blob)%8 != 0 {
-		blob = append(blob, 0)
-	}
-	n := len(entries)
-	slots := (n + 3) &^ 3
-	l := Layout{Count: n, SemaphoreSlots: slots}
-	l.StubsOffset = headerSize + 2*slots
-	l.StringsOffset = l.StubsOffset + 8*n
-	l.Size = l.StringsOffset + len(blob)
-	return l, blob
+func pad8(n int) int { return (n + 7) &^ 7 }
+
+// newLayout lays out a table of count probes sharing slots semaphores, with
+// a strings blob of blobSize bytes (already padded).
+func newLayout(count, slots, blobSize int) Layout {
+	l := Layout{Count: count, SemaphoreSlots: (slots + 3) &^ 3}
+	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
+	l.SlotsOffset = l.StubsOffset + 8*count
+	l.StringsOffset = l.SlotsOffset + pad8(2*count)
+	l.Size = l.StringsOffset + blobSize
+	return l
 }
 
 func checksum(b []byte) uint32 {
@@ -92,26 +104,44 @@ type Image struct {
 	Bytes  []byte
 }
 
-// Build lays out a table for entries of package pkg.
+// Build lays out a table for entries of package pkg. The table has as many
+// semaphore slots as the highest slot index of entries plus one.
 func Build(pkg string, entries []Entry) (Image, error) {
+	if len(entries) > maxCount {
+		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(entries), maxCount)
+	}
+	var s strings.Builder
+	s.WriteString(pkg + "\x00")
+	slots := 0
 	for _, e := range entries {
-		for _, s := range []string{pkg, e.Provider, e.Name, e.Args} {
-			if strings.IndexByte(s, 0) >= 0 {
-				return Image{}, fmt.Errorf("probetable: NUL byte in %q", s)
+		for _, f := range []string{pkg, e.Provider, e.Name, e.Args} {
+			if strings.IndexByte(f, 0) >= 0 {
+				return Image{}, fmt.Errorf("probetable: NUL byte in %q", f)
 			}
 		}
+		if e.Semaphore < 0 || e.Semaphore >= maxCount {
+			return Image{}, fmt.Errorf("probetable: probe %s:%s has semaphore slot %d, outside [0, %d)", e.Provider, e.Name, e.Semaphore, maxCount)
+		}
+		slots = max(slots, e.Semaphore+1)
+		s.WriteString(e.Provider + "\x00" + e.Name + "\x00" + e.Args + "\x00")
 	}
-	l, blob := layout(pkg, entries)
+	l := newLayout(len(entries), slots, pad8(s.Len()))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.Size))
-	binary.LittleEndian.PutUint32(b[16:], checksum(blob))
-	copy(b[l.StringsOffset:], blob)
+	binary.LittleEndian.PutUint32(b[20:], uint32(slots))
+	for i, e := range entries {
+		binary.LittleEndian.PutUint16(b[l.SlotsOffset+2*i:], uint16(e.Semaphore))
+	}
+	copy(b[l.StringsOffset:], s.String())
+	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
 	return Image{Layout: l, Bytes: b}, nil
 }
 
-// Site is a probe found in a linked table.
+// Site is a probe found in a linked table. Entry.Semaphore is the probe's
+// slot index; Semaphore is the slot's address, which other sites of the
+// table may share.
 type Site struct {
 	Entry
 	Package   string // import path of an instrumented package, or empty
@@ -130,21 +160,19 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 	}
 	n := int(binary.LittleEndian.Uint32(b[8:]))
 	size := int(binary.LittleEndian.Uint32(b[12:]))
-	if n > 1<<16 || size > len(b) || size < headerSize {
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
 		return nil, 0, ErrNotTable
 	}
-	l := Layout{Count: n, SemaphoreSlots: (n + 3) &^ 3}
-	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
-	l.StringsOffset = l.StubsOffset + 8*n
-	if l.StringsOffset > size {
+	l := newLayout(n, slots, 0)
+	if l.StringsOffset >= size { // the strings hold at least the package's NUL
 		return nil, 0, ErrNotTable
 	}
-	blob := b[l.StringsOffset:size]
-	if checksum(blob) != binary.LittleEndian.Uint32(b[16:]) {
+	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, 0, ErrNotTable
 	}
 	fields := make([]string, 0, 1+3*n)
-	for rest := blob; len(fields) < 1+3*n; {
+	for rest := b[l.StringsOffset:size]; len(fields) < 1+3*n; {
 		i := bytes.IndexByte(rest, 0)
 		if i < 0 {
 			return nil, 0, ErrNotTable
@@ -155,14 +183,20 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 	pkg, fields := fields[0], fields[1:]
 	sites := make([]Site, n)
 	for i := range sites {
+		slot := int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
+		if slot >= slots {
+			return nil, 0, ErrNotTable
+		}
 		sites[i] = Site{
 			Package:   pkg,
-			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2]},
+			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2], Semaphore: slot},
 			Stub:      binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:]),
-			Semaphore: addr + uint64(l.SemaphoreOffset(i)),
+			Semaphore: addr + uint64(l.SemaphoreOffset(slot)),
 		}
-		if sites[i].Stub == 0 {
-			return nil, 0, fmt.Errorf("probetable: probe %s:%s has no stub address", sites[i].Provider, sites[i].Name)
+	}
+	for _, s := range sites {
+		if s.Stub == 0 {
+			return nil, 0, fmt.Errorf("probetable: probe %s:%s has no stub address", s.Provider, s.Name)
 		}
 	}
 	return sites, size, nil
