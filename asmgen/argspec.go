@@ -36,6 +36,8 @@ type GoFrame struct {
 	Offsets []int // of each argument from the first argument slot
 	Size    int   // the argument size the TEXT directive declares: exact, as vet's asmdecl checks
 	Specs   string
+	// Spec is each argument's spec on its own, in order.
+	Spec []string
 }
 
 // GoArgs lays out arguments the way the Go compiler passes them to an ABI0
@@ -62,6 +64,7 @@ func GoArgs(arch Arch, kinds []probe.Kind) GoFrame {
 		off += size
 	}
 	f.Size = off
+	f.Spec = specs
 	f.Specs = strings.Join(specs, " ")
 	return f
 }

@@ -1,0 +1,94 @@
+package asmgen
+
+import (
+	"bytes"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/probetable"
+)
+
+// Trampoline is the one assembly entry point of every probe whose arguments
+// have the same kinds. Go declares it as
+//
+//	func Symbol(site int, args...)
+//
+// and calls it with the index of the probe's site; it jumps to that site
+// without touching the stack, so at the site's NOP the arguments sit where
+// the trampoline received them and every probe of a trampoline shares its
+// argument specs.
+type Trampoline struct {
+	Symbol string
+	Kinds  []probe.Kind
+}
+
+// Site is one probe behind a trampoline.
+type Site struct {
+	Probe      probe.Probe
+	Trampoline int
+	// Semaphore is the probe's slot in the table's semaphore array;
+	// probes may share one.
+	Semaphore int
+}
+
+// siteCode is one site: the NOP the tracer patches, then a return to the
+// trampoline's caller. Every site has the same size so that the trampoline
+// can compute its address from the index.
+var siteCode = map[Arch]struct {
+	code string
+	size int
+}{
+	AMD64: {"BYTE $0x90; BYTE $0xc3", 2},
+	ARM64: {"WORD $0xd503201f; WORD $0xd65f03c0", 8},
+}
+
+// jump is a trampoline's body: the address of site index, sites plus index
+// times the site size, and a jump there. Only scratch registers change.
+var jump = map[Arch]string{
+	AMD64: "\tMOVQ site+0(FP), AX\n\tLEAQ ·%[1]s(SB), CX\n\tLEAQ (CX)(AX*2), CX\n\tJMP CX\n",
+	ARM64: "\tMOVD site+0(FP), R0\n\tMOVD $·%[1]s(SB), R1\n\tADD R0<<3, R1, R1\n\tJMP (R1)\n",
+}
+
+// Plan9Sites is Plan9 for packages with many probes: instead of one stub
+// function per probe it writes one function, sites, holding every probe's
+// site back to back, and one trampoline per distinct argument signature, so
+// the Go code that fires probes can be shared between probes too. The table
+// is laid out as Plan9 lays it out, with each stub address pointing into
+// sites.
+func Plan9Sites(arch Arch, header, pkg, table, sites string, tramps []Trampoline, probes []Site) ([]byte, probetable.Layout, error) {
+	sc, ok := siteCode[arch]
+	if !ok {
+		return nil, probetable.Layout{}, fmt.Errorf("asmgen: no probe sites for GOARCH=%s", arch)
+	}
+	var b bytes.Buffer
+	b.WriteString(header)
+	frames := make([]GoFrame, len(tramps))
+	for i, t := range tramps {
+		frames[i] = GoArgs(arch, append([]probe.Kind{probe.Int64}, t.Kinds...))
+		fmt.Fprintf(&b, "\nTEXT ·%s(SB), %d, $0-%d\n", t.Symbol, flagNOSPLIT|flagNOFRAME, frames[i].Size)
+		fmt.Fprintf(&b, jump[arch], sites)
+	}
+	entries := make([]probetable.Entry, len(probes))
+	for i, s := range probes {
+		if s.Trampoline < 0 || s.Trampoline >= len(tramps) || !slices.Equal(kinds(s.Probe), tramps[s.Trampoline].Kinds) {
+			return nil, probetable.Layout{}, fmt.Errorf("asmgen: probe %s:%s does not match its trampoline", s.Probe.Provider, s.Probe.Name)
+		}
+		entries[i] = probetable.Entry{
+			Provider:  s.Probe.Provider,
+			Name:      s.Probe.Name,
+			Args:      strings.Join(frames[s.Trampoline].Spec[1:], " "),
+			Semaphore: s.Semaphore,
+		}
+	}
+	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\nTEXT ·%s(SB), %d, $0-0\n", sc.size, sites, flagNOSPLIT|flagNOFRAME)
+	for _, s := range probes {
+		fmt.Fprintf(&b, "\t%s // %s:%s\n", sc.code, s.Probe.Provider, s.Probe.Name)
+	}
+	l, err := writeTable(&b, pkg, table, entries, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
+	if err != nil {
+		return nil, probetable.Layout{}, err
+	}
+	return b.Bytes(), l, nil
+}

@@ -1,0 +1,60 @@
+package asmgen
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/probe"
+)
+
+func TestPlan9Sites(t *testing.T) {
+	tramps := []Trampoline{{Symbol: "tr0", Kinds: []probe.Kind{probe.Int64, probe.String}}}
+	p := func(name string, kinds ...probe.Kind) probe.Probe {
+		pr := probe.Probe{Provider: "p", Name: name}
+		for _, k := range kinds {
+			pr.Args = append(pr.Args, probe.Arg{Kind: k})
+		}
+		return pr
+	}
+	tests := []struct {
+		name  string
+		arch  Arch
+		sites []Site
+		want  []string // lines the file must contain
+		err   string
+	}{
+		{"amd64", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
+			"TEXT ·tr0(SB), 516, $0-24\n", // the site index, then the probe's arguments
+			"\tBYTE $0x90; BYTE $0xc3 // p:a\n\tBYTE $0x90; BYTE $0xc3 // p:b\n",
+			"DATA ·tab+32(SB)/8, $·sites+0(SB)\nDATA ·tab+40(SB)/8, $·sites+2(SB)\n",
+		}, ""},
+		{"arm64", ARM64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
+			"\tADD R0<<3, R1, R1\n",
+			"DATA ·tab+32(SB)/8, $·sites+0(SB)\nDATA ·tab+40(SB)/8, $·sites+8(SB)\n",
+		}, ""},
+		{"kinds differ", AMD64, []Site{{Probe: p("a", probe.Int64)}}, nil, "p:a does not match its trampoline"},
+		{"no trampoline", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String), Trampoline: 1}}, nil, "p:a does not match its trampoline"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			src, l, err := Plan9Sites(tt.arch, "", "pkg", "tab", "sites", tramps, tt.sites)
+			if tt.err != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.err) {
+					t.Fatalf("err = %v, want %q", err, tt.err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if l.Count != len(tt.sites) {
+				t.Errorf("layout counts %d probes, want %d", l.Count, len(tt.sites))
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(string(src), w) {
+					t.Errorf("no %q in\n%s", w, src)
+				}
+			}
+		})
+	}
+}
