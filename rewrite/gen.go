@@ -22,15 +22,19 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	if !ok {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
 	}
-	stubs := make([]asmgen.Stub, len(g.probes))
+	tramps := make([]asmgen.Trampoline, len(g.fires))
+	for i, kinds := range g.fires {
+		tramps[i] = asmgen.Trampoline{Symbol: fmt.Sprintf("usdtAutoTramp%d", i), Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
+	}
+	sites := make([]asmgen.Site, len(g.probes))
 	for i, p := range g.probes {
 		args := []probe.Arg{{Name: "goid", Kind: probe.Int64}}
 		for j, k := range p.args {
 			args = append(args, probe.Arg{Name: fmt.Sprintf("a%d", j+1), Kind: k})
 		}
-		stubs[i] = asmgen.Stub{Probe: probe.Probe{Provider: g.provider, Name: p.name, Args: args}, Symbol: fmt.Sprintf("usdtAutoStub%d", i)}
+		sites[i] = asmgen.Site{Probe: probe.Probe{Provider: g.provider, Name: p.name, Args: args}, Trampoline: p.fire, Semaphore: p.semaphore}
 	}
-	asm, layout, err := asmgen.Plan9(arch, notice, cfg.MatchPath, "usdtAutoTable", stubs)
+	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", tramps, sites)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -80,11 +84,14 @@ func usdtAutoTypeAt(p unsafe.Pointer, empty bool) unsafe.Pointer {
 func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 `, g.pkg.Name(), layout.SemaphoreSlots, layout.TailWords())
-	for i, p := range g.probes {
-		var params, stubParams, call, bufs []string
-		stubParams = append(stubParams, "goid int64")
-		call = append(call, "usdtAutoGoid()")
-		for j, k := range p.args {
+	// One fire function per argument signature, shared by every probe
+	// with those kinds: the site index says which probe fires.
+	for i, kinds := range g.fires {
+		params := []string{"site int"}
+		stubParams := []string{"site int", "goid int64"}
+		call := []string{"site", "usdtAutoGoid()"}
+		var bufs []string
+		for j, k := range kinds {
 			a := fmt.Sprintf("a%d", j+1)
 			params = append(params, a+" "+k.GoType())
 			if k == probe.String {
@@ -96,20 +103,21 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 			stubParams = append(stubParams, a+" "+k.GoType())
 			call = append(call, a)
 		}
-		fmt.Fprintf(&b, "\n// %s:%s\n//\n//go:noinline\nfunc usdtAutoFire%d(%s) {\n%s\tusdtAutoStub%d(%s)\n}\n\n//go:noescape\nfunc usdtAutoStub%d(%s)\n",
-			g.provider, p.name, i, strings.Join(params, ", "), strings.Join(bufs, ""), i, strings.Join(call, ", "), i, strings.Join(stubParams, ", "))
-		if p.exit != nil {
-			fields := "struct{}"
-			if p.exit.fields > 0 {
-				var names []string
-				for j := 1; j <= p.exit.fields; j++ {
-					names = append(names, fmt.Sprintf("a%d", j))
-				}
-				fields = "struct{ " + strings.Join(names, ", ") + " interface{} }"
+		fmt.Fprintf(&b, "\n//go:noinline\nfunc usdtAutoFire%d(%s) {\n%s\tusdtAutoTramp%d(%s)\n}\n\n//go:noescape\nfunc usdtAutoTramp%d(%s)\n",
+			i, strings.Join(params, ", "), strings.Join(bufs, ""), i, strings.Join(call, ", "), i, strings.Join(stubParams, ", "))
+	}
+	// One exit type per way of reading results, shared likewise.
+	for i, x := range g.exits {
+		fields := []string{"site int"}
+		if x.fields > 0 {
+			var names []string
+			for j := 1; j <= x.fields; j++ {
+				names = append(names, fmt.Sprintf("a%d", j))
 			}
-			fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the addresses of the results that %s:%s\n// passes; fire reads them when the deferred call runs.\ntype usdtAutoExit%d %s\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
-				i, g.provider, p.name, i, fields, i, i, strings.Join(p.exit.args, ", "))
+			fields = append(fields, strings.Join(names, ", ")+" interface{}")
 		}
+		fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the addresses of a returning function's results;\n// fire reads them when the deferred call runs.\ntype usdtAutoExit%d struct{ %s }\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
+			i, i, strings.Join(fields, "; "), i, x.fire, strings.Join(append([]string{"x.site"}, x.args...), ", "))
 	}
 	goSrc, err = format.Source(b.Bytes())
 	if err != nil {

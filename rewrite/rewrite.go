@@ -56,6 +56,8 @@ type Func struct {
 	Name        string // "Func" or "Type.Method"
 	Entry, Exit string // probe names, empty when the rule asked for none
 	Dropped     int    // arguments beyond the note's limit, not passed
+	// Traced names the function's traced copy when it was split.
+	Traced string
 }
 
 // Result is what the compile must use instead of its inputs.
@@ -130,7 +132,7 @@ func Package(cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
-	g := &generator{pkg: pkg, provider: cfg.Rules.Provider}
+	g := newGenerator(pkg, cfg.Rules.Provider)
 	res := &Result{}
 	for _, f := range files {
 		if generatedByCgo(f.path) {
@@ -147,9 +149,12 @@ func Package(cfg Config) (*Result, error) {
 			if obj == nil {
 				continue
 			}
-			fn, e := g.instrument(fset, f, fd, obj.Type().(*types.Signature), rule)
-			res.Funcs = append(res.Funcs, fn)
-			edits = append(edits, e...)
+			in := g.instrument(fset, f, fd, obj, rule)
+			res.Funcs = append(res.Funcs, in.fn)
+			edits = append(edits, in.edits...)
+			if in.traced != "" {
+				edits = append(edits, splice{at: len(f.src), text: in.traced})
+			}
 		}
 		if len(edits) == 0 {
 			res.Files = append(res.Files, f.path)
@@ -240,14 +245,28 @@ func recvTypeName(e ast.Expr) string {
 	}
 }
 
-func writeRewritten(dir string, f *file, edits []splice) (string, error) {
-	// Edits apply from the end of the file so offsets stay valid; of two
-	// insertions at one offset the one made first must read first, so it
-	// is applied last.
+// applySplices returns src[start:end] with the edits that fall in it,
+// start and end included, applied.
+func applySplices(src []byte, start, end int, edits []splice) string {
+	var in []splice
+	for _, e := range edits {
+		if e.at >= start && e.at <= end {
+			e.at -= start
+			in = append(in, e)
+		}
+	}
+	return string(spliced(src[start:end], in))
+}
+
+// spliced returns a copy of src with edits applied; of two insertions at
+// one offset, the one listed first reads first.
+func spliced(src []byte, edits []splice) []byte {
 	order := make([]int, len(edits))
 	for i := range order {
 		order[i] = i
 	}
+	// Edits apply from the end so offsets stay valid, so of two at one
+	// offset the one listed first is applied last.
 	sort.Slice(order, func(a, b int) bool {
 		ea, eb := edits[order[a]], edits[order[b]]
 		if ea.at != eb.at {
@@ -255,11 +274,16 @@ func writeRewritten(dir string, f *file, edits []splice) (string, error) {
 		}
 		return order[a] > order[b]
 	})
-	src := append([]byte(nil), f.src...)
+	out := append([]byte(nil), src...)
 	for _, i := range order {
 		e := edits[i]
-		src = append(src[:e.at], append([]byte(e.text), src[e.at+e.del:]...)...)
+		out = append(out[:e.at], append([]byte(e.text), out[e.at+e.del:]...)...)
 	}
+	return out
+}
+
+func writeRewritten(dir string, f *file, edits []splice) (string, error) {
+	src := spliced(f.src, edits)
 	abs, err := filepath.Abs(f.path)
 	if err != nil {
 		return "", err

@@ -7,7 +7,7 @@
 #   auto:  CGO_ENABLED=0 go test -c -toolexec="usdt-toolexec -rules internal/benchauto/rules.yml"
 #          (entry and exit probes on Work and Add: what a rule gives by default)
 #   entry: the same with internal/benchauto/rules-entry.yml (entry probes
-#          only: no defer, so Add stays inlinable)
+#          only: no deferred call, no traced copy)
 #
 # It checks with `usdt-toolexec list` that Work and Add, and nothing else,
 # got probes, saves the inlining decisions (-gcflags=-m=2) and the
@@ -66,8 +66,8 @@ for b in "${builds[@]}"; do
 	# The inlining decisions, as the compiler reports them (one more
 	# compile of the package, with -m=2).
 	CGO_ENABLED=0 go test -c "${flags[@]}" -gcflags=-m=2 -o /dev/null "$pkg" 2>&1 |
-		grep -E '(inline|inlining call to) (Work|WorkRef|Add|AddNoinline)\b' >"$OUT/inline-$b.txt" || true
-	go tool objdump -s 'benchauto\.(Work|WorkRef|Add|AddNoinline)$' "$bin/$b.test" >"$OUT/objdump-$b.txt"
+		grep -E '(inline|inlining call to) (Work|WorkRef|Add|AddNoinline)(_usdtTraced)?\b' >"$OUT/inline-$b.txt" || true
+	go tool objdump -s 'benchauto\.(Work|WorkRef|Add|AddNoinline)(_usdtTraced)?$' "$bin/$b.test" >"$OUT/objdump-$b.txt"
 done
 
 # Which functions got probes: in the instrumented binaries exactly the
@@ -143,7 +143,7 @@ echo
 
 # The summary. ns/op is the median over the passes; "+ns" is the median in
 # a build minus the median of the same benchmark in the plain build.
-# The builds in which Add is still inlined (entry probes only).
+# The builds in which Add is still inlined (all, since the split).
 inlined=""
 for b in "${builds[@]}"; do
 	if grep -q 'can inline Add with' "$OUT/inline-$b.txt"; then

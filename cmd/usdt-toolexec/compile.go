@@ -83,6 +83,9 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 	if opt.verbose {
 		for _, fn := range res.Funcs {
 			fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %s %s\n", importPath, fn.Name, fn.Entry, fn.Exit)
+			if fn.Traced != "" {
+				fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", importPath, fn.Name, fn.Traced)
+			}
 			if fn.Dropped > 0 {
 				fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %d arguments over the 12-argument limit not passed\n", importPath, fn.Name, fn.Dropped)
 			}

@@ -1,7 +1,9 @@
 package benchauto
 
 // Work is a function of a few lines that is never inlined, instrumented or
-// not: the common case of a selected function. rules.yml selects it.
+// not: the common case of a selected function. rules.yml selects it; it is
+// too large for usdt-toolexec to split, so its probes and the exit probe's
+// deferred call are in its own body.
 //
 //go:noinline
 func Work(i int) int {
@@ -24,8 +26,8 @@ func WorkRef(i int) int {
 	return x + i>>2
 }
 
-// Add is a tiny leaf function that the compiler inlines into its callers,
-// until rules.yml selects it: an instrumented function is never inlined.
+// Add is a tiny leaf function that the compiler inlines into its callers.
+// rules.yml selects it; usdt-toolexec splits it, and it stays inlinable.
 func Add(a, b int) int { return a + b }
 
 // AddNoinline is Add kept out of line and selected by no rule: what a call

@@ -14,8 +14,9 @@ import (
 // TestBuilds checks what the benchmarks rely on, in the builds that
 // scripts/bench-auto.sh makes: rules.yml gives entry and exit probes to
 // Work and Add and to nothing else (not to the benchmarks, the loops or
-// the references), and Add is inlined in the plain build and in the
-// entry-only build but not in the instrumented one.
+// the references), and Add stays inlinable in every build: an
+// instrumented tiny function keeps its body behind one branch and calls
+// its traced copy only while traced.
 func TestBuilds(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: builds this package three times")
@@ -32,11 +33,10 @@ func TestBuilds(t *testing.T) {
 	for _, c := range []struct {
 		name, rules string
 		probes      []string
-		inlined     bool
 	}{
-		{"plain", "", nil, true},
-		{"auto", "rules.yml", []string{"entry__benchauto__Add", "entry__benchauto__Work", "exit__benchauto__Add", "exit__benchauto__Work"}, false},
-		{"entry", "rules-entry.yml", []string{"entry__benchauto__Add", "entry__benchauto__Work"}, true},
+		{"plain", "", nil},
+		{"auto", "rules.yml", []string{"entry__benchauto__Add", "entry__benchauto__Work", "exit__benchauto__Add", "exit__benchauto__Work"}},
+		{"entry", "rules-entry.yml", []string{"entry__benchauto__Add", "entry__benchauto__Work"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bin := filepath.Join(dir, c.name+".test")
@@ -50,8 +50,8 @@ func TestBuilds(t *testing.T) {
 			}
 			out := goCmd(t, append(args, ".")...)
 			canInline := regexp.MustCompile(`benchauto\.go:\d+:\d+: can inline Add with`).MatchString(out)
-			if canInline != c.inlined {
-				t.Errorf("can inline Add: %v, want %v; -gcflags=-m=2 says:\n%s", canInline, c.inlined, grepLines(out, " Add"))
+			if !canInline {
+				t.Errorf("Add is not inlinable; -gcflags=-m=2 says:\n%s", grepLines(out, " Add"))
 			}
 			listed, _ := exec.Command(toolexec, "list", bin).CombinedOutput()
 			var got []string

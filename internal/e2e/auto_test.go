@@ -195,6 +195,7 @@ func TestAuto(t *testing.T) {
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	t.Run("ProbeList", a.testProbeList)
 	t.Run("Arguments", a.testArguments)
+	t.Run("ExitOnly", a.testExitOnly)
 	t.Run("GoroutineIDs", a.testGoroutineIDs)
 	t.Run("LatencyPairing", a.testLatencyPairing)
 	t.Run("BtScript", a.testBtScript)
@@ -418,6 +419,28 @@ func (a *auto) testArguments(t *testing.T) {
 	}
 }
 
+// 2b. A function's entry and exit probes share one semaphore: with only
+// the exit probes attached, they fire with the right results, for a tiny
+// function (Minus, split: its traced copy runs while either probe is
+// attached) and for one whose deferred recover sets them (SplitBill).
+func (a *auto) testExitOnly(t *testing.T) {
+	tracetest.RequireAttach(t)
+	bin := a.bin(t, "inst")
+	script := strings.ReplaceAll(`
+usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus r=%ld\n", arg1); }
+usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill share=%ld errnil=%d\n", arg1, arg2 == 0); }
+`, "BIN", bin)
+	out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-e", script, "-c", bin+" demo")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range []string{"P exit Minus r=-150", "P exit SplitBill share=250 errnil=1", "P exit SplitBill share=-1 errnil=0"} {
+		if !strings.Contains(out, w+"\n") {
+			t.Errorf("bpftrace did not print %q:\n%s", w, out)
+		}
+	}
+}
+
 var autoMinusLine = regexp.MustCompile(`(?m)^minus d=(\d+) gid=(\d+) result=(-?\d+)$`)
 
 // 3. arg0 is the goroutine id that stack traces show.
@@ -575,6 +598,13 @@ func (a *auto) testVerbose(t *testing.T) {
 	}
 	if want := "usdt-toolexec: main.logf: entry__main__logf \n"; !strings.Contains(out, want) {
 		t.Errorf("-v does not print %q", want)
+	}
+	// A tiny function is split; a larger one is not.
+	if want := "usdt-toolexec: example.com/auto/orders.Cents.Minus: split: the probes are in Minus_usdtTraced, which it calls only while traced\n"; !strings.Contains(out, want) {
+		t.Errorf("-v does not print %q", want)
+	}
+	if bad := "usdt-toolexec: example.com/auto/orders.Store.Place: split"; strings.Contains(out, bad) {
+		t.Errorf("-v prints %q: Place is too large to split", bad)
 	}
 	for fn := range autoNever {
 		if strings.Contains(out, "usdt-toolexec: "+importPathOf(fn)+":") {
@@ -835,9 +865,11 @@ func declOf(spans map[string][2]int, symbol string) ([2]int, bool) {
 // statements the compiler now gives code of their own (stores to results,
 // which the exit probe reads from memory; other register choices). Both are
 // built without inlining in the fixture's packages
-// (-gcflags=example.com/auto/...=-l): an instrumented function has a defer
-// and is never inlined, which would otherwise move lines between functions.
-// No rewritten copy's name may reach the line table.
+// (-gcflags=example.com/auto/...=-l): instrumenting changes what is
+// inlined, which would otherwise move lines between functions. The traced
+// copy of a small function (Name_usdtTraced) has code only on lines of the
+// original's declaration, on every line the original has code on in the
+// plain build. No rewritten file's name may reach the line table.
 func (a *auto) testDWARF(t *testing.T) {
 	_, files := symbolLines(t, a.bin(t, "inst"), a.dir)
 	for _, f := range files {
@@ -893,11 +925,38 @@ func (a *auto) testDWARF(t *testing.T) {
 		}
 	}
 	for name, lines := range inst {
-		if _, ok := plain[name]; !ok && !strings.Contains(name, "usdtAuto") {
+		if _, ok := plain[name]; ok || strings.Contains(name, "usdtAuto") {
+			continue
+		}
+		// A small function's traced copy has the original's lines and
+		// the probes', all in the original's declaration.
+		orig := tracedSuffix.ReplaceAllString(name, "")
+		if orig == name {
 			t.Errorf("%s (%v) is only in the instrumented build", name, lines)
+			continue
+		}
+		span, ok := declOf(spans, orig)
+		if !ok {
+			t.Errorf("%s: no declaration found for %s", name, orig)
+			continue
+		}
+		for _, l := range lines {
+			_, n, _ := strings.Cut(l, ":")
+			if line, _ := strconv.Atoi(n); line < span[0] || line > span[1] {
+				t.Errorf("%s: code on %s, outside the declaration of %s (lines %d-%d)", name, l, orig, span[0], span[1])
+			}
+		}
+		for _, l := range plain[orig] {
+			if !slices.Contains(lines, l) {
+				t.Errorf("%s: no code on %s, where %s has code in the plain build", name, l, orig)
+			}
 		}
 	}
 }
+
+// tracedSuffix ends the name of a small instrumented function's traced
+// copy.
+var tracedSuffix = regexp.MustCompile(`_usdtTraced\d*`)
 
 // 8c. go test -cover profiles are the same with and without probes.
 func (a *auto) testCover(t *testing.T) {

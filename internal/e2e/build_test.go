@@ -295,12 +295,12 @@ func TestBuildStdSuites(t *testing.T) {
 
 	tracetest.Require(t, "bpftrace")
 	for _, c := range []struct {
-		pkg          string
-		want, absent []string
+		pkg  string
+		want []string
 	}{
-		{"strings", []string{"entry__strings__Index", "exit__strings__Index", "entry__strings__Builder__WriteString", "exit__strings__Builder__WriteString"}, nil},
-		{"sort", []string{"entry__sort__Ints", "exit__sort__Ints", "entry__sort__IntSlice__Less", "exit__sort__IntSlice__Less"}, nil},
-		{"bytes", []string{"entry__bytes__Buffer__Write", "exit__bytes__Buffer__Write"}, []string{"entry__bytes__NewBuffer", "entry__bytes__NewBufferString"}},
+		{"strings", []string{"entry__strings__Index", "exit__strings__Index", "entry__strings__Builder__WriteString", "exit__strings__Builder__WriteString"}},
+		{"sort", []string{"entry__sort__Ints", "exit__sort__Ints", "entry__sort__IntSlice__Less", "exit__sort__IntSlice__Less"}},
+		{"bytes", []string{"entry__bytes__Buffer__Write", "exit__bytes__Buffer__Write", "entry__bytes__NewBuffer", "exit__bytes__NewBuffer"}},
 	} {
 		bin := filepath.Join(dir, c.pkg+".test")
 		goCmd(t, dir, env, "test", "-c", toolexec, "-o", bin, c.pkg)
@@ -311,11 +311,6 @@ func TestBuildStdSuites(t *testing.T) {
 		for _, name := range c.want {
 			if want := "usdt:" + bin + ":std:" + name + "\n"; !strings.Contains(out, want) {
 				t.Errorf("bpftrace -l %s does not list std:%s", c.pkg+".test", name)
-			}
-		}
-		for _, name := range c.absent {
-			if strings.Contains(out, ":std:"+name+"\n") {
-				t.Errorf("bpftrace -l %s lists std:%s, which the rules exclude", c.pkg+".test", name)
 			}
 		}
 	}

@@ -1,0 +1,69 @@
+// Package shop is the input of rewrite's golden test: every kind of
+// function the rules select, tiny ones (split into an untraced body and a
+// traced copy) and larger ones (probes and a deferred call in place).
+package shop
+
+// Add is tiny: split, and it stays inlinable.
+func Add(a, b int) int { return a + b }
+
+// Cents has methods with value and pointer receivers.
+type Cents int64
+
+// Minus has a value receiver.
+func (c Cents) Minus(d Cents) Cents { return c - d }
+
+// Reset has a blank receiver name and a blank parameter, no results.
+func (_ *Cents) Reset(_ int) {}
+
+// Pair returns a lone unnamed result of a generic type parameter.
+func Pair[K comparable, V any](k K, v V) V { return v }
+
+// Box is generic; Get has a pointer receiver.
+type Box[T any] struct{ v T }
+
+func (b *Box[T]) Get() T { return b.v }
+
+// Count is variadic.
+func Count(prefix string, xs ...int) int { return len(xs) }
+
+// Sum is too large to split.
+func Sum(xs []int) (total int) {
+	for _, x := range xs {
+		if x > 0 {
+			total += x
+		} else {
+			total -= x
+		}
+	}
+	return total
+}
+
+// Local declares a type: its two copies would be two types.
+func Local() any {
+	type t struct{}
+	return t{}
+}
+
+// Quick keeps its directive out of the traced copy.
+//
+//go:noinline
+func Quick() bool { return true }
+
+// Racy carries a directive the traced copy needs too.
+//
+//go:norace
+func Racy(p *int) { *p++ }
+
+// Blank has a blank type parameter, which a call cannot name.
+func Blank[_ any]() int { return 1 }
+
+// Taken is tiny, but the package already has a Taken_usdtTraced.
+func Taken() int { return 2 }
+
+func Taken_usdtTraced() int { return 3 }
+
+// Ping has entry probes only (see rules.yml): nothing to split.
+func Ping(n int) int { return n }
+
+// Pong has exit probes only.
+func Pong(n int) (m int) { return n + 1 }
