@@ -17,13 +17,17 @@ import (
 // int, so 64-bit values need %ld and %lu. str() reads BPFTRACE_STRLEN (64)
 // bytes at most, so the 300-byte string's truncation is checked by reading
 // the bytes at offsets 255 and 256 directly.
+//
+// bpftrace attaches the probes one by one and they fire meanwhile, so the
+// ticks count only once every other probe has fired (with -p under load,
+// the last probe can be attached several ticks after the first).
 const valuesScript = `
-usdt:BIN:types:ints { printf("ints %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
-usdt:BIN:types:wide { printf("wide %ld %lu %lx %ld %ld %lx\n", arg0, arg1, arg2, arg3, arg4, arg5); }
-usdt:BIN:types:strs { printf("strs [%s][%s][%s][%s] %d %d\n", str(arg0), str(arg1), str(arg2), str(arg3), *(uint8*)(arg2+255), *(uint8*)(arg2+256)); }
-usdt:BIN:types:chars { printf("chars %ld %ld %ld %ld %ld %lu\n", arg0, arg1, arg2, arg3, arg4, arg5); }
-usdt:BIN:types:twelve { printf("twelve %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
-usdt:BIN:types:tick { @ticks++; if (@ticks > 3) { exit(); } }
+usdt:BIN:types:ints { @ints = 1; printf("ints %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:wide { @wide = 1; printf("wide %ld %lu %lx %ld %ld %lx\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:strs { @strs = 1; printf("strs [%s][%s][%s][%s] %d %d\n", str(arg0), str(arg1), str(arg2), str(arg3), *(uint8*)(arg2+255), *(uint8*)(arg2+256)); }
+usdt:BIN:types:chars { @chars = 1; printf("chars %ld %ld %ld %ld %ld %lu\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:twelve { @twelve = 1; printf("twelve %ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
+usdt:BIN:types:tick { if (@ints + @wide + @strs + @chars + @twelve == 5) { @ticks++; if (@ticks > 3) { exit(); } } }
 `
 
 // wantValues are the values main.go passes, as bpftrace must print them.
