@@ -2,7 +2,7 @@
 // been linked. It is what the link step of usdt-toolexec runs: Go's internal
 // linker drops non-allocated sections of host objects and cannot relocate a
 // companion object against Go symbols, so the notes cannot come from the
-// link itself (see shared/DESIGN.md, "Getting notes into a Go binary").
+// link itself (see docs/design.md, "Getting the notes into a Go binary").
 //
 // The patch never moves or resizes a loaded byte. It only adds section
 // headers that describe bytes already in the file, appends a non-allocated

@@ -32,7 +32,7 @@ func openELF(t *testing.T, p string) *elf.File {
 }
 
 // TestAddNotesLayout checks the patched file against the contract in
-// DESIGN.md with debug/elf alone, for every build mode and architecture.
+// docs/design.md with debug/elf alone, for every build mode and architecture.
 func TestAddNotesLayout(t *testing.T) {
 	for _, v := range []variant{exeVariant, pieVariant, strippedVariant, arm64Variant, cgoVariant, cgoPIEVariant} {
 		t.Run(v.name, func(t *testing.T) {
