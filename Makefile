@@ -32,8 +32,10 @@ example: setup tools
 
 test: setup vet lint generate-check unit fuzz
 
+# gofmt's list is printed by echo, not through tee /dev/stderr: with
+# stderr redirected to a file, opening /dev/stderr truncates the log so far.
 vet:
-	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt needed on the files above"; exit 1; }
+	@files="$$(gofmt -l .)"; test -z "$$files" || { echo "$$files"; echo "gofmt needed on the files above"; exit 1; }
 	$(GO) vet ./...
 
 lint:
