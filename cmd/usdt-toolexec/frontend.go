@@ -35,7 +35,7 @@ func frontEnd(opt options, args []string, stderr io.Writer) int {
 		if a == "-args" || a == "--" {
 			break
 		}
-		if name, _, _ := strings.Cut(strings.TrimPrefix(a, "-"), "="); name == "-toolexec" || name == "toolexec" {
+		if is, _ := toolexecFlag(a); is {
 			fmt.Fprintf(stderr, "usdt-toolexec: go %s: %s: usdt-toolexec sets -toolexec itself\n\thint: run another wrapper after this one with: usdt-toolexec -exec WRAPPER go %s ...\n", sub, a, sub)
 			return 2
 		}
@@ -154,12 +154,10 @@ func misusedGoTool(args []string, nflags int) string {
 	if build := procArgs(parentOf(ppid)); len(build) > 1 && filepath.Base(build[0]) == "go" {
 		suggest = append(append(slices.Clone(goTool), flags...), "go")
 		for i := 1; i < len(build); i++ {
-			name, _, hasValue := strings.Cut(strings.TrimPrefix(build[i], "-"), "=")
-			switch {
-			case (name == "-toolexec" || name == "toolexec") && !hasValue:
+			switch is, hasValue := toolexecFlag(build[i]); {
+			case is && !hasValue:
 				i++
-			case name == "-toolexec" || name == "toolexec":
-			default:
+			case !is:
 				suggest = append(suggest, build[i])
 			}
 		}
@@ -167,6 +165,13 @@ func misusedGoTool(args []string, nflags int) string {
 	return fmt.Sprintf("-toolexec='%s' cannot work: the go command runs it in each package's directory, "+
 		"and in a standard package's directory go tool does not know this module's tools (\"no such tool\").\n"+
 		"\thint: let usdt-toolexec run the go command:\n\t%s", strings.Join(goTool, " "), shellJoin(suggest))
+}
+
+// toolexecFlag reports whether a go command argument is the -toolexec
+// flag (-toolexec or --toolexec), and whether it holds its value (=...).
+func toolexecFlag(arg string) (is, hasValue bool) {
+	name, _, hasValue := strings.Cut(arg, "=")
+	return name == "-toolexec" || name == "--toolexec", hasValue
 }
 
 // procArgs is a process's command line, or nil.

@@ -121,3 +121,24 @@ func TestShellJoin(t *testing.T) {
 		}
 	}
 }
+
+func TestToolexecFlag(t *testing.T) {
+	tests := []struct {
+		arg            string
+		is, holdsValue bool
+	}{
+		{"-toolexec", true, false},
+		{"--toolexec", true, false},
+		{"-toolexec=x y", true, true},
+		{"--toolexec=", true, true},
+		{"toolexec", false, false},
+		{"./toolexec", false, false},
+		{"-toolexecx", false, false},
+		{"-tags=toolexec", false, false},
+	}
+	for _, tt := range tests {
+		if is, has := toolexecFlag(tt.arg); is != tt.is || is && has != tt.holdsValue {
+			t.Errorf("toolexecFlag(%q) = %v, %v; want %v, %v", tt.arg, is, has, tt.is, tt.holdsValue)
+		}
+	}
+}
