@@ -134,7 +134,8 @@ func (a *auto) goBuild(dir, name string, cgo bool, args ...string) (bin, out str
 
 // bin returns one of the auto command's builds, all with CGO_ENABLED=0:
 // inst (rules.yml), plain (no wrapper), verbose (-v, rules-verbose.yml),
-// and inst-noinline and plain-noinline (no inlining in the fixture).
+// inst-noinline and plain-noinline (no inlining in the fixture), and
+// inst-pie (-buildmode=pie).
 func (a *auto) bin(t *testing.T, variant string) string {
 	t.Helper()
 	return a.must(t, "build "+variant, func() (string, error) {
@@ -143,6 +144,8 @@ func (a *auto) bin(t *testing.T, variant string) string {
 		case "inst":
 			args = []string{a.toolexec("-rules", a.rules)}
 		case "plain":
+		case "inst-pie":
+			args = []string{a.toolexec("-rules", a.rules), "-buildmode=pie"}
 		case "inst-noinline":
 			args = []string{a.toolexec("-rules", a.rules), "-gcflags=example.com/auto/...=-l"}
 		case "plain-noinline":
@@ -194,6 +197,7 @@ func TestAuto(t *testing.T) {
 	a := &auto{dir: copyAutoFixture(t), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	t.Run("ProbeList", a.testProbeList)
+	t.Run("SiteNops", a.testSiteNops)
 	t.Run("Arguments", a.testArguments)
 	t.Run("ExitOnly", a.testExitOnly)
 	t.Run("GoroutineIDs", a.testGoroutineIDs)
@@ -254,6 +258,15 @@ func checkProbeSet(t *testing.T, who string, got []string, provider string, want
 		if seen[name] != 1 {
 			t.Errorf("%s lists %s:%s %d times, want once", who, provider, name, seen[name])
 		}
+	}
+}
+
+// Every site of automatic probes holds the NOP the kernel optimizes, in a
+// position-dependent and a position-independent binary (the cgo build is
+// checked in testCgo).
+func (a *auto) testSiteNops(t *testing.T) {
+	for _, v := range []string{"inst", "inst-pie"} {
+		t.Run(v, func(t *testing.T) { checkSiteNops(t, a.bin(t, v)) })
 	}
 }
 
@@ -1087,6 +1100,7 @@ func (a *auto) testCgo(t *testing.T) {
 	}
 	want := map[string]bool{"entry__cprice__Scale": true, "exit__cprice__Scale": true, "entry__cprice__Label": true, "exit__cprice__Label": true}
 	checkProbeSet(t, "bpftrace -l (cgoshop)", bpftraceList(t, bin), "shop", want)
+	checkSiteNops(t, bin)
 	tracetest.RequireAttach(t)
 	trace := bpftrace(t, strings.ReplaceAll(autoCgoScript, "BIN", bin), bin)
 	for _, w := range []string{
