@@ -596,7 +596,7 @@ usdt:BIN:shop:exit__main__rescue { printf("L rescue 0 %ld\n", arg1); }
 }
 
 // 5. The script usdt-toolexec bt writes runs and has a histogram per
-// function.
+// function with an exit probe, labels padded to one length.
 func (a *auto) testBtScript(t *testing.T) {
 	tracetest.RequireAttach(t)
 	bin := a.bin(t, "inst")
@@ -622,7 +622,7 @@ func (a *auto) testBtScript(t *testing.T) {
 	// One histogram per function with both probes, labelled pkg.Func or
 	// pkg.Type.Method: all of autoFuncs, which auto all calls.
 	for _, fn := range autoFuncs {
-		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + `\]:\s*\n\[`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + ` *\]:\s*\n\[`).MatchString(out) {
 			t.Errorf("no histogram for %s", fn)
 		}
 	}
