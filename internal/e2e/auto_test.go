@@ -44,7 +44,7 @@ var autoFuncs = []string{
 	// no init.
 	"main.nopNotifier.Notify", "main.audit", "main.tryReserve", "main.settle",
 	"main.demo", "main.ship", "main.runCrash", "main.nap", "main.descend",
-	"main.panicky", "main.rescue", "main.latency",
+	"main.panicky", "main.rescue", "main.latency", "main.spread",
 }
 
 // autoEntryOnly is rules.yml's "probes: [entry]" rule.
@@ -276,8 +276,8 @@ func (a *auto) testSiteNops(t *testing.T) {
 func (a *auto) testProbeList(t *testing.T) {
 	bin := a.bin(t, "inst")
 	want := autoWantProbes()
-	if len(want) != 59 {
-		t.Fatalf("the expected list has %d probes, want 59 (29 functions with two, one with an entry only)", len(want))
+	if len(want) != 61 {
+		t.Fatalf("the expected list has %d probes, want 61 (30 functions with two, one with an entry only)", len(want))
 	}
 	checkProbeSet(t, "bpftrace -l", bpftraceList(t, bin), "shop", want)
 	var fromNotes []string
@@ -596,7 +596,7 @@ usdt:BIN:shop:exit__main__rescue { printf("L rescue 0 %ld\n", arg1); }
 }
 
 // 5. The script usdt-toolexec bt writes runs and has a histogram per
-// function.
+// function with an exit probe, labels padded to one length.
 func (a *auto) testBtScript(t *testing.T) {
 	tracetest.RequireAttach(t)
 	bin := a.bin(t, "inst")
@@ -622,7 +622,7 @@ func (a *auto) testBtScript(t *testing.T) {
 	// One histogram per function with both probes, labelled pkg.Func or
 	// pkg.Type.Method: all of autoFuncs, which auto all calls.
 	for _, fn := range autoFuncs {
-		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + `\]:\s*\n\[`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + ` *\]:\s*\n\[`).MatchString(out) {
 			t.Errorf("no histogram for %s", fn)
 		}
 	}
@@ -667,8 +667,8 @@ func (a *auto) testVerbose(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"30 functions instrumented in 2 packages\n",
-		"usdt-toolexec:   example.com/auto: 13 functions\n",
+		"31 functions instrumented in 2 packages\n",
+		"usdt-toolexec:   example.com/auto: 14 functions\n",
 		"usdt-toolexec:   example.com/auto/orders: 17 functions\n",
 		`usdt-toolexec: warning: rule 5 at ` + filepath.Join(a.dir, "rules-verbose.yml") + `:13:5 (package "example.com/auto/orders", func "Refund*") selected no function in this binary` + "\n",
 	} {
@@ -691,19 +691,27 @@ func (a *auto) testVerbose(t *testing.T) {
 }
 
 // 7. audit has 14 parameters: the goroutine id and the first 11 fill the
-// note's 12 arguments, -v says 3 are dropped.
+// note's 12 arguments, -v says 3 are dropped. spread has 11 results: the
+// goroutine id, the elapsed time and the first 10 fill its exit probe's.
 func (a *auto) testTooManyArgs(t *testing.T) {
 	a.bin(t, "verbose")
 	out := a.buildOutput["verbose"]
-	if want := "usdt-toolexec: main.audit: 3 arguments over the 12-argument limit not passed\n"; !strings.Contains(out, want) {
-		t.Errorf("-v does not print %q:\n%s", want, out)
+	for _, want := range []string{
+		"usdt-toolexec: main.audit: 3 arguments over the 12-argument limit not passed\n",
+		"usdt-toolexec: main.spread: 1 arguments over the 12-argument limit not passed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-v does not print %q:\n%s", want, out)
+		}
 	}
-	if n := strings.Count(out, "over the 12-argument limit"); n != 1 {
-		t.Errorf("-v reports dropped arguments %d times, want once (audit)", n)
+	if n := strings.Count(out, "over the 12-argument limit"); n != 2 {
+		t.Errorf("-v reports dropped arguments %d times, want twice (audit, spread)", n)
 	}
 	want := map[string][]string{
-		"entry__main__audit": {"-8", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2"},
-		"exit__main__audit":  {"-8", "-8", "-8"},
+		"entry__main__audit":  {"-8", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2"},
+		"exit__main__audit":   {"-8", "-8", "-8"},
+		"entry__main__spread": {"-8", "-1"},
+		"exit__main__spread":  {"-8", "-8", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1"},
 	}
 	for _, n := range readelfNotes(t, a.bin(t, "inst")) {
 		w, ok := want[n.name]
@@ -756,7 +764,7 @@ func crashFrames(t *testing.T, dir, bin string) []frame {
 func (a *auto) testStackTrace(t *testing.T) {
 	plain := crashFrames(t, a.dir, a.bin(t, "plain"))
 	inst := crashFrames(t, a.dir, a.bin(t, "inst"))
-	want := []string{"main.go:75", "orders/orders.go:214", "main.go:74", "main.go:158", "main.go:172"}
+	want := []string{"main.go:77", "orders/orders.go:214", "main.go:76", "main.go:160", "main.go:221"}
 	var lines []string
 	for _, f := range plain {
 		lines = append(lines, f.pos)

@@ -193,10 +193,18 @@ func rescue() (err error) {
 	return nil
 }
 
+// spread returns eleven results: one more than an exit probe can carry
+// after the goroutine id and the elapsed time.
+func spread(n int8) (a, b, c, d, e, f, g, h, i, j, k int8) {
+	return n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9, n + 10
+}
+
 func latency() {
 	nap()
 	logf("descend=%d", descend(3))
 	logf("rescue=%v", rescue())
+	_, _, _, _, _, _, _, _, _, _, k := spread(1)
+	logf("spread=%d", k)
 }
 
 func main() {
