@@ -1,0 +1,53 @@
+// Command fire calls one probed thing N times in a loop and prints the
+// loop's time, for scripts/bench-fire.sh:
+//
+//	fire -mode gen -n N    the usdtgen probe fire:tick
+//	fire -mode call -n N   small, a tiny function with automatic probes
+//	fire -mode get -n N    Cache.Get on a hit
+//
+// Cache and its Get are examples/toolexec's: scripts/bench-fire.sh copies
+// them from there into cache.go, so that the benchmark times a traced Get
+// without the example's sleeping backend.
+package main
+
+//go:generate usdtgen fire.d
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"time"
+)
+
+func small(i int) int { return i*3 + 1 }
+
+func main() {
+	mode := flag.String("mode", "call", "gen, call or get")
+	n := flag.Int("n", 100000, "iterations")
+	flag.Parse()
+	c := &Cache{entries: map[string]entry{"k": {value: []byte("v"), expires: time.Now().Add(time.Hour)}}}
+	s := 0
+	t0 := time.Now()
+	switch *mode {
+	case "gen":
+		for i := 0; i < *n; i++ {
+			FireTick(int64(i))
+		}
+	case "call":
+		for i := 0; i < *n; i++ {
+			s += small(i)
+		}
+	case "get":
+		for i := 0; i < *n; i++ {
+			v, _ := c.Get("k")
+			s += len(v)
+		}
+	default:
+		fmt.Fprintln(os.Stderr, "fire: unknown mode", *mode)
+		os.Exit(2)
+	}
+	fmt.Printf("loop_ns %d\n", time.Since(t0).Nanoseconds())
+	if s == 42 {
+		fmt.Println()
+	}
+}
