@@ -175,3 +175,17 @@ func tracedBase(name string, method bool) string {
 	}
 	return string(unicode.ToLower(r)) + name[size:]
 }
+
+// isIdent reports whether e is the identifier name, in parentheses or not.
+func isIdent(e ast.Expr, name string) bool {
+	for {
+		switch x := e.(type) {
+		case *ast.ParenExpr:
+			e = x.X
+		case *ast.Ident:
+			return x.Name == name
+		default:
+			return false
+		}
+	}
+}

@@ -304,6 +304,11 @@ func splittable(fd *ast.FuncDecl) bool {
 		if d, isDecl := n.(*ast.GenDecl); isDecl && d.Tok == token.TYPE {
 			ok = false
 		}
+		// recover stops a panic only when the deferred function calls
+		// it itself, not when the copy it calls does.
+		if call, isCall := n.(*ast.CallExpr); isCall && isIdent(call.Fun, "recover") {
+			ok = false
+		}
 		return ok && nodes <= splitMaxNodes
 	})
 	return ok && nodes <= splitMaxNodes
