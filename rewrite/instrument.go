@@ -305,12 +305,8 @@ func splittable(fd *ast.FuncDecl) bool {
 			ok = false
 		}
 		// recover stops a panic only when the deferred function calls
-		// it itself, not when the copy it calls does; a closure of the
-		// copy would have the copy's name (Name_usdtTraced.func1).
+		// it itself, not when the copy it calls does.
 		if call, isCall := n.(*ast.CallExpr); isCall && isIdent(call.Fun, "recover") {
-			ok = false
-		}
-		if _, isLit := n.(*ast.FuncLit); isLit {
 			ok = false
 		}
 		return ok && nodes <= splitMaxNodes
