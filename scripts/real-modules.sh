@@ -48,7 +48,7 @@ seconds() {
 traced() {
 	local bin=$1 dir=$2 btout=$out/bpftrace.out start ready pid
 	start=$(date +%s.%N)
-	BPFTRACE_MAX_PROBES=100000 bpftrace -e "usdt:$bin:* { @hits = count(); } BEGIN { printf(\"ready\n\"); }" >"$btout" 2>&1 &
+	BPFTRACE_MAX_PROBES=100000 BPFTRACE_MAX_BPF_PROGS=100000 bpftrace -e "usdt:$bin:* { @hits = count(); } BEGIN { printf(\"ready\n\"); }" >"$btout" 2>&1 &
 	pid=$!
 	until grep -q '^ready' "$btout"; do
 		if ! kill -0 $pid 2>/dev/null; then
@@ -64,10 +64,10 @@ traced() {
 	kill -INT $pid
 	wait $pid || true
 	grep -h '^@hits' "$btout" >>"$log" || true
-	echo "$(echo "$ready - $start" | bc) $run $(grep -h '^@hits' "$btout" | awk '{print $2}')"
+	printf '%.2f %.2f %s\n' "$(echo "$ready - $start" | bc)" "$run" "$(grep -h '^@hits' "$btout" | awk '{print $2}')"
 }
 
-printf '%-40s %7s %9s %8s %8s %8s %10s\n' package probes attach_s plain_s inst_s traced_s hits
+printf '%-40s %7s %9s %8s %8s %9s %10s\n' package probes attach_s plain_s inst_s traced_s hits
 for spec in $modules; do
 	modver=${spec%%:*}
 	pkgs=${spec#*:}
@@ -88,15 +88,15 @@ for spec in $modules; do
 		inst=$out/$(echo "$name" | tr / _).inst.test
 		(cd "$work" && go test -c -o "$plain" "$pkg" >>"$log" 2>&1)
 		(cd "$work" && go test -c -o "$inst" -toolexec="$out/usdt-toolexec -rules $work/usdt.yml" "$pkg" >>"$log" 2>&1)
-		probes=$("$out/usdt-toolexec" list "$inst" | grep -c . || true)
+		probes=$("$out/usdt-toolexec" list "$inst" | tail -n +2 | grep -c . || true)
 		p=$(cd "$dir" && seconds "$plain" -test.count=1)
 		i=$(cd "$dir" && seconds "$inst" -test.count=1)
 		if [ $bt = 1 ]; then
-			read -r a t h < <(traced "$inst" "$dir")
+			read -r a t h < <(traced "$inst" "$dir" || echo "FAILED FAILED -")
 		else
 			a=- t=- h=-
 		fi
-		printf '%-40s %7s %9.2f %8.2f %8.2f %8s %10s\n' "$name" "$probes" "$a" "$p" "$i" "$t" "$h"
+		printf '%-40s %7s %9s %8.2f %8.2f %9s %10s\n' "$name" "$probes" "$a" "$p" "$i" "$t" "$h"
 	done
 done
 echo "work directory and logs: $out"
