@@ -52,6 +52,7 @@ unit:
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./internal/provider
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./rules
+	$(GO) test -run='^$$' -fuzz=FuzzInstrument -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./rewrite
 
 clean:
 	rm -rf $(BIN)

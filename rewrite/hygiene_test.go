@@ -1,15 +1,15 @@
 package rewrite
 
 import (
-	"go/ast"
-	"go/importer"
+	"fmt"
 	"go/parser"
 	"go/token"
-	"go/types"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/go-usdt/usdt/rules"
@@ -19,15 +19,11 @@ import (
 // probes with arguments.
 const allFuncs = "provider: hyg\nrules:\n  - package: example.com/shop\n"
 
-// instrumentFiles writes files (name to source) into a directory and
-// instruments every function of the package they make.
-func instrumentFiles(t testing.TB, files map[string]string) (*Result, string, error) {
+// writeFiles writes files (name to source) into a new directory and
+// returns their paths, sorted.
+func writeFiles(t testing.TB, files map[string]string) []string {
 	t.Helper()
-	r, err := rules.Parse("rules.yml", []byte(allFuncs))
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir, out := t.TempDir(), t.TempDir()
+	dir := t.TempDir()
 	var paths []string
 	for name, src := range files {
 		p := filepath.Join(dir, name)
@@ -37,24 +33,132 @@ func instrumentFiles(t testing.TB, files map[string]string) (*Result, string, er
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
-	res, err := Package(Config{ImportPath: "example.com/shop", Files: paths, GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out})
+	return paths
+}
+
+// instrumentAll instruments every function of the package the files make.
+func instrumentAll(t testing.TB, paths []string) (*Result, string, error) {
+	t.Helper()
+	r, err := rules.Parse("rules.yml", []byte(allFuncs))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := t.TempDir()
+	res, err := Package(Config{ImportPath: "example.com/shop", Files: paths, ImportCfg: stdImportCfg(t), GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out})
 	return res, out, err
 }
 
-// typeCheckFiles type-checks Go files that import at most unsafe.
-func typeCheckFiles(paths []string) error {
+var (
+	importCfgOnce sync.Once
+	importCfg     string
+	importCfgErr  error
+)
+
+// stdImportCfg returns an import configuration, as the go command gives
+// the compiler, for the standard packages the corpus programs import.
+func stdImportCfg(t testing.TB) string {
+	t.Helper()
+	importCfgOnce.Do(func() {
+		args := append([]string{"list", "-deps", "-export", "-f", "{{if .Export}}packagefile {{.ImportPath}}={{.Export}}{{end}}"}, stdPackages...)
+		out, err := exec.Command("go", args...).Output()
+		if err != nil {
+			importCfgErr = fmt.Errorf("go list: %v", err)
+			return
+		}
+		f, err := os.CreateTemp("", "usdt-rewrite-importcfg-")
+		if err != nil {
+			importCfgErr = err
+			return
+		}
+		defer f.Close()
+		importCfg = f.Name()
+		_, importCfgErr = f.Write(out)
+	})
+	if importCfgErr != nil {
+		t.Fatal(importCfgErr)
+	}
+	return importCfg
+}
+
+var stdPackages = []string{"errors", "fmt", "os", "path/filepath", "reflect", "runtime", "sort", "strings", "sync", "time"}
+
+// typeCheckFiles type-checks the Go files as the compiler will, importing
+// the standard packages of stdImportCfg.
+func typeCheckFiles(t testing.TB, paths []string) error {
 	fset := token.NewFileSet()
-	var asts []*ast.File
+	var files []*file
 	for _, p := range paths {
-		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
+		src, err := os.ReadFile(p)
 		if err != nil {
 			return err
 		}
-		asts = append(asts, f)
+		f, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
+		if err != nil {
+			return err
+		}
+		files = append(files, &file{p, src, f})
 	}
-	conf := types.Config{Importer: importer.ForCompiler(fset, "gc", nil), Sizes: types.SizesFor("gc", "amd64")}
-	_, err := conf.Check("example.com/shop", fset, asts, nil)
+	_, _, err := typeCheck(Config{ImportPath: "example.com/shop", ImportCfg: stdImportCfg(t), GOARCH: "amd64"}, fset, files)
 	return err
+}
+
+const kinds = `
+type T struct{ n int }
+type I interface{ M() }
+func All(a int, b int8, c uint16, d uint32, e uint64, f uintptr, g bool, h string, i float32, j float64, k []int, l *T, m map[int]int, n chan int, o func(), p interface{}, q I, r error) (x int, y string, z []byte, w I) {
+return a, h, nil0(), q
+}
+func nil0() []byte { return []byte{} }
+func Tiny(s string) string { return s }
+`
+
+var hygieneCases = []struct {
+	name  string
+	files map[string]string
+	// skipped is what the Skipped reason must contain; empty when
+	// the package must be instrumented.
+	skipped string
+}{
+	{
+		name:  "own copy",
+		files: map[string]string{"a.go": "package shop\nfunc copy(a, b []byte) {}\n" + kinds},
+	},
+	{
+		name: "shadowed predeclared names",
+		files: map[string]string{
+			"a.go": "package shop\nconst uint64 = 1\ntype byte struct{}\nvar nil = 7\nfunc len(xs ...interface{}) int { return 3 }\nvar true, false = 0, 1\ntype any = int\nconst iota = 2\nfunc cap() {}\nfunc new() {}\nfunc make() {}\nfunc panic() {}\nfunc print() {}\nfunc append() {}\n",
+			"b.go": "package shop\ntype uintptr struct{}\ntype rune struct{}\n" + strings.ReplaceAll(strings.ReplaceAll(kinds, "uint64", "uint"), "uintptr", "int"),
+		},
+	},
+	{
+		name:  "unsafe is a package variable",
+		files: map[string]string{"a.go": "package shop\nvar unsafe = 1\n" + kinds},
+	},
+	{
+		name: "generated names taken",
+		files: map[string]string{
+			"a.go": "package shop\nvar usdtAutoTable = 1\ntype usdtAuto_int64 struct{}\nfunc usdtAutoFire0() {}\nfunc Tiny_usdtTraced() {}\n" + kinds,
+			"b.go": "package shop\nimport usdtAuto1Data \"unsafe\"\nvar _ = usdtAuto1Data.Sizeof(0)\n",
+		},
+	},
+	{
+		name: "parameters and imports that capture",
+		files: map[string]string{
+			"a.go": "package shop\nimport int64 \"unsafe\"\nimport . \"unsafe\"\nvar _ = int64.Sizeof(0) + Sizeof(0)\n" +
+				"func F(usdtAutoTable, len int, unsafe string, uint8 []int, Tiny_usdtTraced bool) int { return usdtAutoTable + len }\n" +
+				"func G(int64 int, usdtAuto1P0 *int) (usdtAutoR0 int) { return int64 }\n" + kinds,
+		},
+	},
+	{
+		name:    "every 64-bit integer name shadowed",
+		files:   map[string]string{"a.go": "package shop\ntype int struct{}\ntype int64 struct{}\nfunc F(a int8) {}\n"},
+		skipped: "declares int",
+	},
+	{
+		name:    "uint16 shadowed",
+		files:   map[string]string{"a.go": "package shop\ntype uint16 = bool\nfunc F(a int8) {}\n"},
+		skipped: "declares uint16",
+	},
 }
 
 // TestHygiene instruments every function of packages that declare,
@@ -62,77 +166,13 @@ func typeCheckFiles(paths []string) error {
 // by, and compiles the result with the toolchain's compiler. Each case
 // failed to build before the generated code became hygienic.
 func TestHygiene(t *testing.T) {
-	const kinds = `
-type T struct{ n int }
-type I interface{ M() }
-func All(a int, b int8, c uint16, d uint32, e uint64, f uintptr, g bool, h string, i float32, j float64, k []int, l *T, m map[int]int, n chan int, o func(), p interface{}, q I, r error) (x int, y string, z []byte, w I) {
-	return a, h, nil0(), q
-}
-func nil0() []byte { return []byte{} }
-func Tiny(s string) string { return s }
-`
-	tests := []struct {
-		name  string
-		files map[string]string
-		// skipped is what the Skipped reason must contain; empty when
-		// the package must be instrumented.
-		skipped string
-	}{
-		{
-			name:  "own copy",
-			files: map[string]string{"a.go": "package shop\nfunc copy(a, b []byte) {}\n" + kinds},
-		},
-		{
-			name: "shadowed predeclared names",
-			files: map[string]string{
-				"a.go": "package shop\nconst uint64 = 1\ntype byte struct{}\nvar nil = 7\nfunc len(xs ...interface{}) int { return 3 }\nvar true, false = 0, 1\ntype any = int\nconst iota = 2\nfunc cap() {}\nfunc new() {}\nfunc make() {}\nfunc panic() {}\nfunc print() {}\nfunc append() {}\n",
-				"b.go": "package shop\ntype uintptr struct{}\ntype rune struct{}\n" + strings.ReplaceAll(strings.ReplaceAll(kinds, "uint64", "uint"), "uintptr", "int"),
-			},
-		},
-		{
-			name:  "unsafe is a package variable",
-			files: map[string]string{"a.go": "package shop\nvar unsafe = 1\n" + kinds},
-		},
-		{
-			name: "generated names taken",
-			files: map[string]string{
-				"a.go": "package shop\nvar usdtAutoTable = 1\ntype usdtAuto_int64 struct{}\nfunc usdtAutoFire0() {}\nfunc Tiny_usdtTraced() {}\n" + kinds,
-				"b.go": "package shop\nimport usdtAuto1Data \"unsafe\"\nvar _ = usdtAuto1Data.Sizeof(0)\n",
-			},
-		},
-		{
-			name: "parameters and imports that capture",
-			files: map[string]string{
-				"a.go": "package shop\nimport int64 \"unsafe\"\nimport . \"unsafe\"\nvar _ = int64.Sizeof(0) + Sizeof(0)\n" +
-					"func F(usdtAutoTable, len int, unsafe string, uint8 []int, Tiny_usdtTraced bool) int { return usdtAutoTable + len }\n" +
-					"func G(int64 int, usdtAuto1P0 *int) (usdtAutoR0 int) { return int64 }\n" + kinds,
-			},
-		},
-		{
-			name:    "every 64-bit integer name shadowed",
-			files:   map[string]string{"a.go": "package shop\ntype int struct{}\ntype int64 struct{}\nfunc F(a int8) {}\n"},
-			skipped: "declares int",
-		},
-		{
-			name:    "uint16 shadowed",
-			files:   map[string]string{"a.go": "package shop\ntype uint16 = bool\nfunc F(a int8) {}\n"},
-			skipped: "declares uint16",
-		},
-	}
-	for _, tt := range tests {
+	for _, tt := range hygieneCases {
 		t.Run(tt.name, func(t *testing.T) {
-			var paths []string
-			dir := t.TempDir()
-			for name, src := range tt.files {
-				paths = append(paths, filepath.Join(dir, name))
-				if err := os.WriteFile(paths[len(paths)-1], []byte(src), 0o644); err != nil {
-					t.Fatal(err)
-				}
-			}
-			if err := typeCheckFiles(paths); err != nil {
+			paths := writeFiles(t, tt.files)
+			if err := typeCheckFiles(t, paths); err != nil {
 				t.Fatalf("the case itself does not type-check: %v", err)
 			}
-			res, out, err := instrumentFiles(t, tt.files)
+			res, out, err := instrumentAll(t, paths)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -145,10 +185,72 @@ func Tiny(s string) string { return s }
 			if res == nil || res.Skipped != "" {
 				t.Fatalf("Package = %+v, want the package instrumented", res)
 			}
-			if err := typeCheckFiles(res.Files); err != nil {
+			if err := typeCheckFiles(t, res.Files); err != nil {
 				t.Fatalf("instrumented package does not type-check: %v", err)
 			}
 			compile(t, "amd64", out, res)
 		})
+	}
+}
+
+// FuzzInstrument instruments every function of a one-file package that
+// type-checks, and requires the instrumented package to type-check too.
+// The seeds are the hygiene cases and the programs of ../testdata/corpus.
+func FuzzInstrument(f *testing.F) {
+	for _, tt := range hygieneCases {
+		for _, src := range tt.files {
+			f.Add(src)
+		}
+	}
+	corpus, err := filepath.Glob(filepath.Join("..", "testdata", "corpus", "*", "*.go"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	for _, path := range corpus {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			f.Fatal(err)
+		}
+		f.Add(string(src))
+	}
+	f.Fuzz(func(t *testing.T, src string) {
+		paths := writeFiles(t, map[string]string{"a.go": src})
+		if typeCheckFiles(t, paths) != nil {
+			t.Skip("not a package that type-checks")
+		}
+		res, _, err := instrumentAll(t, paths)
+		if err != nil {
+			t.Fatalf("instrumenting a package that type-checks: %v", err)
+		}
+		if res == nil || res.Skipped != "" {
+			return
+		}
+		if err := typeCheckFiles(t, res.Files); err != nil {
+			var gen []byte
+			for _, p := range res.Files {
+				b, _ := os.ReadFile(p)
+				gen = append(append(gen, "\n==> "+filepath.Base(p)+"\n"...), b...)
+			}
+			t.Fatalf("instrumented package does not type-check: %v\n%s", err, gen)
+		}
+	})
+}
+
+// TestRecoverNotSplit: recover stops a panic only when the deferred
+// function calls it itself, so a tiny function that calls it must keep
+// its probes in its own body (while traced, a split copy would be the
+// caller of recover, and the panic would go on).
+func TestRecoverNotSplit(t *testing.T) {
+	paths := writeFiles(t, map[string]string{"a.go": "package shop\nfunc Rec(p *interface{}) { *p = recover() }\nfunc Tiny() int { return 1 }\n"})
+	res, _, err := instrumentAll(t, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	split := map[string]string{}
+	for _, fn := range res.Funcs {
+		split[fn.Name] = fn.Traced
+	}
+	if split["Rec"] != "" || split["Tiny"] == "" {
+		t.Errorf("traced copies %v, want one for Tiny only", split)
 	}
 }

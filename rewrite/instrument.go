@@ -309,6 +309,11 @@ func splittable(fd *ast.FuncDecl) bool {
 		if d, isDecl := n.(*ast.GenDecl); isDecl && d.Tok == token.TYPE {
 			ok = false
 		}
+		// recover stops a panic only when the deferred function calls
+		// it itself, not when the copy it calls does.
+		if call, isCall := n.(*ast.CallExpr); isCall && isIdent(call.Fun, "recover") {
+			ok = false
+		}
 		return ok && nodes <= splitMaxNodes
 	})
 	return ok && nodes <= splitMaxNodes
@@ -327,12 +332,14 @@ func directives(fd *ast.FuncDecl) []string {
 	return ds
 }
 
-// tracedName is the name of fd's traced copy: Name_usdtTraced, numbered if
+// tracedName is the name of fd's traced copy: Name_usdtTraced (name_usdtTraced
+// for an exported method, see tracedBase), numbered if
 // the package already has something of that name or its files use it
 // (a parameter of that name would capture the call).
 func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
+	base := tracedBase(fd.Name.Name, sig.Recv() != nil)
 	for i := 0; ; i++ {
-		name := fd.Name.Name + "_usdtTraced"
+		name := base + "_usdtTraced"
 		if i > 0 {
 			name += fmt.Sprint(i)
 		}

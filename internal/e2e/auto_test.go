@@ -655,7 +655,7 @@ func (a *auto) testVerbose(t *testing.T) {
 		t.Errorf("-v does not print %q", want)
 	}
 	// A tiny function is split; a larger one is not.
-	if want := "usdt-toolexec: example.com/auto/orders.Cents.Minus: split: the probes are in Minus_usdtTraced, which it calls only while traced\n"; !strings.Contains(out, want) {
+	if want := "usdt-toolexec: example.com/auto/orders.Cents.Minus: split: the probes are in minus_usdtTraced, which it calls only while traced\n"; !strings.Contains(out, want) {
 		t.Errorf("-v does not print %q", want)
 	}
 	if bad := "usdt-toolexec: example.com/auto/orders.Store.Place: split"; strings.Contains(out, bad) {
@@ -930,7 +930,8 @@ func declOf(spans map[string][2]int, symbol string) ([2]int, bool) {
 // built without inlining in the fixture's packages
 // (-gcflags=example.com/auto/...=-l): instrumenting changes what is
 // inlined, which would otherwise move lines between functions. The traced
-// copy of a small function (Name_usdtTraced) has code only on lines of the
+// copy of a small function (Name_usdtTraced, name_usdtTraced for a method)
+// has code only on lines of the
 // original's declaration, on every line the original has code on in the
 // plain build. No rewritten file's name may reach the line table.
 func (a *auto) testDWARF(t *testing.T) {
@@ -999,6 +1000,11 @@ func (a *auto) testDWARF(t *testing.T) {
 			continue
 		}
 		span, ok := declOf(spans, orig)
+		if i := strings.LastIndexByte(orig, '.'); !ok && i >= 0 {
+			// An exported method's copy starts in lower case.
+			orig = orig[:i+1] + strings.ToUpper(orig[i+1:i+2]) + orig[i+2:]
+			span, ok = declOf(spans, orig)
+		}
 		if !ok {
 			t.Errorf("%s: no declaration found for %s", name, orig)
 			continue

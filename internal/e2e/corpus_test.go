@@ -145,7 +145,7 @@ func runTraced(t *testing.T, bin string) (got runResult, hits, attached int) {
 	t.Helper()
 	script := fmt.Sprintf(`usdt:%s:* { @hits++; } BEGIN { printf("ready\n"); } END { printf("hits %%d\n", @hits); clear(@hits); }`, bin)
 	bt := exec.Command("bpftrace", "-e", script)
-	bt.Env = append(os.Environ(), "BPFTRACE_MAX_PROBES=100000")
+	bt.Env = append(os.Environ(), "BPFTRACE_MAX_PROBES=100000", "BPFTRACE_MAX_BPF_PROGS=100000")
 	stdout, err := bt.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

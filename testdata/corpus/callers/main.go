@@ -59,6 +59,18 @@ func (t *T) Pointer(k int) string {
 	return fmt.Sprint(t.n*k, " ", s, " ", stack())
 }
 
+// N is tiny: split, its traced copy must not add to T's method set.
+func (t T) N() int { return t.n }
+
+func methods(v interface{}) []string {
+	var names []string
+	typ := reflect.TypeOf(v)
+	for i := 0; i < typ.NumMethod(); i++ {
+		names = append(names, typ.Method(i).Name)
+	}
+	return names
+}
+
 func name(f interface{}) string {
 	return runtime.FuncForPC(reflect.ValueOf(f).Pointer()).Name()
 }
@@ -90,4 +102,5 @@ func main() {
 		fmt.Println(s)
 	}
 	fmt.Println(where(0))
+	fmt.Println(methods(t), methods(&t), t.N())
 }

@@ -49,6 +49,15 @@ func catchErr() (caught bool) {
 	return false
 }
 
+// rec is tiny, and recovers only if it is the deferred function itself
+// that calls recover.
+func rec(out *string) { *out = fmt.Sprint("rec: ", recover()) }
+
+func deferRec() (s string) {
+	defer rec(&s)
+	panic("for rec")
+}
+
 func goexit(wg *sync.WaitGroup, out *[]string) {
 	defer wg.Done()
 	defer func() { *out = append(*out, fmt.Sprint("recover in Goexit: ", recover())) }()
@@ -79,6 +88,7 @@ func main() {
 	fmt.Println(named())
 	fmt.Println(repanic())
 	fmt.Println(catchErr())
+	fmt.Println(deferRec())
 	var wg sync.WaitGroup
 	var out []string
 	wg.Add(1)

@@ -32,6 +32,15 @@ type rune = string
 
 var unsafe = "unsafe var"
 
+// The package uses the generated code's default prefix: it gets another.
+var usdtAutoTable = "user table"
+
+func usdtAutoFire0(usdtAuto_int64 int, Tiny_usdtTraced string) string {
+	return fmt.Sprint(usdtAuto_int64*2, Tiny_usdtTraced)
+}
+
+func Tiny(int64 int) int { return int64 + 1 }
+
 func describe(s string, r rune, b byte, f float64, xs []int, len int) (string, int) {
 	return fmt.Sprint(s, r, b.b, f, cap(xs), len), uint64
 }
@@ -43,4 +52,5 @@ func main() {
 	n := copy(dst, []int{1, 2, 3})
 	s, u := describe("s", "r", byte{3}, 1.5, dst, 7)
 	fmt.Fprintln(os.Stdout, n, dst, s, u, len(1, 2), true, false, tiny("x"), unsafe)
+	fmt.Println(usdtAutoTable, usdtAutoFire0(4, "t"), Tiny(2))
 }
