@@ -194,11 +194,11 @@ func TestAuto(t *testing.T) {
 	a := &auto{dir: copyAutoFixture(t), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	t.Run("ProbeList", a.testProbeList)
-	t.Run("Arguments", a.testArguments)
-	t.Run("ExitOnly", a.testExitOnly)
-	t.Run("GoroutineIDs", a.testGoroutineIDs)
-	t.Run("LatencyPairing", a.testLatencyPairing)
-	t.Run("BtScript", a.testBtScript)
+	t.Run("Arguments", func(t *testing.T) { eachBpftrace(t, a.testArguments) })
+	t.Run("ExitOnly", func(t *testing.T) { eachBpftrace(t, a.testExitOnly) })
+	t.Run("GoroutineIDs", func(t *testing.T) { eachBpftrace(t, a.testGoroutineIDs) })
+	t.Run("LatencyPairing", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) })
+	t.Run("BtScript", func(t *testing.T) { eachBpftrace(t, a.testBtScript) })
 	t.Run("Verbose", a.testVerbose)
 	t.Run("TooManyArgs", a.testTooManyArgs)
 	t.Run("Positions", func(t *testing.T) {
@@ -212,10 +212,10 @@ func TestAuto(t *testing.T) {
 
 // bpftraceList returns the probes bpftrace -l lists in bin, as
 // provider:name.
-func bpftraceList(t *testing.T, bin string) []string {
+func bpftraceList(t *testing.T, bt tracetest.Bpftrace, bin string) []string {
 	t.Helper()
-	tracetest.Require(t, "bpftrace")
-	out, err := tracetest.Output(60*time.Second, nil, "bpftrace", "-l", "usdt:"+bin+":*")
+	bt.Require(t)
+	out, err := bt.Output(60*time.Second, "", "-l", "usdt:"+bin+":*")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -264,7 +264,9 @@ func (a *auto) testProbeList(t *testing.T) {
 	if len(want) != 49 {
 		t.Fatalf("the expected list has %d probes, want 49 (24 functions with two, one with an entry only)", len(want))
 	}
-	checkProbeSet(t, "bpftrace -l", bpftraceList(t, bin), "shop", want)
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		checkProbeSet(t, "bpftrace -l", bpftraceList(t, bt, bin), "shop", want)
+	})
 	var fromNotes []string
 	for _, n := range readelfNotes(t, bin) {
 		fromNotes = append(fromNotes, n.provider+":"+n.name)
@@ -383,19 +385,19 @@ var (
 )
 
 // demoTrace runs auto demo under autoDemoScript.
-func (a *auto) demoTrace(t *testing.T) string {
+func (a *auto) demoTrace(t *testing.T, bt tracetest.Bpftrace) string {
 	t.Helper()
-	tracetest.RequireAttach(t)
+	bt.RequireAttach(t)
 	bin := a.bin(t, "inst")
-	return a.must(t, "demo trace", func() (string, error) {
+	return a.must(t, "demo trace with "+bt.Name, func() (string, error) {
 		script := strings.ReplaceAll(autoDemoScript, "BIN", bin)
-		return tracetest.Output(90*time.Second, nil, "bpftrace", "-e", script, "-c", bin+" demo")
+		return bt.Output(90*time.Second, "", "-e", script, "-c", bin+" demo")
 	})
 }
 
 // 2. Arguments and results of every kind of function.
-func (a *auto) testArguments(t *testing.T) {
-	out := a.demoTrace(t)
+func (a *auto) testArguments(t *testing.T, bt tracetest.Bpftrace) {
+	out := a.demoTrace(t, bt)
 	store, order, queue := autoStoreLine.FindStringSubmatch(out), autoOrderLine.FindStringSubmatch(out), autoQueueLine.FindStringSubmatch(out)
 	if store == nil || order == nil || queue == nil {
 		t.Fatalf("auto demo did not print its pointers and goroutine id:\n%s", out)
@@ -423,14 +425,14 @@ func (a *auto) testArguments(t *testing.T) {
 // the exit probes attached, they fire with the right results, for a tiny
 // function (Minus, split: its traced copy runs while either probe is
 // attached) and for one whose deferred recover sets them (SplitBill).
-func (a *auto) testExitOnly(t *testing.T) {
-	tracetest.RequireAttach(t)
+func (a *auto) testExitOnly(t *testing.T, bt tracetest.Bpftrace) {
+	bt.RequireAttach(t)
 	bin := a.bin(t, "inst")
 	script := strings.ReplaceAll(`
 usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus r=%ld\n", arg1); }
 usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill share=%ld errnil=%d\n", arg1, arg2 == 0); }
 `, "BIN", bin)
-	out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-e", script, "-c", bin+" demo")
+	out, err := bt.Output(90*time.Second, "", "-e", script, "-c", bin+" demo")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -444,8 +446,8 @@ usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill share=%ld errni
 var autoMinusLine = regexp.MustCompile(`(?m)^minus d=(\d+) gid=(\d+) result=(-?\d+)$`)
 
 // 3. arg0 is the goroutine id that stack traces show.
-func (a *auto) testGoroutineIDs(t *testing.T) {
-	out := a.demoTrace(t)
+func (a *auto) testGoroutineIDs(t *testing.T, bt tracetest.Bpftrace) {
+	out := a.demoTrace(t, bt)
 	store := autoStoreLine.FindStringSubmatch(out)
 	if store == nil {
 		t.Fatalf("auto demo did not print its goroutine id:\n%s", out)
@@ -525,10 +527,9 @@ func counter(t *testing.T, out, name string, required bool) int {
 
 // 4. 50 goroutines that sleep, yield and wait on channels inside Ship:
 // pairing on arg0 finds every pair.
-func (a *auto) testLatencyPairing(t *testing.T) {
-	tracetest.RequireAttach(t)
+func (a *auto) testLatencyPairing(t *testing.T, bt tracetest.Bpftrace) {
 	bin := a.bin(t, "inst")
-	out := bpftrace(t, strings.ReplaceAll(autoShipScript, "BIN", bin), bin+" ship")
+	out := bpftrace(t, bt, strings.ReplaceAll(autoShipScript, "BIN", bin), bin+" ship")
 	if !strings.Contains(out, "shipped=50 failed=0\n") {
 		t.Errorf("auto ship did not ship 50 orders:\n%s", out)
 	}
@@ -540,10 +541,10 @@ func (a *auto) testLatencyPairing(t *testing.T) {
 		counter(t, out, "migrated", false), counter(t, out, "tid_mispaired", false), counter(t, out, "tid_unmatched", false))
 }
 
-// 5. The script usdt-toolexec bt writes runs and has a histogram per
-// function.
-func (a *auto) testBtScript(t *testing.T) {
-	tracetest.RequireAttach(t)
+// 5. The script usdt-toolexec bt writes runs without a warning and has a
+// histogram per function.
+func (a *auto) testBtScript(t *testing.T, bt tracetest.Bpftrace) {
+	bt.RequireAttach(t)
 	bin := a.bin(t, "inst")
 	cmd := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "bt", bin)
 	script, err := cmd.Output()
@@ -557,10 +558,11 @@ func (a *auto) testBtScript(t *testing.T) {
 	if err := os.WriteFile(file, script, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := tracetest.Output(90*time.Second, nil, "bpftrace", file, "-c", bin+" all")
+	out, err := bt.Output(90*time.Second, "", file, "-c", bin+" all")
 	if err != nil {
 		t.Fatalf("%v\nscript:\n%s", err, script)
 	}
+	checkNoWarning(t, out)
 	if !strings.Contains(out, "recovered: runtime error: integer divide by zero\n") {
 		t.Errorf("auto all did not run to its end:\n%s", out)
 	}
@@ -1086,9 +1088,8 @@ func (a *auto) testCgo(t *testing.T) {
 		}
 	}
 	want := map[string]bool{"entry__cprice__Scale": true, "exit__cprice__Scale": true, "entry__cprice__Label": true, "exit__cprice__Label": true}
-	checkProbeSet(t, "bpftrace -l (cgoshop)", bpftraceList(t, bin), "shop", want)
-	tracetest.RequireAttach(t)
-	trace := bpftrace(t, strings.ReplaceAll(autoCgoScript, "BIN", bin), bin)
+	checkProbeSet(t, "bpftrace -l (cgoshop)", bpftraceList(t, tracetest.Host, bin), "shop", want)
+	trace := bpftrace(t, tracetest.Host, strings.ReplaceAll(autoCgoScript, "BIN", bin), bin)
 	for _, w := range []string{
 		"scale=-300",
 		"label=EUR 7",
