@@ -16,6 +16,9 @@ set -euo pipefail
 dir=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}
 mirror=${DEBIAN_MIRROR:-http://deb.debian.org/debian}
 partial=$dir.partial
+# bpftrace, and libbpf's BPF-side headers (usdt.bpf.h must match the libbpf
+# that fills its maps) for the libbpf consumer test.
+packages=(bpftrace libbpf-dev)
 
 # mounts_under prints the mount points under $1, deepest first.
 mounts_under() {
@@ -49,9 +52,9 @@ if [[ ! -e $dir/.complete ]]; then
 	rm -rf --one-file-system "$dir" "$partial"
 	mkdir -p "$(dirname "$dir")"
 	start=$SECONDS
-	# minbase plus bpftrace and what it depends on; debootstrap resolves
-	# the dependencies of --include.
-	debootstrap --variant=minbase --include=bpftrace sid "$partial" "$mirror"
+	# minbase plus the packages and what they depend on; debootstrap
+	# resolves the dependencies of --include.
+	debootstrap --variant=minbase --include="$(IFS=,; echo "${packages[*]}")" sid "$partial" "$mirror"
 	umount_under "$partial"
 	chroot "$partial" apt-get clean
 	touch "$partial/.complete"
@@ -59,4 +62,15 @@ if [[ ! -e $dir/.complete ]]; then
 	echo "sid-chroot: built $dir in $((SECONDS - start)) s"
 fi
 mount_all
+# A chroot built when the list was shorter gets what it lacks.
+missing=()
+for p in "${packages[@]}"; do
+	chroot "$dir" dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'ok installed' || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	# The machine clock may be past the archive's Valid-Until.
+	chroot "$dir" apt-get -o Acquire::Check-Valid-Until=false update -qq
+	DEBIAN_FRONTEND=noninteractive chroot "$dir" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	chroot "$dir" apt-get clean
+fi
 chroot "$dir" bpftrace --version

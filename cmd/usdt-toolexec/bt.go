@@ -50,7 +50,7 @@ func bt(path string, w io.Writer) error {
 	for i, k := range keys {
 		e := byFunc[k]
 		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@start[arg0, %d] = nsecs;\n}\n", path, e.provider, e.entry, i)
-		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n/@start[arg0, %d]/\n{\n\t@us[%q] = hist((nsecs - @start[arg0, %d]) / 1000);\n\tdelete(@start[arg0, %d]);\n}\n", path, e.provider, e.exit, i, e.label, i, i)
+		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n/@start[arg0, %d]/\n{\n\t@us[%q] = hist((uint64)((int64)nsecs - (int64)@start[arg0, %d]) / 1000);\n\tdelete(@start[arg0, %d]);\n}\n", path, e.provider, e.exit, i, e.label, i, i)
 	}
 	fmt.Fprintf(w, "\nEND\n{\n\tclear(@start);\n}\n")
 	return nil

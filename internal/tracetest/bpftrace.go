@@ -63,6 +63,23 @@ func (b Bpftrace) Command(ctx context.Context, dir string, args ...string) *exec
 	return exec.CommandContext(ctx, "chroot", append([]string{b.root, "env", "-C", dir, "bpftrace"}, args...)...)
 }
 
+// Root is the root directory of this bpftrace's system: / for the host.
+func (b Bpftrace) Root() string {
+	if b.root == "" {
+		return "/"
+	}
+	return b.root
+}
+
+// Exec runs a program from /tmp with the libraries of this bpftrace's
+// system (the chroot's libbpf 1.7 for sid), like the package-level Output.
+func (b Bpftrace) Exec(timeout time.Duration, name string, args ...string) (string, error) {
+	if b.root != "" {
+		name, args = "chroot", append([]string{b.root, name}, args...)
+	}
+	return Output(timeout, nil, name, args...)
+}
+
 // Output runs this bpftrace like the package-level Output.
 func (b Bpftrace) Output(timeout time.Duration, dir string, args ...string) (string, error) {
 	return output(timeout, func(ctx context.Context) *exec.Cmd { return b.Command(ctx, dir, args...) })
