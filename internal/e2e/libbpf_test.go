@@ -1,8 +1,10 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -107,4 +109,110 @@ func TestLibbpf(t *testing.T) {
 			}
 		})
 	})
+}
+
+// libbpfARM64Arg matches one argument in a form libbpf's arm64 USDT parser
+// accepts (parse_usdt_arg in src/usdt.c, read in v1.1.2 and v1.7.0): a
+// size, @, then [REG, OFF], [REG], a constant or REG. 1.1 wants the comma
+// right after the register (1.7 also allows spaces before it); both skip
+// any other blanks. Written from those rules, not from libbpf's code.
+var libbpfARM64Arg = regexp.MustCompile(`^\s*(-?\d+)\s*@\s*(?:\[\s*([a-z0-9]{1,15}),\s*-?\d+\s*\]|\[\s*([a-z0-9]{1,15})\s*\]|-?\d+|([a-z0-9]{1,15}))\s*`)
+
+// libbpfARM64Reg is a register libbpf maps to pt_regs on arm64: x0 to x30
+// and sp. The 32-bit names (w0) are refused.
+var libbpfARM64Reg = regexp.MustCompile(`^(x([0-9]|[12][0-9]|30)|sp)$`)
+
+// checkLibbpfARM64 reports why libbpf on arm64 would refuse a note's
+// argument string, or nil.
+func checkLibbpfARM64(args string) error {
+	for n := 0; args != ""; n++ {
+		if n == 12 {
+			return fmt.Errorf("more than 12 arguments")
+		}
+		m := libbpfARM64Arg.FindStringSubmatch(args)
+		if m == nil {
+			return fmt.Errorf("argument %d: %q is no form libbpf accepts", n, args)
+		}
+		if size := strings.TrimPrefix(m[1], "-"); size != "1" && size != "2" && size != "4" && size != "8" {
+			return fmt.Errorf("argument %d: size %s", n, m[1])
+		}
+		for _, reg := range m[2:] {
+			if reg != "" && !libbpfARM64Reg.MatchString(reg) {
+				return fmt.Errorf("argument %d: register %q", n, reg)
+			}
+		}
+		args = args[len(m[0]):]
+	}
+	return nil
+}
+
+func TestCheckLibbpfARM64(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		ok   bool
+	}{
+		// The examples in libbpf's comments.
+		{"-4@[sp, 96]", true},
+		{"-4@[sp]", true},
+		{"4@5", true},
+		{"-8@x4", true},
+		{"-1@x0 2@x1 -4@x2 8@x3 1@x4 8@x5 -8@x6 8@x7 -4@[sp, 0] 1@[sp, 8]", true},
+		{" 8 @ [ x29, -16 ]  8@x30 ", true},
+		{"", true},
+		{"-4@w0", false},      // 32-bit register name
+		{"8@[x1, x2]", false}, // indexed
+		{"8@x31", false},      // no such register
+		{"3@x0", false},       // size
+		{"8@[sp , 8]", false}, // libbpf 1.1's comma
+		{"8@%rdi", false},     // x86
+		{"8@[sp, #8]", false}, // that is the arm32 syntax
+		{strings.Repeat("8@x0 ", 13), false},
+	} {
+		if err := checkLibbpfARM64(tc.args); (err == nil) != tc.ok {
+			t.Errorf("checkLibbpfARM64(%q) = %v, want ok=%v", tc.args, err, tc.ok)
+		}
+	}
+}
+
+// asciz matches a string of a GNU assembler file.
+var asciz = regexp.MustCompile(`(?m)^\s*\.asciz "([^"]*)"$`)
+
+// TestLibbpfARM64 checks every argument string the arm64 builds carry
+// against libbpf's arm64 forms: the notes of the types fixture and of the
+// automatic probes cross-built on route (a), and the strings of the GNU
+// assembler files route (b) compiles (no arm64 C compiler here to link them).
+func TestLibbpfARM64(t *testing.T) {
+	check := func(what, args string) {
+		t.Helper()
+		if err := checkLibbpfARM64(args); err != nil {
+			t.Errorf("%s: %q: %v", what, args, err)
+		}
+	}
+	dir := fixture(t, "types")
+	bin := filepath.Join(t.TempDir(), "types")
+	goCmd(t, dir, []string{"CGO_ENABLED=0", "GOARCH=arm64"}, routeA.buildArgs(bin)...)
+	notes := readelfNotes(t, bin)
+	autoDir, autoBin := copyAutoFixture(t), filepath.Join(t.TempDir(), "auto")
+	goCmd(t, autoDir, []string{"CGO_ENABLED=0", "GOARCH=arm64"}, "build", "-o", autoBin, usdtToolexec("-rules", filepath.Join(autoDir, "rules.yml")), ".")
+	notes = append(notes, readelfNotes(t, autoBin)...)
+	if len(notes) < 6+49 {
+		t.Fatalf("%d notes, want the types fixture's 6 and the auto fixture's 49", len(notes))
+	}
+	for _, n := range notes {
+		check(n.provider+":"+n.name, n.args)
+	}
+	s, err := os.ReadFile(filepath.Join(dir, "types_usdt_cgo_arm64.S"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	specs := 0
+	for _, m := range asciz.FindAllStringSubmatch(string(s), -1) {
+		if strings.Contains(m[1], "@") {
+			specs++
+			check("types_usdt_cgo_arm64.S", m[1])
+		}
+	}
+	if specs != 5 {
+		t.Errorf("types_usdt_cgo_arm64.S has %d argument strings, want 5 (tick has none)", specs)
+	}
 }
