@@ -14,8 +14,10 @@ set -euo pipefail
 
 # What the tests run: bpftrace, bcc (tplist, trace), gdb, perf, readelf,
 # sys/sdt.h for the C reference binaries, clang and libbpf for the libbpf
-# consumer; make for .ci/run, which calls this before make exists.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev make)
+# consumer, debootstrap for the sid chroot of newer tracers
+# (scripts/sid-chroot.sh); make for .ci/run, which calls this before make
+# exists.
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev debootstrap make)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;

@@ -5,6 +5,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -14,9 +15,9 @@ import (
 
 // valuesScript prints every argument bpftrace can read (arg0-arg5 on
 // x86_64) of each types.d probe. bpftrace's printf formats %d as a 32-bit
-// int, so 64-bit values need %ld and %lu. str() reads BPFTRACE_STRLEN (64)
+// int, so 64-bit values need %ld and %lu. bpftrace 0.17's str() reads 64
 // bytes at most, so the 300-byte string's truncation is checked by reading
-// the bytes at offsets 255 and 256 directly.
+// the bytes at offsets 255 and 256 directly too.
 //
 // bpftrace attaches the probes one by one and they fire meanwhile, so the
 // ticks count only once every other probe has fired (with -p under load,
@@ -34,7 +35,7 @@ usdt:BIN:types:tick { if (@ints + @wide + @strs + @chars + @twelve == 5) { @tick
 var wantValues = []string{
 	"ints -128 255 -32768 65535 -2147483648 4294967295",
 	"wide -9223372036854775808 18446744073709551615 deadbeef 1 0 PTR",
-	"strs [][héllo, 世界][" + strings.Repeat("0123456789", 7)[:63] + "][plain] 53 0",
+	"strs [][héllo, 世界][LONG][plain] 53 0",
 	"chars -5 -6 250 -7 1099511627776 9223372036854775808",
 	"twelve 0 -1 2 -3 4 -5",
 }
@@ -47,20 +48,48 @@ func TestArguments(t *testing.T) {
 	for _, r := range []route{routeA, routeB, routeC, {name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}}} {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
-			out := bpftrace(t, strings.ReplaceAll(valuesScript, "BIN", bin), bin+" fire")
-			m := ptrLine.FindStringSubmatch(out)
-			if m == nil {
-				t.Fatalf("the program did not print its pointer:\n%s", out)
-			}
-			checkValues(t, out, m[1])
+			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+				out := bpftrace(t, bt, strings.ReplaceAll(valuesScript, "BIN", bin), bin+" fire")
+				m := ptrLine.FindStringSubmatch(out)
+				if m == nil {
+					t.Fatalf("the program did not print its pointer:\n%s", out)
+				}
+				checkValues(t, bt.StrLen, out, m[1])
+				checkArgsPastSix(t, bt, bin)
+			})
 		})
 	}
 }
 
-func checkValues(t *testing.T, out, ptr string) {
+// checkArgsPastSix reads the twelve probe's arguments 6 to 11 where bt can,
+// and otherwise checks that it refuses them plainly: on x86_64 bpftrace 0.17
+// (bcc's argument reader) stops at arg5, 0.27 (libbpf's) reads all twelve.
+func checkArgsPastSix(t *testing.T, bt tracetest.Bpftrace, bin string) {
 	t.Helper()
+	script := fmt.Sprintf(`usdt:%s:types:twelve { printf("twelve %%ld %%ld %%ld %%ld %%ld %%ld\n", arg6, arg7, arg8, arg9, arg10, arg11); exit(); }`, bin)
+	out, err := bt.Output(90*time.Second, "", "-e", script, "-c", bin+" fire")
+	if bt.Args <= 6 {
+		if err == nil || !strings.Contains(out, "doesn't support arg6") {
+			t.Errorf("bpftrace %s is known to read 6 arguments, but arg6 gave (err %v):\n%s", bt.Name, err, out)
+		}
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "twelve 6 -7 8 -9 10 -11\n"; !strings.Contains(out, want) {
+		t.Errorf("bpftrace %s did not print %q:\n%s", bt.Name, want, out)
+	}
+}
+
+// checkValues checks the lines a consumer printed for valuesScript; its
+// strings hold strLen bytes at most, NUL included.
+func checkValues(t *testing.T, strLen int, out, ptr string) {
+	t.Helper()
+	// The program passes 300 bytes; the probe gets the first 256 and a NUL.
+	long := strings.Repeat("0123456789", 30)[:min(256, strLen-1)]
 	for _, want := range wantValues {
-		want = strings.Replace(want, "PTR", ptr, 1)
+		want = strings.NewReplacer("PTR", ptr, "LONG", long).Replace(want)
 		if !strings.Contains(out, want+"\n") {
 			t.Errorf("bpftrace did not print %q:\n%s", want, out)
 		}
@@ -74,25 +103,27 @@ func TestArgumentsAttachPID(t *testing.T) {
 	dir := fixture(t, "types")
 	for _, r := range []route{routeA, routeB} {
 		t.Run(r.name, func(t *testing.T) {
-			tracetest.RequireAttach(t)
 			bin := build(t, dir, r)
-			p := start(t, bin, "fire")
-			var ptr string
-			select {
-			case line := <-p.lines:
-				m := ptrLine.FindStringSubmatch(line)
-				if m == nil {
-					t.Fatalf("first line %q, want ptr=...", line)
+			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+				bt.RequireAttach(t)
+				p := start(t, bin, "fire")
+				var ptr string
+				select {
+				case line := <-p.lines:
+					m := ptrLine.FindStringSubmatch(line)
+					if m == nil {
+						t.Fatalf("first line %q, want ptr=...", line)
+					}
+					ptr = m[1]
+				case <-time.After(10 * time.Second):
+					t.Fatal("the program printed nothing")
 				}
-				ptr = m[1]
-			case <-time.After(10 * time.Second):
-				t.Fatal("the program printed nothing")
-			}
-			out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", strings.ReplaceAll(valuesScript, "BIN", bin))
-			if err != nil {
-				t.Fatal(err)
-			}
-			checkValues(t, out, ptr)
+				out, err := bt.Output(90*time.Second, "", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", strings.ReplaceAll(valuesScript, "BIN", bin))
+				if err != nil {
+					t.Fatal(err)
+				}
+				checkValues(t, bt.StrLen, out, ptr)
+			})
 		})
 	}
 }
@@ -103,20 +134,22 @@ func TestSemaphoreGating(t *testing.T) {
 	dir := fixture(t, "types")
 	for _, r := range []route{routeA, routeB} {
 		t.Run(r.name, func(t *testing.T) {
-			tracetest.RequireAttach(t)
 			bin := build(t, dir, r)
-			p := start(t, bin, "gate")
-			p.expect(t, "enabled=false", 10*time.Second)
-			script := fmt.Sprintf(`usdt:%s:types:ints { @n++; if (@n > 50) { printf("arg0=%%ld\n", arg0); exit(); } }`, bin)
-			out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", script)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !strings.Contains(out, "arg0=1\n") {
-				t.Errorf("bpftrace -p did not read the argument:\n%s", out)
-			}
-			p.expect(t, "enabled=true", 10*time.Second)
-			p.expect(t, "enabled=false", 10*time.Second)
+			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+				bt.RequireAttach(t)
+				p := start(t, bin, "gate")
+				p.expect(t, "enabled=false", 10*time.Second)
+				script := fmt.Sprintf(`usdt:%s:types:ints { @n++; if (@n > 50) { printf("arg0=%%ld\n", arg0); exit(); } }`, bin)
+				out, err := bt.Output(90*time.Second, "", "-p", fmt.Sprint(p.cmd.Process.Pid), "-e", script)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !strings.Contains(out, "arg0=1\n") {
+					t.Errorf("bpftrace -p did not read the argument:\n%s", out)
+				}
+				p.expect(t, "enabled=true", 10*time.Second)
+				p.expect(t, "enabled=false", 10*time.Second)
+			})
 		})
 	}
 }
@@ -205,24 +238,40 @@ func TestBCCAndPerf(t *testing.T) {
 	}
 }
 
-// TestExampleScripts runs the example's bpftrace scripts against it.
+// TestExampleScripts runs the example's bpftrace scripts against it. They
+// must run without a warning too: users copy them.
 func TestExampleScripts(t *testing.T) {
-	tracetest.RequireAttach(t)
 	bin := filepath.Join(t.TempDir(), "jobs")
 	goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
 	for _, script := range []string{"latency.bt", "queue.bt"} {
-		t.Run(script, func(t *testing.T) {
-			cmd := exec.Command("bpftrace", script, "-c", "./jobs -jobs 100 -every 1ms")
-			cmd.Dir = filepath.Dir(bin)
-			copyFile(t, filepath.Join(repoRoot, "examples", "provider", script), filepath.Join(cmd.Dir, script))
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("%v\n%s", err, out)
-			}
-			want := map[string]string{"latency.bt": "@run_us[", "queue.bt": "@depth:"}[script]
-			if !strings.Contains(string(out), want) {
-				t.Errorf("%s printed no %s histogram:\n%s", script, want, out)
-			}
-		})
+		copyFile(t, filepath.Join(repoRoot, "examples", "provider", script), filepath.Join(filepath.Dir(bin), script))
+	}
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		bt.RequireAttach(t)
+		for _, script := range []string{"latency.bt", "queue.bt"} {
+			t.Run(script, func(t *testing.T) {
+				out, err := bt.Output(90*time.Second, filepath.Dir(bin), script, "-c", "./jobs -jobs 100 -every 1ms")
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := map[string]string{"latency.bt": "@run_us[", "queue.bt": "@depth:"}[script]
+				if !strings.Contains(out, want) {
+					t.Errorf("%s printed no %s histogram:\n%s", script, want, out)
+				}
+				checkNoWarning(t, out)
+			})
+		}
+	})
+}
+
+// checkNoWarning fails the test if bpftrace warned about the script, other
+// than with one of the known warnings.
+func checkNoWarning(t *testing.T, out string, known ...string) {
+	t.Helper()
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "WARNING") && !slices.ContainsFunc(known, func(k string) bool { return strings.Contains(line, k) }) {
+			t.Errorf("bpftrace warned:\n%s", out)
+			return
+		}
 	}
 }

@@ -188,15 +188,25 @@ func readelfNotes(t *testing.T, bin string) []note {
 	return notes
 }
 
-// bpftrace runs a script against a fresh run of cmd and returns its output.
-func bpftrace(t *testing.T, script string, cmd string) string {
+// bpftrace runs a script with bt against a fresh run of cmd and returns
+// its output.
+func bpftrace(t *testing.T, bt tracetest.Bpftrace, script string, cmd string) string {
 	t.Helper()
-	tracetest.RequireAttach(t)
-	out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-e", script, "-c", cmd)
+	bt.RequireAttach(t)
+	out, err := bt.Output(90*time.Second, "", "-e", script, "-c", cmd)
 	if err != nil {
 		t.Fatalf("bpftrace: %v", err)
 	}
 	return out
+}
+
+// eachBpftrace runs test once with every bpftrace the probes must work
+// with, as subtests named after them.
+func eachBpftrace(t *testing.T, test func(*testing.T, tracetest.Bpftrace)) {
+	t.Helper()
+	for _, bt := range tracetest.Bpftraces() {
+		t.Run(bt.Name, func(t *testing.T) { test(t, bt) })
+	}
 }
 
 // process is a fixture program running in the background, its stdout read

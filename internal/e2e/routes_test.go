@@ -99,16 +99,14 @@ func checkNotes(t *testing.T, bin string) []note {
 
 func checkBpftraceList(t *testing.T, bin string) {
 	t.Helper()
-	tracetest.Require(t, "bpftrace")
-	out, err := tracetest.Output(60e9, nil, "bpftrace", "-l", "usdt:"+bin+":*")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name := range wantProbes {
-		if want := "usdt:" + bin + ":types:" + name; !strings.Contains(out, want+"\n") {
-			t.Errorf("bpftrace -l does not list %s:\n%s", want, out)
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		got := bpftraceList(t, bt, bin)
+		for name := range wantProbes {
+			if !slices.Contains(got, "types:"+name) {
+				t.Errorf("bpftrace -l does not list types:%s: %q", name, got)
+			}
 		}
-	}
+	})
 }
 
 func TestRoutes(t *testing.T) {

@@ -62,35 +62,29 @@ func MountTracefs() error {
 }
 
 func tracefsMounted() bool {
-	mounts, err := os.ReadFile("/proc/self/mounts")
-	if err != nil {
-		return false
-	}
-	for _, line := range strings.Split(string(mounts), "\n") {
-		f := strings.Fields(line)
-		if len(f) >= 3 && f[1] == TracefsDir && f[2] == "tracefs" {
-			return true
-		}
-	}
-	return false
+	return mountType(TracefsDir) == "tracefs"
 }
 
-var (
-	attachOnce sync.Once
-	attachErr  error
-)
+// mountType returns the type of the file system mounted on dir, "" if none.
+func mountType(dir string) string {
+	mounts, err := os.ReadFile("/proc/self/mounts")
+	if err != nil {
+		return ""
+	}
+	typ := ""
+	for _, line := range strings.Split(string(mounts), "\n") {
+		if f := strings.Fields(line); len(f) >= 3 && f[1] == dir {
+			typ = f[2] // the last mount on dir is the visible one
+		}
+	}
+	return typ
+}
 
-// RequireAttach skips the test unless bpftrace can really attach a uprobe
-// here: bpftrace present, tracefs mounted (mounting it if needed), and the
-// kernel and privileges allow BPF uprobes. The check runs once per process;
-// later calls reuse its answer.
+// RequireAttach skips the test unless the host's bpftrace can really attach
+// a uprobe here (see Bpftrace.RequireAttach).
 func RequireAttach(t testing.TB) {
 	t.Helper()
-	Require(t, "bpftrace")
-	attachOnce.Do(func() { attachErr = tryAttach() })
-	if attachErr != nil {
-		t.Skipf("tracetest: bpftrace cannot attach probes on this machine: %v", attachErr)
-	}
+	Host.RequireAttach(t)
 }
 
 // attachProgram is a tiny Go program with a symbol to put a uprobe on. The
@@ -113,7 +107,7 @@ func main() {
 }
 `
 
-func tryAttach() error {
+func tryAttach(b Bpftrace) error {
 	if err := MountTracefs(); err != nil {
 		return err
 	}
@@ -138,7 +132,7 @@ func tryAttach() error {
 		return fmt.Errorf("building the uprobe target: %v\n%s", err, out)
 	}
 	script := fmt.Sprintf(`uprobe:%s:main.target { printf("tracetest-hit\n"); exit(); }`, bin)
-	out, err := Output(60*time.Second, nil, "bpftrace", "-e", script, "-c", bin)
+	out, err := b.Output(60*time.Second, "", "-e", script, "-c", bin)
 	if strings.Contains(out, "tracetest-hit") {
 		return nil
 	}
@@ -148,12 +142,15 @@ func tryAttach() error {
 	return err
 }
 
-// filterNoise drops bpftrace's RLIMIT_MEMLOCK warning, harmless on these
-// kernels (BPF memory is cgroup-accounted) but confusing in a skip reason.
+// filterNoise drops what bpftrace says about this machine rather than about
+// the script: the RLIMIT_MEMLOCK warning, harmless on these kernels (BPF
+// memory is cgroup-accounted), and bpftrace 0.27's warning that it cannot
+// read available_filter_functions (the kernel refuses it here even to
+// root; it only matters for kprobes).
 func filterNoise(s string) string {
 	var keep []string
 	for _, l := range strings.Split(s, "\n") {
-		if !strings.Contains(l, "RLIMIT_MEMLOCK") {
+		if !strings.Contains(l, "RLIMIT_MEMLOCK") && !strings.HasPrefix(l, "WARNING: Could not read functions from ") {
 			keep = append(keep, l)
 		}
 	}
@@ -176,19 +173,26 @@ func PerfEnv(dir string) []string {
 // Output runs name with args under a timeout and returns its combined
 // output; a failure or timeout is reported in the error with the output.
 func Output(timeout time.Duration, env []string, name string, args ...string) (string, error) {
+	return output(timeout, func(ctx context.Context) *exec.Cmd {
+		cmd := exec.CommandContext(ctx, name, args...)
+		cmd.Env = env
+		return cmd
+	})
+}
+
+func output(timeout time.Duration, command func(context.Context) *exec.Cmd) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, name, args...)
-	cmd.Env = env
+	cmd := command(ctx)
 	// A traced child inherits the pipes: do not wait forever for them.
 	cmd.WaitDelay = 5 * time.Second
 	out, err := cmd.CombinedOutput()
 	s := filterNoise(string(out))
 	if ctx.Err() != nil {
-		return s, fmt.Errorf("%s %s: timed out after %v\n%s", name, strings.Join(args, " "), timeout, s)
+		return s, fmt.Errorf("%s: timed out after %v\n%s", strings.Join(cmd.Args, " "), timeout, s)
 	}
 	if err != nil {
-		return s, fmt.Errorf("%s %s: %v\n%s", name, strings.Join(args, " "), err, s)
+		return s, fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, s)
 	}
 	return s, nil
 }

@@ -25,6 +25,8 @@ func TestFilterNoise(t *testing.T) {
 		{"", ""},
 		{"Attaching 1 probe...\n42\n", "Attaching 1 probe...\n42\n"},
 		{"ERROR: Unknown error -1: couldn't set RLIMIT_MEMLOCK for bpftrace. If ...\nAttaching 1 probe...\n", "Attaching 1 probe...\n"},
+		{"WARNING: Could not read functions from /sys/kernel/tracing/available_filter_functions. If ...\nWARNING: Unknown error -1: couldn't set RLIMIT_MEMLOCK for bpftrace. ...\nAttached 1 probe\n", "Attached 1 probe\n"},
+		{"x.bt:5:28-39: WARNING: signed operands for '/' can lead to undefined behavior\n", "x.bt:5:28-39: WARNING: signed operands for '/' can lead to undefined behavior\n"},
 	}
 	for _, tc := range tests {
 		if got := filterNoise(tc.in); got != tc.want {
