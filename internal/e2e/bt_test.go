@@ -77,20 +77,23 @@ func TestBtManyFunctions(t *testing.T) {
 	if n := strings.Count(script, "usdt:"); n != len(want) {
 		t.Errorf("the narrowed script has %d probes, want %d", n, len(want))
 	}
-	tracetest.RequireAttach(t)
 	file := filepath.Join(t.TempDir(), "many.bt")
 	writeFile(t, file, script)
-	out, err := tracetest.Output(3*time.Minute, nil, "bpftrace", file, "-c", bin)
-	if err != nil {
-		t.Fatalf("%v\nscript:\n%.2000s", err, script)
-	}
-	// One call each, well under a millisecond.
-	for _, label := range want {
-		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(label) + ` *\]: \n\[\d+(, \d+\))?\]?\s+1 \|`).MatchString(out) {
-			t.Errorf("no histogram of one call for %s", label)
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		bt.RequireAttach(t)
+		out, err := bt.Output(3*time.Minute, "", file, "-c", bin)
+		if err != nil {
+			t.Fatalf("%v\nscript:\n%.2000s", err, script)
 		}
-	}
-	if t.Failed() {
-		t.Logf("bpftrace output:\n%s", out)
-	}
+		checkNoWarning(t, out)
+		// One call each, well under a millisecond.
+		for _, label := range want {
+			if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(label) + ` *\]: \n\[\d+(, \d+\))?\]?\s+1 \|`).MatchString(out) {
+				t.Errorf("no histogram of one call for %s", label)
+			}
+		}
+		if t.Failed() {
+			t.Logf("bpftrace output:\n%s", out)
+		}
+	})
 }
