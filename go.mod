@@ -5,7 +5,8 @@ go 1.25
 require gopkg.in/yaml.v3 v3.0.1
 
 require (
+	github.com/cilium/ebpf v0.20.0 // indirect
 	github.com/rogpeppe/go-internal v1.16.0 // indirect
-	golang.org/x/sys v0.26.0 // indirect
-	golang.org/x/tools v0.26.0 // indirect
+	golang.org/x/sys v0.37.0 // indirect
+	golang.org/x/tools v0.38.0 // indirect
 )

@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"io"
 	"sort"
-	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
 )
 
 // bt prints a starter bpftrace script for a binary's automatic probes: a
@@ -19,14 +20,14 @@ func bt(path string, w io.Writer) error {
 	type fn struct{ provider, entry, exit, label string }
 	byFunc := map[string]*fn{}
 	for _, n := range notes {
-		kind, pkg, name, ok := splitAutoName(n.Name)
+		kind, pkg, name, ok := autoprobe.Split(n.Name)
 		if !ok || kind != "entry" && kind != "exit" {
 			continue
 		}
 		key := n.Provider + ":" + pkg + "__" + name
 		e := byFunc[key]
 		if e == nil {
-			e = &fn{provider: n.Provider, label: pkg + "." + strings.ReplaceAll(name, "__", ".")}
+			e = &fn{provider: n.Provider, label: autoprobe.Label(pkg, name)}
 			byFunc[key] = e
 		}
 		if kind == "entry" {

@@ -18,6 +18,7 @@
 //
 //	usdt-toolexec list BINARY   # every probe, like tplist
 //	usdt-toolexec bt BINARY     # a starter bpftrace script
+//	usdt-toolexec trace ...     # a tracer: usdt-toolexec trace -h
 package main
 
 import (
@@ -46,6 +47,8 @@ const usage = `usage:
   go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
   usdt-toolexec list BINARY   # every probe, like tplist
   usdt-toolexec bt BINARY     # a starter bpftrace script: latency per function
+  usdt-toolexec trace [-json] [-latency] (-p PID | -- CMD ARGS) [PATTERN...]
+                              # print probe events with typed arguments
 
 The rules file selects functions to instrument; without -rules it is
 $USDT_RULES, else usdt.yml at the main module's root (or beside go.work),
@@ -70,6 +73,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			return 0
+		case "trace":
+			return traceCmd(args[1:], stdout, stderr)
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return 0
