@@ -29,10 +29,22 @@ func kinds(p probe.Probe) []probe.Kind {
 }
 
 // nop is the probe site. Go's NOP pseudo-instruction assembles to nothing,
-// so the instruction is spelled out.
+// so the instruction is spelled out. On amd64 it is the 5-byte NOP (nopl
+// 0x0(%rax,%rax,1)) rather than the 1-byte one: Linux (6.18 and later)
+// optimizes a uprobe on it into a call to a trampoline after the first hit,
+// several times cheaper than the breakpoint trap a 1-byte NOP costs. That
+// call pushes a return address below SP, which is safe here because every
+// site is the first instruction of a stub a Go function called: nothing
+// below SP is live, unlike in a C function with a red zone.
 var nop = map[Arch]string{
-	AMD64: "BYTE $0x90",
+	AMD64: "BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00",
 	ARM64: "WORD $0xd503201f",
+}
+
+// gnuNop is nop for the GNU assembler.
+var gnuNop = map[Arch]string{
+	AMD64: ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+	ARM64: "nop",
 }
 
 // Plan9 flag values from textflag.h, written as numbers so that files
@@ -88,7 +100,7 @@ func writeTable(b *bytes.Buffer, pkg, table string, entries []probetable.Entry, 
 
 // GNU returns a GNU assembler file (.S, assembled by the C toolchain in a cgo
 // build) that gives each probe what sys/sdt.h gives a C probe: a nop;ret
-// function, a 2-byte semaphore in .probes, a non-allocated .note.stapsdt
+// function (the nop being nop's), a 2-byte semaphore in .probes, a non-allocated .note.stapsdt
 // entry, and the shared .stapsdt.base byte. The C linker keeps all of these.
 func GNU(arch Arch, header string, stubs []Stub) []byte {
 	var b bytes.Buffer
@@ -122,7 +134,7 @@ _.stapsdt.base:
 	.type %[4]s, %%function
 %[4]s:
 .Lusdt_site_%[5]d:
-	nop
+	%[7]s
 	ret
 	.size %[4]s, .-%[4]s
 
@@ -138,7 +150,7 @@ _.stapsdt.base:
 .Lusdt_desc_end_%[5]d:
 	.balign 4
 	.popsection
-`, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, kinds(s.Probe)))
+`, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, kinds(s.Probe)), gnuNop[arch])
 	}
 	b.WriteString("\n\t.section .note.GNU-stack, \"\", %progbits\n")
 	return b.Bytes()

@@ -35,19 +35,20 @@ type Site struct {
 
 // siteCode is one site: the NOP the tracer patches, then a return to the
 // trampoline's caller. Every site has the same size so that the trampoline
-// can compute its address from the index.
+// can compute its address from the index; on amd64 the 5-byte NOP and RET
+// are padded with INT3 to 8 bytes, a size LEAQ can scale by.
 var siteCode = map[Arch]struct {
 	code string
 	size int
 }{
-	AMD64: {"BYTE $0x90; BYTE $0xc3", 2},
-	ARM64: {"WORD $0xd503201f; WORD $0xd65f03c0", 8},
+	AMD64: {nop[AMD64] + "; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc", 8},
+	ARM64: {nop[ARM64] + "; WORD $0xd65f03c0", 8},
 }
 
 // jump is a trampoline's body: the address of site index, sites plus index
 // times the site size, and a jump there. Only scratch registers change.
 var jump = map[Arch]string{
-	AMD64: "\tMOVQ site+0(FP), AX\n\tLEAQ ·%[1]s(SB), CX\n\tLEAQ (CX)(AX*2), CX\n\tJMP CX\n",
+	AMD64: "\tMOVQ site+0(FP), AX\n\tLEAQ ·%[1]s(SB), CX\n\tLEAQ (CX)(AX*8), CX\n\tJMP CX\n",
 	ARM64: "\tMOVD site+0(FP), R0\n\tMOVD $·%[1]s(SB), R1\n\tADD R0<<3, R1, R1\n\tJMP (R1)\n",
 }
 

@@ -25,8 +25,9 @@ func TestPlan9Sites(t *testing.T) {
 	}{
 		{"amd64", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
 			"TEXT ·tr0(SB), 516, $0-24\n", // the site index, then the probe's arguments
-			"\tBYTE $0x90; BYTE $0xc3 // p:a\n\tBYTE $0x90; BYTE $0xc3 // p:b\n",
-			"DATA ·tab+32(SB)/8, $·sites+0(SB)\nDATA ·tab+40(SB)/8, $·sites+2(SB)\n",
+			"\tLEAQ (CX)(AX*8), CX\n",
+			"\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc // p:a\n",
+			"DATA ·tab+32(SB)/8, $·sites+0(SB)\nDATA ·tab+40(SB)/8, $·sites+8(SB)\n",
 		}, ""},
 		{"arm64", ARM64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
 			"\tADD R0<<3, R1, R1\n",

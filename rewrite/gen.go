@@ -54,6 +54,13 @@ var usdtAutoTable struct {
 
 func usdtAutoGoid() int64
 
+// usdtAutoNanotime is the runtime's monotonic clock, which the runtime
+// offers to linkname; a package importing only unsafe can be instrumented,
+// standard ones included.
+//
+//go:linkname usdtAutoNanotime runtime.nanotime
+func usdtAutoNanotime() int64
+
 type usdtAutoCString [257]byte
 
 // set copies s, NUL-terminated and cut at 256 bytes, for bpftrace's str().
@@ -108,7 +115,7 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 	}
 	// One exit type per way of reading results, shared likewise.
 	for i, x := range g.exits {
-		fields := []string{"site int"}
+		fields := []string{"site int", "start int64"}
 		if x.fields > 0 {
 			var names []string
 			for j := 1; j <= x.fields; j++ {
@@ -116,7 +123,7 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 			}
 			fields = append(fields, strings.Join(names, ", ")+" interface{}")
 		}
-		fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the addresses of a returning function's results;\n// fire reads them when the deferred call runs.\ntype usdtAutoExit%d struct{ %s }\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
+		fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the time a call started and the addresses of its\n// results; fire reads them when the deferred call runs.\ntype usdtAutoExit%d struct{ %s }\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
 			i, i, strings.Join(fields, "; "), i, x.fire, strings.Join(append([]string{"x.site"}, x.args...), ", "))
 	}
 	goSrc, err = format.Source(b.Bytes())

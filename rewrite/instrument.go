@@ -174,6 +174,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		kinds, exprs, ptrs, dropped := g.passAt(vals)
 		fn.Dropped += dropped
 		fn.Exit = probeName("exit", g.pkg.Name(), name)
+		kinds = append([]probe.Kind{probe.Int64}, kinds...)
+		exprs = append([]string{"usdtAutoNanotime() - x.start"}, exprs...)
 		site, fireFn := g.add(fn.Exit, kinds, sem)
 		shape := g.exit(fireFn, len(ptrs), exprs)
 		// Registered first, the deferred call runs last: after any
@@ -183,7 +185,10 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		// function's func1 and renumber the user's closures (main.f.func1
 		// would become main.f.func2 in tracebacks and profiles), and
 		// deferring a call with arguments would renumber its deferwraps.
-		fire = append(fire, fmt.Sprintf("usdtAutoExit := usdtAutoExit%d{%s}.fire; defer usdtAutoExit()", shape, strings.Join(append([]string{fmt.Sprint(site)}, ptrs...), ", ")))
+		// It also carries the start time, taken after the entry probe
+		// fired, so that each call (recursive ones included) measures
+		// itself; a panic unwinding through the function runs it too.
+		fire = append(fire, fmt.Sprintf("usdtAutoExit := usdtAutoExit%d{%s}.fire; defer usdtAutoExit()", shape, strings.Join(append([]string{fmt.Sprint(site), "usdtAutoNanotime()"}, ptrs...), ", ")))
 	}
 	gate := fmt.Sprintf("if usdtAutoTable.semaphores[%d] != 0 { ", sem)
 	probes := gate + strings.Join(fire, "; ") + " }; "
@@ -355,10 +360,11 @@ func (g *generator) pass(vals []value) (kinds []probe.Kind, exprs []string, drop
 
 // passAt is pass for the exit probe's deferred call: each value is read
 // through its address, held in a field of the generated usdtAutoExitN
-// type. It returns the addresses to store, in field order.
+// type. It returns the addresses to store, in field order. Room is kept
+// for the goroutine id and the elapsed time in arg0 and arg1.
 func (g *generator) passAt(vals []value) (kinds []probe.Kind, exprs, ptrs []string, dropped int) {
 	for i, v := range vals {
-		if i >= probe.MaxArgs-1 {
+		if i >= probe.MaxArgs-2 {
 			return kinds, exprs, ptrs, len(vals) - i
 		}
 		k, e, ok := convertAt(v.typ, fmt.Sprintf("usdtAutoData(x.a%d)", len(ptrs)+1))

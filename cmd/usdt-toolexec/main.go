@@ -17,7 +17,7 @@
 // It also inspects binaries:
 //
 //	usdt-toolexec list BINARY   # every probe, like tplist
-//	usdt-toolexec bt BINARY     # a starter bpftrace script
+//	usdt-toolexec bt BINARY [PATTERN...]   # a latency bpftrace script
 //	usdt-toolexec trace ...     # a tracer: usdt-toolexec trace -h
 package main
 
@@ -46,7 +46,10 @@ type options struct {
 const usage = `usage:
   go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
   usdt-toolexec list BINARY   # every probe, like tplist
-  usdt-toolexec bt BINARY     # a starter bpftrace script: latency per function
+  usdt-toolexec bt BINARY [PATTERN...]
+                              # a bpftrace script: latency per function, of
+                              # the functions (pkg.Func, pkg.Type.Method) or
+                              # exit probes the glob patterns match, or all
   usdt-toolexec trace [-json] [-latency] (-p PID | -- CMD ARGS) [PATTERN...]
                               # print probe events with typed arguments
 
@@ -60,15 +63,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "list", "bt":
-			if len(args) != 2 {
+			if len(args) < 2 || args[0] == "list" && len(args) != 2 {
 				fmt.Fprint(stderr, usage)
 				return 2
 			}
-			do := list
+			var err error
 			if args[0] == "bt" {
-				do = bt
+				err = bt(args[1], args[2:], stdout, stderr)
+			} else {
+				err = list(args[1], stdout)
 			}
-			if err := do(args[1], stdout); err != nil {
+			if err != nil {
 				fmt.Fprintln(stderr, "usdt-toolexec:", err)
 				return 1
 			}

@@ -27,7 +27,7 @@ usdt_2331c82b_bench_hit_sema:
 	.type usdt_2331c82b_bench_hit_stub, %function
 usdt_2331c82b_bench_hit_stub:
 .Lusdt_site_0:
-	nop
+	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_2331c82b_bench_hit_stub, .-usdt_2331c82b_bench_hit_stub
 
@@ -61,7 +61,7 @@ usdt_2331c82b_bench_str_sema:
 	.type usdt_2331c82b_bench_str_stub, %function
 usdt_2331c82b_bench_str_stub:
 .Lusdt_site_1:
-	nop
+	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_2331c82b_bench_str_stub, .-usdt_2331c82b_bench_str_stub
 

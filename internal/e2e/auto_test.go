@@ -43,7 +43,8 @@ var autoFuncs = []string{
 	// main: nopNotifier.*, and [a-z]* but main and goid; no tally method,
 	// no init.
 	"main.nopNotifier.Notify", "main.audit", "main.tryReserve", "main.settle",
-	"main.demo", "main.ship", "main.runCrash",
+	"main.demo", "main.ship", "main.runCrash", "main.nap", "main.descend",
+	"main.panicky", "main.rescue", "main.latency", "main.spread",
 }
 
 // autoEntryOnly is rules.yml's "probes: [entry]" rule.
@@ -134,7 +135,8 @@ func (a *auto) goBuild(dir, name string, cgo bool, args ...string) (bin, out str
 
 // bin returns one of the auto command's builds, all with CGO_ENABLED=0:
 // inst (rules.yml), plain (no wrapper), verbose (-v, rules-verbose.yml),
-// and inst-noinline and plain-noinline (no inlining in the fixture).
+// inst-noinline and plain-noinline (no inlining in the fixture), and
+// inst-pie (-buildmode=pie).
 func (a *auto) bin(t *testing.T, variant string) string {
 	t.Helper()
 	return a.must(t, "build "+variant, func() (string, error) {
@@ -143,6 +145,8 @@ func (a *auto) bin(t *testing.T, variant string) string {
 		case "inst":
 			args = []string{a.toolexec("-rules", a.rules)}
 		case "plain":
+		case "inst-pie":
+			args = []string{a.toolexec("-rules", a.rules), "-buildmode=pie"}
 		case "inst-noinline":
 			args = []string{a.toolexec("-rules", a.rules), "-gcflags=example.com/auto/...=-l"}
 		case "plain-noinline":
@@ -194,10 +198,12 @@ func TestAuto(t *testing.T) {
 	a := &auto{dir: copyAutoFixture(t), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	t.Run("ProbeList", a.testProbeList)
+	t.Run("SiteNops", a.testSiteNops)
 	t.Run("Arguments", a.testArguments)
 	t.Run("ExitOnly", a.testExitOnly)
 	t.Run("GoroutineIDs", a.testGoroutineIDs)
 	t.Run("LatencyPairing", a.testLatencyPairing)
+	t.Run("Elapsed", a.testElapsed)
 	t.Run("BtScript", a.testBtScript)
 	t.Run("Verbose", a.testVerbose)
 	t.Run("TooManyArgs", a.testTooManyArgs)
@@ -257,12 +263,21 @@ func checkProbeSet(t *testing.T, who string, got []string, provider string, want
 	}
 }
 
+// Every site of automatic probes holds the NOP the kernel optimizes, in a
+// position-dependent and a position-independent binary (the cgo build is
+// checked in testCgo).
+func (a *auto) testSiteNops(t *testing.T) {
+	for _, v := range []string{"inst", "inst-pie"} {
+		t.Run(v, func(t *testing.T) { checkSiteNops(t, a.bin(t, v)) })
+	}
+}
+
 // 1. The probes are exactly those of the selected functions.
 func (a *auto) testProbeList(t *testing.T) {
 	bin := a.bin(t, "inst")
 	want := autoWantProbes()
-	if len(want) != 49 {
-		t.Fatalf("the expected list has %d probes, want 49 (24 functions with two, one with an entry only)", len(want))
+	if len(want) != 61 {
+		t.Fatalf("the expected list has %d probes, want 61 (30 functions with two, one with an entry only)", len(want))
 	}
 	checkProbeSet(t, "bpftrace -l", bpftraceList(t, bin), "shop", want)
 	var fromNotes []string
@@ -281,37 +296,37 @@ func (a *auto) testProbeList(t *testing.T) {
 // and %lu: bpftrace 0.17's %d is 32 bits. Only arg0-arg5 are readable.
 const autoDemoScript = `
 usdt:BIN:shop:entry__orders__Store__Place { printf("P entry Place g=%ld recv=%lx cust=%s qty=%ld price=%ld rush=%lu\n", arg0, arg1, str(arg2), arg3, arg4, arg5); }
-usdt:BIN:shop:exit__orders__Store__Place { printf("P exit Place g=%ld order=%lx errnil=%d\n", arg0, arg1, arg2 == 0); }
+usdt:BIN:shop:exit__orders__Store__Place { printf("P exit Place g=%ld order=%lx errnil=%d\n", arg0, arg2, arg3 == 0); }
 usdt:BIN:shop:entry__orders__Order__Total { printf("P entry Total g=%ld recv=%lu discount=%lu\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Order__Total { printf("P exit Total g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Order__Total { printf("P exit Total g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Cents__Minus { printf("P entry Minus g=%ld c=%ld d=%ld\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Sum { printf("P entry Sum g=%ld len=%ld start=%lu\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Sum { printf("P exit Sum g=%ld r=%lu\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Sum { printf("P exit Sum g=%ld r=%lu\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Queue__Push { printf("P entry Push g=%ld q=%lx v=%lu\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Queue__Push { printf("P exit Push g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Queue__Push { printf("P exit Push g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Queue__Len { printf("P entry Len g=%ld q=%lu\n", arg0, arg1); }
-usdt:BIN:shop:exit__orders__Queue__Len { printf("P exit Len g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Queue__Len { printf("P exit Len g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Tag { printf("P entry Tag g=%ld prefix=%s codes=%ld\n", arg0, str(arg1), arg2); }
-usdt:BIN:shop:exit__orders__Tag { printf("P exit Tag g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Tag { printf("P exit Tag g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Check { printf("P entry Check g=%ld s=%s limit=%ld b=%lu\n", arg0, str(arg1), arg2, arg3); }
-usdt:BIN:shop:exit__orders__Check { printf("P exit Check g=%ld r=%lu errnil=%d\n", arg0, arg1, arg2 == 0); }
+usdt:BIN:shop:exit__orders__Check { printf("P exit Check g=%ld r=%lu errnil=%d\n", arg0, arg2, arg3 == 0); }
 usdt:BIN:shop:entry__main__nopNotifier__Notify { printf("P entry Notify g=%ld recv=%lu who=%s id=%ld\n", arg0, arg1, str(arg2), arg3); }
-usdt:BIN:shop:exit__main__nopNotifier__Notify { printf("P exit Notify g=%ld r=%ld errnil=%d\n", arg0, arg1, arg2 == 0); }
+usdt:BIN:shop:exit__main__nopNotifier__Notify { printf("P exit Notify g=%ld r=%ld errnil=%d\n", arg0, arg2, arg3 == 0); }
 usdt:BIN:shop:entry__orders__FindBin { printf("P entry FindBin g=%ld bins=%ld need=%ld\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__FindBin { printf("P exit FindBin g=%ld row=%ld col=%ld\n", arg0, arg1, arg2); }
+usdt:BIN:shop:exit__orders__FindBin { printf("P exit FindBin g=%ld row=%ld col=%ld\n", arg0, arg2, arg3); }
 usdt:BIN:shop:entry__orders__SplitBill { printf("P entry SplitBill g=%ld total=%ld people=%ld\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill g=%ld share=%ld errnil=%d\n", arg0, arg1, arg2 == 0); }
+usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill g=%ld share=%ld errnil=%d\n", arg0, arg2, arg3 == 0); }
 usdt:BIN:shop:entry__orders__Store__Reserve { printf("P entry Reserve g=%ld item=%s n=%ld\n", arg0, str(arg2), arg3); }
-usdt:BIN:shop:exit__orders__Store__Reserve { printf("P exit Reserve g=%ld left=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Store__Reserve { printf("P exit Reserve g=%ld left=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__main__tryReserve { printf("P entry tryReserve g=%ld item=%s n=%ld\n", arg0, str(arg2), arg3); }
-usdt:BIN:shop:exit__main__tryReserve { printf("P exit tryReserve g=%ld left=%ld ok=%lu\n", arg0, arg1, arg2); }
+usdt:BIN:shop:exit__main__tryReserve { printf("P exit tryReserve g=%ld left=%ld ok=%lu\n", arg0, arg2, arg3); }
 usdt:BIN:shop:entry__orders__Tax { printf("P entry Tax g=%ld amount=%lx rate=%lx\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Tax { printf("P exit Tax g=%ld r=%lx\n", arg0, arg1); }
+usdt:BIN:shop:exit__orders__Tax { printf("P exit Tax g=%ld r=%lx\n", arg0, arg2); }
 usdt:BIN:shop:entry__main__audit { printf("P entry audit g=%ld %ld %ld %ld %ld %ld\n", arg0, arg1, arg2, arg3, arg4, arg5); }
-usdt:BIN:shop:exit__main__audit { printf("P exit audit g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__main__audit { printf("P exit audit g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Echo { printf("P entry Echo g=%ld err=%lx v=%lx\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__orders__Echo { printf("P exit Echo g=%ld err=%lx v=%lx\n", arg0, arg1, arg2); }
+usdt:BIN:shop:exit__orders__Echo { printf("P exit Echo g=%ld err=%lx v=%lx\n", arg0, arg2, arg3); }
 usdt:BIN:shop:entry__main__logf { @logf = count(); }
 `
 
@@ -427,8 +442,8 @@ func (a *auto) testExitOnly(t *testing.T) {
 	tracetest.RequireAttach(t)
 	bin := a.bin(t, "inst")
 	script := strings.ReplaceAll(`
-usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus r=%ld\n", arg1); }
-usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill share=%ld errnil=%d\n", arg1, arg2 == 0); }
+usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus r=%ld\n", arg2); }
+usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill share=%ld errnil=%d\n", arg2, arg3 == 0); }
 `, "BIN", bin)
 	out, err := tracetest.Output(90*time.Second, nil, "bpftrace", "-e", script, "-c", bin+" demo")
 	if err != nil {
@@ -540,8 +555,48 @@ func (a *auto) testLatencyPairing(t *testing.T) {
 		counter(t, out, "migrated", false), counter(t, out, "tid_mispaired", false), counter(t, out, "tid_unmatched", false))
 }
 
+// 4b. An exit probe's arg1 is the nanoseconds since the same call's entry,
+// with no entry probe attached: for a sleep, for each level of a recursion,
+// for a function a panic unwinds through and for one that recovers it.
+func (a *auto) testElapsed(t *testing.T) {
+	tracetest.RequireAttach(t)
+	bin := a.bin(t, "inst")
+	t.Run("nap alone", func(t *testing.T) {
+		out := bpftrace(t, strings.ReplaceAll(`usdt:BIN:shop:exit__main__nap { printf("L nap %ld\n", arg1); }`, "BIN", bin), bin+" latency")
+		m := regexp.MustCompile(`(?m)^L nap (-?\d+)$`).FindAllStringSubmatch(out, -1)
+		if len(m) != 1 {
+			t.Fatalf("want one nap exit:\n%s", out)
+		}
+		if ns, _ := strconv.ParseInt(m[0][1], 10, 64); ns < 2e6 || ns > 20e6 {
+			t.Errorf("nap slept 2ms, its exit probe says %dns", ns)
+		}
+	})
+	out := bpftrace(t, strings.ReplaceAll(`
+usdt:BIN:shop:exit__main__descend { printf("L descend %ld %ld\n", arg2, arg1); }
+usdt:BIN:shop:exit__main__panicky { printf("L panicky 0 %ld\n", arg1); }
+usdt:BIN:shop:exit__main__rescue { printf("L rescue 0 %ld\n", arg1); }
+`, "BIN", bin), bin+" latency")
+	ns := map[string]int64{}
+	for _, m := range regexp.MustCompile(`(?m)^L (\w+) (\d+) (-?\d+)$`).FindAllStringSubmatch(out, -1) {
+		ns[m[1]+m[2]], _ = strconv.ParseInt(m[3], 10, 64)
+	}
+	if len(ns) != 6 {
+		t.Fatalf("want 4 descend exits, one panicky and one rescue:\n%s", out)
+	}
+	for n := 1; n <= 3; n++ {
+		outer, inner := ns[fmt.Sprint("descend", n)], ns[fmt.Sprint("descend", n-1)]
+		if inner < 0 || outer-inner < 1e6 || outer > int64(n)*1e6+20e6 {
+			t.Errorf("descend(%d) took %dns, descend(%d) %dns: want 1ms more, and at most 20ms more than %dms", n, outer, n-1, inner, n)
+		}
+	}
+	if p, r := ns["panicky0"], ns["rescue0"]; p < 2e6 || r-p < 3e6 || r > 25e6 {
+		t.Errorf("panicky took %dns, rescue %dns: want at least 2ms, and rescue 3ms more", p, r)
+	}
+	t.Logf("elapsed ns: %v", ns)
+}
+
 // 5. The script usdt-toolexec bt writes runs and has a histogram per
-// function.
+// function with an exit probe, labels padded to one length.
 func (a *auto) testBtScript(t *testing.T) {
 	tracetest.RequireAttach(t)
 	bin := a.bin(t, "inst")
@@ -567,7 +622,7 @@ func (a *auto) testBtScript(t *testing.T) {
 	// One histogram per function with both probes, labelled pkg.Func or
 	// pkg.Type.Method: all of autoFuncs, which auto all calls.
 	for _, fn := range autoFuncs {
-		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + `\]:\s*\n\[`).MatchString(out) {
+		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + ` *\]:\s*\n\[`).MatchString(out) {
 			t.Errorf("no histogram for %s", fn)
 		}
 	}
@@ -612,8 +667,8 @@ func (a *auto) testVerbose(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"25 functions instrumented in 2 packages\n",
-		"usdt-toolexec:   example.com/auto: 8 functions\n",
+		"31 functions instrumented in 2 packages\n",
+		"usdt-toolexec:   example.com/auto: 14 functions\n",
 		"usdt-toolexec:   example.com/auto/orders: 17 functions\n",
 		`usdt-toolexec: warning: rule 5 at ` + filepath.Join(a.dir, "rules-verbose.yml") + `:13:5 (package "example.com/auto/orders", func "Refund*") selected no function in this binary` + "\n",
 	} {
@@ -636,19 +691,27 @@ func (a *auto) testVerbose(t *testing.T) {
 }
 
 // 7. audit has 14 parameters: the goroutine id and the first 11 fill the
-// note's 12 arguments, -v says 3 are dropped.
+// note's 12 arguments, -v says 3 are dropped. spread has 11 results: the
+// goroutine id, the elapsed time and the first 10 fill its exit probe's.
 func (a *auto) testTooManyArgs(t *testing.T) {
 	a.bin(t, "verbose")
 	out := a.buildOutput["verbose"]
-	if want := "usdt-toolexec: main.audit: 3 arguments over the 12-argument limit not passed\n"; !strings.Contains(out, want) {
-		t.Errorf("-v does not print %q:\n%s", want, out)
+	for _, want := range []string{
+		"usdt-toolexec: main.audit: 3 arguments over the 12-argument limit not passed\n",
+		"usdt-toolexec: main.spread: 1 arguments over the 12-argument limit not passed\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-v does not print %q:\n%s", want, out)
+		}
 	}
-	if n := strings.Count(out, "over the 12-argument limit"); n != 1 {
-		t.Errorf("-v reports dropped arguments %d times, want once (audit)", n)
+	if n := strings.Count(out, "over the 12-argument limit"); n != 2 {
+		t.Errorf("-v reports dropped arguments %d times, want twice (audit, spread)", n)
 	}
 	want := map[string][]string{
-		"entry__main__audit": {"-8", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2"},
-		"exit__main__audit":  {"-8", "-8"},
+		"entry__main__audit":  {"-8", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2", "-2"},
+		"exit__main__audit":   {"-8", "-8", "-8"},
+		"entry__main__spread": {"-8", "-1"},
+		"exit__main__spread":  {"-8", "-8", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1", "-1"},
 	}
 	for _, n := range readelfNotes(t, a.bin(t, "inst")) {
 		w, ok := want[n.name]
@@ -701,7 +764,7 @@ func crashFrames(t *testing.T, dir, bin string) []frame {
 func (a *auto) testStackTrace(t *testing.T) {
 	plain := crashFrames(t, a.dir, a.bin(t, "plain"))
 	inst := crashFrames(t, a.dir, a.bin(t, "inst"))
-	want := []string{"main.go:75", "orders/orders.go:214", "main.go:74", "main.go:158", "main.go:172"}
+	want := []string{"main.go:77", "orders/orders.go:214", "main.go:76", "main.go:160", "main.go:221"}
 	var lines []string
 	for _, f := range plain {
 		lines = append(lines, f.pos)
@@ -1048,9 +1111,9 @@ func (a *auto) testReproducible(t *testing.T) {
 
 const autoCgoScript = `
 usdt:BIN:shop:entry__cprice__Scale { printf("P entry Scale g=%ld cents=%ld percent=%ld\n", arg0, arg1, arg2); }
-usdt:BIN:shop:exit__cprice__Scale { printf("P exit Scale g=%ld r=%ld\n", arg0, arg1); }
+usdt:BIN:shop:exit__cprice__Scale { printf("P exit Scale g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__cprice__Label { printf("P entry Label g=%ld cents=%ld currency=%s\n", arg0, arg1, str(arg2)); }
-usdt:BIN:shop:exit__cprice__Label { printf("P exit Label g=%ld r=%s\n", arg0, str(arg1)); }
+usdt:BIN:shop:exit__cprice__Label { printf("P exit Label g=%ld r=%s\n", arg0, str(arg2)); }
 `
 
 // 10. A cgo package: its user code (the *.cgo1.go files) is instrumented,
@@ -1087,6 +1150,7 @@ func (a *auto) testCgo(t *testing.T) {
 	}
 	want := map[string]bool{"entry__cprice__Scale": true, "exit__cprice__Scale": true, "entry__cprice__Label": true, "exit__cprice__Label": true}
 	checkProbeSet(t, "bpftrace -l (cgoshop)", bpftraceList(t, bin), "shop", want)
+	checkSiteNops(t, bin)
 	tracetest.RequireAttach(t)
 	trace := bpftrace(t, strings.ReplaceAll(autoCgoScript, "BIN", bin), bin)
 	for _, w := range []string{

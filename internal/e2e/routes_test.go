@@ -1,6 +1,8 @@
 package e2e
 
 import (
+	"bytes"
+	"debug/elf"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/sdtnote"
 	"github.com/go-usdt/usdt/internal/tracetest"
 )
 
@@ -117,6 +120,7 @@ func TestRoutes(t *testing.T) {
 			}
 			bin := build(t, dir, r)
 			checkNotes(t, bin)
+			checkSiteNops(t, bin)
 			checkBpftraceList(t, bin)
 		})
 	}
@@ -211,6 +215,55 @@ func TestCrossArm64(t *testing.T) {
 	for _, n := range notes {
 		if n.name == "ints" && n.args != "-1@[sp, 8] 1@[sp, 9] -2@[sp, 10] 2@[sp, 12] -4@[sp, 16] 4@[sp, 20]" {
 			t.Errorf("arm64 types:ints arguments %q", n.args)
+		}
+	}
+}
+
+// siteNop is the instruction every probe site must hold: on amd64 the
+// 5-byte NOP, which Linux optimizes into a call instead of a trap.
+var siteNop = map[elf.Machine][]byte{
+	elf.EM_X86_64:  {0x0f, 0x1f, 0x44, 0x00, 0x00},
+	elf.EM_AARCH64: {0x1f, 0x20, 0x03, 0xd5},
+}
+
+// checkSiteNops asserts that each note of bin points at siteNop in the
+// file, the address adjusted by .stapsdt.base as consumers adjust it.
+func checkSiteNops(t *testing.T, bin string) {
+	t.Helper()
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(notes) == 0 {
+		t.Fatalf("%s has no notes", bin)
+	}
+	base := f.Section(".stapsdt.base")
+	if base == nil {
+		t.Fatalf("%s has no .stapsdt.base", bin)
+	}
+	want := siteNop[f.Machine]
+	for _, n := range notes {
+		pc := n.PC + base.Addr - n.Base
+		got := make([]byte, len(want))
+		read := false
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && pc >= p.Vaddr && pc+uint64(len(got)) <= p.Vaddr+p.Filesz {
+				if _, err := p.ReadAt(got, int64(pc-p.Vaddr)); err != nil {
+					t.Fatal(err)
+				}
+				read = true
+				break
+			}
+		}
+		if !read {
+			t.Errorf("%s:%s: site %#x is in no loaded segment", n.Provider, n.Name, pc)
+		} else if !bytes.Equal(got, want) {
+			t.Errorf("%s:%s: site %#x holds % x, want % x", n.Provider, n.Name, pc, got, want)
 		}
 	}
 }

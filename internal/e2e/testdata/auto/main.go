@@ -4,7 +4,8 @@
 //	auto demo   one call of each kind of function, printing what probes see
 //	auto ship   50 goroutines ship orders concurrently
 //	auto crash  divides by zero inside instrumented functions
-//	auto all    demo, ship, then crash and recover
+//	auto latency  calls that take known times: sleeping, recursing, panicking
+//	auto all    demo, ship, latency, then crash and recover
 package main
 
 import (
@@ -14,6 +15,7 @@ import (
 	"runtime"
 	"strconv"
 	"sync"
+	"time"
 
 	"example.com/auto/orders"
 )
@@ -158,6 +160,53 @@ func runCrash() {
 	logf("settle=%d", settle([]int64{30, 60}, 0))
 }
 
+// nap sleeps 2ms: tiny, so it is split and its traced copy times it.
+func nap() { time.Sleep(2 * time.Millisecond) }
+
+// descend recurses n deep, sleeping 1ms a level: the call at level n
+// takes at least n ms, 1ms more than the call it makes.
+func descend(n int) int {
+	if n == 0 {
+		return 0
+	}
+	time.Sleep(time.Millisecond)
+	return descend(n-1) + 1
+}
+
+// panicky sleeps 2ms and panics.
+func panicky() {
+	time.Sleep(2 * time.Millisecond)
+	panic("boom")
+}
+
+// rescue sleeps 1ms, lets panicky's panic unwind into it, and recovers
+// after sleeping 2ms more: it takes at least 3ms longer than panicky.
+func rescue() (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			time.Sleep(2 * time.Millisecond)
+			err = fmt.Errorf("recovered %v", r)
+		}
+	}()
+	time.Sleep(time.Millisecond)
+	panicky()
+	return nil
+}
+
+// spread returns eleven results: one more than an exit probe can carry
+// after the goroutine id and the elapsed time.
+func spread(n int8) (a, b, c, d, e, f, g, h, i, j, k int8) {
+	return n, n + 1, n + 2, n + 3, n + 4, n + 5, n + 6, n + 7, n + 8, n + 9, n + 10
+}
+
+func latency() {
+	nap()
+	logf("descend=%d", descend(3))
+	logf("rescue=%v", rescue())
+	_, _, _, _, _, _, _, _, _, _, k := spread(1)
+	logf("spread=%d", k)
+}
+
 func main() {
 	mode := "demo"
 	if len(os.Args) > 1 {
@@ -170,15 +219,18 @@ func main() {
 		ship()
 	case "crash":
 		runCrash()
+	case "latency":
+		latency()
 	case "all":
 		demo()
 		ship()
+		latency()
 		func() {
 			defer func() { logf("recovered: %v", recover()) }()
 			runCrash()
 		}()
 	default:
-		fmt.Fprintln(os.Stderr, "usage: auto demo|ship|crash|all")
+		fmt.Fprintln(os.Stderr, "usage: auto demo|ship|crash|latency|all")
 		os.Exit(2)
 	}
 	logf("done events=%d", events.n)

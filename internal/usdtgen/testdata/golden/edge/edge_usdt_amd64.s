@@ -4,52 +4,52 @@
 
 // edge:tick
 TEXT ·usdtStubEdgeTick(SB), 516, $0-0
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:idle
 TEXT ·usdtStubEdgeIdle(SB), 516, $0-0
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:keywords
 TEXT ·usdtStubEdgeKeywords(SB), 516, $0-48
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:shadows
 TEXT ·usdtStubEdgeShadows(SB), 516, $0-52
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:unnamed
 TEXT ·usdtStubEdgeUnnamed(SB), 516, $0-36
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:predeclared
 TEXT ·usdtStubEdgePredeclared(SB), 516, $0-40
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:_leading
 TEXT ·usdtStubEdgeLeading(SB), 516, $0-4
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:trailing_
 TEXT ·usdtStubEdgeTrailing(SB), 516, $0-4
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:double__under__score
 TEXT ·usdtStubEdgeDoubleUnderScore(SB), 516, $0-4
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // edge:v2_3d_x86_64
 TEXT ·usdtStubEdgeV23dX8664(SB), 516, $0-4
-	BYTE $0x90
+	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
