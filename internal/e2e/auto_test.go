@@ -205,6 +205,7 @@ func TestAuto(t *testing.T) {
 	t.Run("LatencyPairing", a.testLatencyPairing)
 	t.Run("Elapsed", a.testElapsed)
 	t.Run("BtScript", a.testBtScript)
+	t.Run("Trace", a.testTrace)
 	t.Run("Verbose", a.testVerbose)
 	t.Run("TooManyArgs", a.testTooManyArgs)
 	t.Run("Positions", func(t *testing.T) {

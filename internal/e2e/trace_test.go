@@ -117,3 +117,81 @@ func TestTraceTypes(t *testing.T) {
 		t.Errorf("twelve args %v", a)
 	}
 }
+
+// testTrace traces automatic probes, in a position-dependent and a
+// position-independent executable.
+func (a *auto) testTrace(t *testing.T) {
+	requireBPF(t)
+	for _, variant := range []string{"inst", "inst-pie"} {
+		t.Run(variant, func(t *testing.T) { traceDemo(t, a.bin(t, variant)) })
+	}
+}
+
+func traceDemo(t *testing.T, bin string) {
+	out, errOut, err := usdtTrace(t, "-latency", "orders.Check", "orders.Cents.Minus", "--", bin, "demo")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	// The goroutine ids the fixture prints for itself and for the
+	// goroutines that call Minus.
+	mainG := regexp.MustCompile(`store=\S+ gid=(\d+)`).FindStringSubmatch(errOut)
+	minus := regexp.MustCompile(`minus d=(\d+) gid=(\d+) result=(-?\d+)`).FindAllStringSubmatch(errOut, -1)
+	if mainG == nil || len(minus) != 3 {
+		t.Fatalf("the fixture did not print its goroutine ids:\n%s", errOut)
+	}
+	want := []string{
+		"g=" + mainG[1] + " orders.Cents.Minus(arg1=100, arg2=250)",
+		"g=" + mainG[1] + " orders.Cents.Minus = (-150) ELAPSED",
+	}
+	for _, m := range minus {
+		want = append(want,
+			"g="+m[2]+" orders.Cents.Minus(arg1=5, arg2="+m[1]+")",
+			"g="+m[2]+" orders.Cents.Minus = ("+m[3]+") ELAPSED")
+	}
+	want = append(want,
+		"g="+mainG[1]+` orders.Check(arg1="gift wrap", arg2=12, arg3=true)`,
+		// error nil: the interface's type word is 0.
+		"g="+mainG[1]+" orders.Check = (true, 0x0) ELAPSED")
+	events, hist, _ := strings.Cut(out, "\n\n")
+	clock := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} `)
+	elapsed := regexp.MustCompile(` [0-9.]+(ns|µs|ms|s)$`)
+	var got []string
+	for _, line := range strings.Split(events, "\n") {
+		if !clock.MatchString(line) {
+			t.Errorf("line without its time: %q", line)
+		}
+		got = append(got, elapsed.ReplaceAllString(clock.ReplaceAllString(line, ""), " ELAPSED"))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, w := range []string{"orders.Cents.Minus: 4 calls", "orders.Check: 1 calls"} {
+		if !strings.Contains(hist, w) {
+			t.Errorf("-latency output lacks %q:\n%s", w, hist)
+		}
+	}
+}
+
+func TestTraceErrors(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	plain := filepath.Join(t.TempDir(), "true")
+	copyFile(t, "/bin/true", plain)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no probes", []string{"--", plain}, plain + " has no USDT probes (build it with usdtgen probes"},
+		{"no match", []string{"nothing.*", "--", filepath.Join(toolsDir, "usdt-toolexec")}, ""},
+		{"bad pattern", []string{"[", "--", plain}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errOut, err := usdtTrace(t, tt.args...)
+			if err == nil || !strings.Contains(errOut, tt.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || strings.Contains(errOut, "goroutine ") {
+				t.Errorf("err %v, stderr %q: want one line with %q", err, errOut, tt.want)
+			}
+		})
+	}
+}

@@ -220,7 +220,7 @@ func (p *printer) finish() {
 			if b < 63 {
 				hi = time.Duration(uint64(1) << b)
 			}
-			fmt.Fprintf(p.w, "  [%v, %v) %8d |%-40s|\n", lo, hi, n, strings.Repeat("@", int(40*n/most)))
+			fmt.Fprintf(p.w, "  %-22s %8d |%-40s|\n", fmt.Sprintf("[%v, %v)", lo, hi), n, strings.Repeat("@", int(40*n/most)))
 		}
 	}
 }
