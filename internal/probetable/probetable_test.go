@@ -197,3 +197,27 @@ func TestBuildRejects(t *testing.T) {
 		t.Errorf("the highest slot: %v", err)
 	}
 }
+
+// TestDecodeWithoutKinds reads a table as usdtgen wrote them before kinds
+// existed: the strings end after the args.
+func TestDecodeWithoutKinds(t *testing.T) {
+	entries := []Entry{{"p", "a", "-8@8(%rsp)", 0, []probe.Kind{probe.Int64}}, {"p", "b", "", 1, nil}}
+	img, err := Build("", entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := link(img)
+	l := img.Layout
+	old := "\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00"
+	old += string(make([]byte, pad8(len(old))-len(old)))
+	b = append(b[:l.StringsOffset:l.StringsOffset], old...)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+	sites, _, err := Decode(b, 0x500000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sites) != 2 || sites[0].Args != "-8@8(%rsp)" || sites[0].Kinds != nil || sites[1].Kinds != nil {
+		t.Errorf("got %+v, want the two probes without kinds", sites)
+	}
+}

@@ -92,6 +92,9 @@ func splitSpecs(s string) []string {
 			start = i
 		}
 	}
+	if start >= 0 { // an unclosed bracket: the parser reports it
+		out = append(out, s[start:])
+	}
 	return out
 }
 
