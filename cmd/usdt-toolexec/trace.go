@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"strconv"
@@ -44,6 +45,10 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	case opt.PID != 0:
 		opt.Binary = "/proc/" + strconv.Itoa(opt.PID) + "/exe"
+		if _, err := os.Stat(opt.Binary); err != nil {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: no process %d to trace (%v)\n", opt.PID, err)
+			return 1
+		}
 	}
 	if err := trace.Run(opt); err != nil {
 		var exit *exec.ExitError

@@ -1,10 +1,10 @@
 package trace
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"math"
 	"math/bits"
 	"sort"
@@ -61,16 +61,18 @@ func (v value) json() any {
 }
 
 type printer struct {
-	opt    Options
-	sites  []site
-	mono   time.Duration
-	w      io.Writer
+	opt   Options
+	sites []site
+	mono  time.Duration
+	// w is buffered: a write per event would bound the rate the tracer
+	// keeps up with. It is flushed whenever the ring buffer runs dry.
+	w      *bufio.Writer
 	hist   map[string]*[64]uint64
 	filter int // tgid, 0 for all
 }
 
 func newPrinter(opt Options, sites []site) *printer {
-	p := &printer{opt: opt, sites: sites, mono: monoOffset(), w: opt.Stdout, filter: opt.PID}
+	p := &printer{opt: opt, sites: sites, mono: monoOffset(), w: bufio.NewWriterSize(opt.Stdout, 64<<10), filter: opt.PID}
 	if opt.Latency {
 		p.hist = map[string]*[64]uint64{}
 	}
@@ -155,7 +157,7 @@ func (p *printer) event(b []byte) {
 		fmt.Fprintf(&line, " %v", elapsed)
 	}
 	line.WriteByte('\n')
-	io.WriteString(p.w, line.String())
+	p.w.WriteString(line.String())
 }
 
 // firstArg is the note position of the first argument shown: automatic
@@ -195,6 +197,7 @@ func (p *printer) json(t time.Time, tgid, tid int, s *site, auto bool, gid uint6
 
 // finish prints the latency histograms, powers of two of nanoseconds.
 func (p *printer) finish() {
+	defer p.w.Flush()
 	fns := make([]string, 0, len(p.hist))
 	for fn := range p.hist {
 		fns = append(fns, fn)

@@ -131,6 +131,7 @@ func Run(opt Options) error {
 		rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
 		err := rd.ReadInto(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
+			p.w.Flush()
 			if stopped() {
 				break
 			}
