@@ -124,15 +124,22 @@ func Run(opt Options) error {
 	}
 	p := newPrinter(opt, sites)
 	var rec ringbuf.Record
-	for {
+	for draining := false; ; {
 		// A deadline rather than Close ends the loop: the reader returns
 		// every event already in the buffer before it reports the deadline,
 		// so the command's last events are printed.
-		rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+		if !draining {
+			if stopped() {
+				draining = true
+				rd.SetDeadline(time.Now())
+			} else {
+				rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			}
+		}
 		err := rd.ReadInto(&rec)
 		if errors.Is(err, os.ErrDeadlineExceeded) {
 			p.w.Flush()
-			if stopped() {
+			if draining {
 				break
 			}
 			continue
