@@ -2,19 +2,24 @@
 #   make example   build the tools, build the example with probes, list them
 #                  with bpftrace and trace one run
 #   make test      every check CI runs
+# Both first run scripts/setup.sh (make setup): it installs the tracers
+# when missing and mounts tracefs.
 GO          ?= go
 BIN         := $(CURDIR)/bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 FUZZTIME    ?= 30s
 
-.PHONY: all tools example test vet lint unit fuzz generate-check clean
+.PHONY: all setup tools example test vet lint unit fuzz generate-check clean
 
 all: tools
+
+setup:
+	scripts/setup.sh
 
 tools:
 	$(GO) build -o $(BIN)/ ./cmd/usdtgen ./cmd/usdt-toolexec
 
-example: tools
+example: setup tools
 	cd examples/provider && PATH=$(BIN):$$PATH $(GO) generate
 	cd examples/provider && CGO_ENABLED=0 $(GO) build -toolexec=$(BIN)/usdt-toolexec -o $(BIN)/jobs .
 	$(BIN)/usdt-toolexec list $(BIN)/jobs
@@ -25,10 +30,12 @@ example: tools
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
 	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
 
-test: vet lint generate-check unit fuzz
+test: setup vet lint generate-check unit fuzz
 
+# gofmt's list is printed by echo, not through tee /dev/stderr: with
+# stderr redirected to a file, opening /dev/stderr truncates the log so far.
 vet:
-	@test -z "$$(gofmt -l . | tee /dev/stderr)" || { echo "gofmt needed on the files above"; exit 1; }
+	@files="$$(gofmt -l .)"; test -z "$$files" || { echo "$$files"; echo "gofmt needed on the files above"; exit 1; }
 	$(GO) vet ./...
 
 lint:

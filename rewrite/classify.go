@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"fmt"
 	"go/types"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -27,37 +26,47 @@ var basic = map[types.BasicKind]struct {
 	types.Uint64:        {probe.Uint64, "uint64"},
 	types.Uintptr:       {probe.Uintptr, "uintptr"},
 	types.String:        {probe.String, "string"},
-	types.UnsafePointer: {probe.Pointer, "usdtAutoData"},
+	types.UnsafePointer: {probe.Pointer, "Data"},
 }
 
 // convert says how a value of type t reaches a probe: the kind the stub
 // takes and the expression, in the instrumented function, that produces it
 // from the variable name. Values that do not fit a register are passed as a
 // constant 0 so that later arguments keep their positions (README, "Probe
-// contract").
-func convert(t types.Type, name string) (probe.Kind, string) {
+// contract"). The expression names no predeclared identifier (see
+// hygienic).
+func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {
+	return convertNamed(t, name, g.typ, g.prefix)
+}
+
+// convertNamed is convert with typ naming predeclared types and prefix
+// starting generated identifiers.
+func convertNamed(t types.Type, name string, typ func(string) string, prefix string) (probe.Kind, string) {
 	if _, ok := t.(*types.TypeParam); ok {
 		return probe.Uint64, "0"
 	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
 		if b, ok := basic[u.Kind()]; ok {
-			return b.kind, b.conv + "(" + name + ")"
+			if u.Kind() == types.UnsafePointer {
+				return b.kind, prefix + b.conv + "(" + name + ")"
+			}
+			return b.kind, typ(b.conv) + "(" + name + ")"
 		}
 		// Floats travel as their bits; named float types need converting
 		// to the helper's parameter type first.
 		switch u.Kind() {
 		case types.Float32:
-			return probe.Uint32, "usdtAutoF32(float32(" + name + "))"
+			return probe.Uint32, prefix + "F32(" + typ("float32") + "(" + name + "))"
 		case types.Float64:
-			return probe.Uint64, "usdtAutoF64(float64(" + name + "))"
+			return probe.Uint64, prefix + "F64(" + typ("float64") + "(" + name + "))"
 		}
 	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
-		return probe.Pointer, "usdtAutoData(" + name + ")"
+		return probe.Pointer, prefix + "Data(" + name + ")"
 	case *types.Interface:
-		return probe.Pointer, "usdtAutoType(" + name + ")"
+		return probe.Pointer, prefix + "Type(" + name + ")"
 	case *types.Slice:
-		return probe.Int64, "int64(len(" + name + "))"
+		return probe.Int64, prefix + "Len(" + name + ")"
 	}
 	return probe.Uint64, "0"
 }
@@ -65,9 +74,10 @@ func convert(t types.Type, name string) (probe.Kind, string) {
 // convertAt is convert for a value read through p, an expression of type
 // unsafe.Pointer that points at it: exit probes read the results that way
 // when they fire, after the function has set them. It returns false for
-// values passed as the constant 0, which need no pointer.
+// values passed as the constant 0, which need no pointer. The expression is
+// for the generated file, in canonical names.
 func convertAt(t types.Type, p string) (probe.Kind, string, bool) {
-	k, e := convert(t, "v")
+	k, e := convertNamed(t, "v", func(name string) string { return name }, canonical)
 	if e == "0" {
 		return k, e, false
 	}
@@ -85,7 +95,10 @@ func convertAt(t types.Type, p string) (probe.Kind, string, bool) {
 	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
 		return k, load("unsafe.Pointer"), true
 	case *types.Interface:
-		return k, fmt.Sprintf("usdtAutoTypeAt(%s, %t)", p, u.Empty()), true
+		if u.Empty() {
+			return k, load("unsafe.Pointer"), true
+		}
+		return k, "usdtAutoItabType(" + p + ")", true
 	case *types.Slice:
 		return k, "int64((*[3]int)(" + p + ")[1])", true
 	}

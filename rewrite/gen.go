@@ -64,8 +64,16 @@ func usdtAutoNanotime() int64
 type usdtAutoCString [257]byte
 
 // set copies s, NUL-terminated and cut at 256 bytes, for bpftrace's str().
+// It names no builtin (copy, len): the package may declare its own.
 func (b *usdtAutoCString) set(s string) *byte {
-	n := copy(b[:256], s)
+	n := (*[2]int)(unsafe.Pointer(&s))[1]
+	if n > 256 {
+		n = 256
+	}
+	var i int
+	for ; i < n; i++ {
+		b[i] = s[i]
+	}
 	b[n] = 0
 	return &b[0]
 }
@@ -77,16 +85,18 @@ func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(un
 // usdtAutoType is an interface's type word: nil exactly when it is nil.
 func usdtAutoType(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0] }
 
-// usdtAutoTypeAt is the type word of the interface at p, as usdtAutoType
-// gives it: a non-empty interface holds an itab, whose second word is the
-// type.
-func usdtAutoTypeAt(p unsafe.Pointer, empty bool) unsafe.Pointer {
-	w := *(*unsafe.Pointer)(p)
-	if empty || w == nil {
-		return w
+// usdtAutoItabType is the type word of the non-empty interface at p, as
+// usdtAutoType gives it: such an interface holds an itab, whose second
+// word is the type.
+func usdtAutoItabType(p unsafe.Pointer) (typ unsafe.Pointer) {
+	if w := *(*unsafe.Pointer)(p); w != typ {
+		typ = (*[2]unsafe.Pointer)(w)[1]
 	}
-	return *(*unsafe.Pointer)(unsafe.Pointer(uintptr(w) + unsafe.Sizeof(w)))
+	return typ
 }
+
+// usdtAutoLen is the length of the slice v holds.
+func usdtAutoLen(v interface{}) int64 { return int64((*[3]int)(usdtAutoData(v))[1]) }
 
 func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
@@ -126,9 +136,14 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 		fmt.Fprintf(&b, "\n// usdtAutoExit%d holds the time a call started and the addresses of its\n// results; fire reads them when the deferred call runs.\ntype usdtAutoExit%d struct{ %s }\n\nfunc (x usdtAutoExit%d) fire() { usdtAutoFire%d(%s) }\n",
 			i, i, strings.Join(fields, "; "), i, x.fire, strings.Join(append([]string{"x.site"}, x.args...), ", "))
 	}
-	goSrc, err = format.Source(b.Bytes())
+	b.WriteString(g.aliasDecls())
+	src, err := g.hygienic(b.Bytes())
 	if err != nil {
-		return nil, nil, fmt.Errorf("generated invalid Go (a bug): %v\n%s", err, b.Bytes())
+		return nil, nil, err
 	}
-	return goSrc, asm, nil
+	goSrc, err = format.Source(src)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generated invalid Go (a bug): %v\n%s", err, src)
+	}
+	return goSrc, bytes.ReplaceAll(asm, []byte("·"+canonical), []byte("·"+g.prefix)), nil
 }

@@ -44,10 +44,18 @@ type generator struct {
 	// traced holds the names given to traced copies, as "Type.Name" for
 	// methods.
 	traced map[string]bool
+	// prefix starts every generated identifier; idents holds every
+	// identifier of the package's files; aliases, the predeclared types
+	// spliced code names (see hygienic).
+	prefix  string
+	idents  map[string]bool
+	aliases map[string]bool
 }
 
-func newGenerator(pkg *types.Package, provider string) *generator {
-	return &generator{pkg: pkg, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{}}
+func newGenerator(pkg *types.Package, provider string, files []*file) *generator {
+	prefix, idents := choosePrefix(files)
+	return &generator{pkg: pkg, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
+		prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
 // fire returns the index of the shared fire function for arguments of
@@ -140,10 +148,10 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	var recv, params []value
 	if rule.Entry && rule.Args || split {
 		if fd.Recv != nil && sig.Recv() != nil {
-			recv = nameFields(fd.Recv, "usdtRecv", types.NewTuple(sig.Recv()), &sigEdits)
+			recv = nameFields(fd.Recv, g.id("Recv"), types.NewTuple(sig.Recv()), &sigEdits)
 		}
 		if fd.Type.Params != nil {
-			params = nameFields(fd.Type.Params, "usdtP", sig.Params(), &sigEdits)
+			params = nameFields(fd.Type.Params, g.id("P"), sig.Params(), &sigEdits)
 		}
 	}
 
@@ -159,7 +167,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		fn.Dropped += dropped
 		fn.Entry = probeName("entry", g.pkg.Name(), name)
 		site, fireFn := g.add(fn.Entry, kinds, sem)
-		fire = append(fire, fmt.Sprintf("usdtAutoFire%d(%s)", fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
+		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
 	if rule.Exit {
 		var vals []value
@@ -169,7 +177,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 				// A lone unnamed result needs parentheses to get a name.
 				resultEdits = append(resultEdits, splice{at: off(res.List[0].Type.Pos()), text: "("}, splice{at: off(res.List[0].Type.End()), text: ")"})
 			}
-			vals = nameFields(res, "usdtR", sig.Results(), &resultEdits)
+			vals = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
 		}
 		kinds, exprs, ptrs, dropped := g.passAt(vals)
 		fn.Dropped += dropped
@@ -188,9 +196,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		// It also carries the start time, taken after the entry probe
 		// fired, so that each call (recursive ones included) measures
 		// itself; a panic unwinding through the function runs it too.
-		fire = append(fire, fmt.Sprintf("usdtAutoExit := usdtAutoExit%d{%s}.fire; defer usdtAutoExit()", shape, strings.Join(append([]string{fmt.Sprint(site), "usdtAutoNanotime()"}, ptrs...), ", ")))
+		fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), g.prefix + "Nanotime()"}, ptrs...), ", ")))
 	}
-	gate := fmt.Sprintf("if usdtAutoTable.semaphores[%d] != 0 { ", sem)
+	gate := fmt.Sprintf("if %sTable.semaphores[%d] != 0 { ", g.prefix, sem)
 	probes := gate + strings.Join(fire, "; ") + " }; "
 	if !split {
 		edits := append(sigEdits, resultEdits...)
@@ -320,7 +328,8 @@ func directives(fd *ast.FuncDecl) []string {
 }
 
 // tracedName is the name of fd's traced copy: Name_usdtTraced, numbered if
-// the package already has something of that name.
+// the package already has something of that name or its files use it
+// (a parameter of that name would capture the call).
 func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
 	for i := 0; ; i++ {
 		name := fd.Name.Name + "_usdtTraced"
@@ -337,7 +346,7 @@ func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
 		if sig.Recv() != nil {
 			key = recvTypeName(fd.Recv.List[0].Type) + "." + name
 		}
-		if taken == nil && !g.traced[key] {
+		if taken == nil && !g.traced[key] && !g.idents[name] {
 			g.traced[key] = true
 			return name
 		}
@@ -351,7 +360,7 @@ func (g *generator) pass(vals []value) (kinds []probe.Kind, exprs []string, drop
 		if i >= probe.MaxArgs-1 {
 			return kinds, exprs, len(vals) - i
 		}
-		k, e := convert(v.typ, v.name)
+		k, e := g.convert(v.typ, v.name)
 		kinds = append(kinds, k)
 		exprs = append(exprs, e)
 	}

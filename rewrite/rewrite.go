@@ -17,6 +17,7 @@
 package rewrite
 
 import (
+	"errors"
 	"fmt"
 	"go/ast"
 	"go/parser"
@@ -62,6 +63,9 @@ type Func struct {
 
 // Result is what the compile must use instead of its inputs.
 type Result struct {
+	// Skipped, when not empty, says why the package must be compiled as
+	// it is, uninstrumented.
+	Skipped string
 	// Files replaces the compiler's file list.
 	Files []string
 	// Asm is the Plan9 assembly of the stubs, the probe table and the
@@ -132,7 +136,7 @@ func Package(cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
-	g := newGenerator(pkg, cfg.Rules.Provider)
+	g := newGenerator(pkg, cfg.Rules.Provider, files)
 	res := &Result{}
 	for _, f := range files {
 		if generatedByCgo(f.path) {
@@ -170,6 +174,10 @@ func Package(cfg Config) (*Result, error) {
 		return nil, nil
 	}
 	gen, asm, err := g.files(cfg)
+	var shadowed *Shadowed
+	if errors.As(err, &shadowed) {
+		return &Result{Skipped: err.Error()}, nil
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -177,7 +185,13 @@ func Package(cfg Config) (*Result, error) {
 	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
 		return nil, err
 	}
-	res.Files = append(res.Files, genPath)
+	// First in the compiler's file order, the probe table is the first
+	// package variable declared. Having no initializer, it is then also
+	// the first initialized, before any user variable whose initializer
+	// calls an instrumented function: instrumentation adds dependencies
+	// only on it, so the order the spec gives the user's variables stays
+	// as it was.
+	res.Files = append([]string{genPath}, res.Files...)
 	res.Asm = asm
 	return res, nil
 }

@@ -81,6 +81,7 @@
 //
 // [Locate] finds the file: an explicit flag value, else $USDT_RULES, else
 // usdt.yml in the main module's root directory. [Rules].Hash is the SHA-256
-// of the file's bytes; usdt-toolexec puts it in the build cache key so that
-// editing the rules rebuilds the packages they affect.
+// of the file's bytes; usdt-toolexec makes it part of its tool identity, the
+// build cache key of every package it compiles, so that editing the rules
+// rebuilds what they may change.
 package rules

@@ -80,6 +80,12 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 	if res == nil {
 		return opt.runTool(tool, args, stdout, stderr)
 	}
+	if res.Skipped != "" {
+		if opt.verbose {
+			fmt.Fprintf(stderr, "usdt-toolexec: %s: not instrumented: %s\n", importPath, res.Skipped)
+		}
+		return opt.runTool(tool, args, stdout, stderr)
+	}
 	if opt.verbose {
 		for _, fn := range res.Funcs {
 			fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %s %s\n", importPath, fn.Name, fn.Entry, fn.Exit)

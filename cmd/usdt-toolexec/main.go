@@ -1,5 +1,10 @@
 // Command usdt-toolexec is a -toolexec wrapper for the go command that makes
-// USDT probes work in binaries linked by Go's own linker:
+// USDT probes work in binaries linked by Go's own linker. As a tool of the
+// user's module (go get -tool), it runs the go command itself:
+//
+//	go tool usdt-toolexec [-rules FILE] go build ./...
+//
+// Installed on PATH, it is named as the wrapper:
 //
 //	go build -toolexec=usdt-toolexec ./...
 //
@@ -44,6 +49,7 @@ type options struct {
 }
 
 const usage = `usage:
+  go tool usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER] go build|test|run|install|vet [go flags] [packages]
   go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
   usdt-toolexec list BINARY   # every probe, like tplist
   usdt-toolexec bt BINARY [PATTERN...]
@@ -53,10 +59,18 @@ const usage = `usage:
   usdt-toolexec trace [-json] [-latency] (-p PID | -- CMD ARGS) [PATTERN...]
                               # print probe events with typed arguments
 
+The first form, for the tool added by go get -tool, runs the go command
+with -toolexec set to this wrapper and its flags (-toolexec='go tool
+usdt-toolexec' cannot work: the go command runs it in every package's
+directory, where go tool does not know the module's tools). The second is
+for a wrapper on PATH (go install). Flags before "go" are the wrapper's,
+flags after "go build" the go command's.
+
 The rules file selects functions to instrument; without -rules it is
 $USDT_RULES, else usdt.yml at the main module's root (or beside go.work),
-else there is none. -exec runs every tool through another toolexec wrapper,
-after this one. -v reports what is instrumented and linked.
+else there is none. A relative -rules is taken from the current directory.
+-exec runs every tool through another toolexec wrapper, after this one.
+-v reports what is instrumented and linked.
 `
 
 func run(args []string, stdout, stderr io.Writer) int {
@@ -86,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var opt options
+	all := args
 	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
 		switch {
 		case args[0] == "-v":
@@ -106,9 +121,18 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		args = args[1:]
 	}
+	if len(args) > 0 && args[0] == "go" {
+		return frontEnd(opt, args[1:], stderr)
+	}
 	if len(args) == 0 || !filepath.IsAbs(args[0]) {
 		fmt.Fprint(stderr, usage)
 		return 2
+	}
+	if len(args) > 1 && strings.HasPrefix(args[1], "-V=full") {
+		if msg := misusedGoTool(all, len(all)-len(args)); msg != "" {
+			fmt.Fprintln(stderr, "usdt-toolexec:", msg)
+			return 2
+		}
 	}
 	if err := wrap(opt, args[0], args[1:], stdout, stderr); err != nil {
 		var exit *exec.ExitError

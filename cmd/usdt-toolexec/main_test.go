@@ -3,6 +3,7 @@ package main
 import (
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -19,17 +20,30 @@ func TestMain(m *testing.M) {
 }
 
 func TestScript(t *testing.T) {
-	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+	out, err := exec.Command("go", "env", "GOTOOLDIR", "GOCACHE", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatal(err)
 	}
-	toolDir := strings.TrimSpace(string(out))
+	goEnv := strings.Split(strings.TrimSpace(string(out)), "\n")
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
 		RequireUniqueNames:  true,
 		Setup: func(env *testscript.Env) error {
-			env.Setenv("GOTOOLDIR", toolDir)
+			env.Setenv("GOTOOLDIR", goEnv[0])
+			// The caches are shared, not rebuilt per script, and no
+			// module is fetched: a module that needs this one points
+			// at the checkout ($USDT_ROOT) with a replace directive.
+			env.Setenv("GOCACHE", goEnv[1])
+			env.Setenv("GOMODCACHE", goEnv[2])
+			env.Setenv("GOPROXY", "off")
+			env.Setenv("GOFLAGS", "-mod=mod")
+			env.Setenv("GOTOOLCHAIN", "local")
+			env.Setenv("USDT_ROOT", root)
 			return nil
 		},
 		Cmds: clitest.Commands,
@@ -62,6 +76,69 @@ func TestDecodeArg(t *testing.T) {
 	for _, tt := range tests {
 		if got := decodeArg(tt.in); got != tt.want {
 			t.Errorf("decodeArg(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+// TestJoinToolexec: each want is how the go command's own quoting
+// (cmd/internal/quoted.Join) writes the words; gotool.txtar has the go
+// command split one with a space back.
+func TestJoinToolexec(t *testing.T) {
+	tests := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"/bin/usdt-toolexec", "-v"}, "/bin/usdt-toolexec -v"},
+		{[]string{"/my tools/usdt-toolexec", "-rules=/a b/r.yml"}, "'/my tools/usdt-toolexec' '-rules=/a b/r.yml'"},
+		{[]string{"-exec=it's here"}, `"-exec=it's here"`},
+		{[]string{"'quoted"}, `"'quoted"`},
+		{[]string{""}, "''"},
+	}
+	for _, tt := range tests {
+		got, err := joinToolexec(tt.words)
+		if err != nil || got != tt.want {
+			t.Errorf("joinToolexec(%q) = %q, %v; want %q", tt.words, got, err, tt.want)
+		}
+	}
+	if _, err := joinToolexec([]string{`a "b" 'c'`}); err == nil {
+		t.Errorf("joinToolexec of a word with a space and both quotes: no error")
+	}
+}
+
+func TestShellJoin(t *testing.T) {
+	tests := []struct {
+		words []string
+		want  string
+	}{
+		{[]string{"go", "build", "-o", "bin/app", "./..."}, "go build -o bin/app ./..."},
+		{[]string{"-ldflags=-s -w"}, "'-ldflags=-s -w'"},
+		{[]string{"it's"}, `'it'\''s'`},
+		{[]string{"$HOME", ""}, `'$HOME' ''`},
+	}
+	for _, tt := range tests {
+		if got := shellJoin(tt.words); got != tt.want {
+			t.Errorf("shellJoin(%q) = %q, want %q", tt.words, got, tt.want)
+		}
+	}
+}
+
+func TestToolexecFlag(t *testing.T) {
+	tests := []struct {
+		arg            string
+		is, holdsValue bool
+	}{
+		{"-toolexec", true, false},
+		{"--toolexec", true, false},
+		{"-toolexec=x y", true, true},
+		{"--toolexec=", true, true},
+		{"toolexec", false, false},
+		{"./toolexec", false, false},
+		{"-toolexecx", false, false},
+		{"-tags=toolexec", false, false},
+	}
+	for _, tt := range tests {
+		if is, has := toolexecFlag(tt.arg); is != tt.is || is && has != tt.holdsValue {
+			t.Errorf("toolexecFlag(%q) = %v, %v; want %v, %v", tt.arg, is, has, tt.is, tt.holdsValue)
 		}
 	}
 }

@@ -1,8 +1,6 @@
 package main
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"os"
 	"strconv"
@@ -84,10 +82,5 @@ func rulesIdentity(opt options) (string, error) {
 	if err != nil || r == nil {
 		return "none", err
 	}
-	data, err := os.ReadFile(r.File)
-	if err != nil {
-		return "", err
-	}
-	sum := sha256.Sum256(data)
-	return hex.EncodeToString(sum[:8]), nil
+	return r.Hash[:16], nil
 }

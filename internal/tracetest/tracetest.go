@@ -37,7 +37,7 @@ func Require(t testing.TB, tools ...string) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Skipf("tracetest: %s not found on PATH (Debian: apt-get install bpftrace bpfcc-tools gdb linux-perf binutils)",
+		t.Skipf("tracetest: %s not found on PATH (on Debian, scripts/setup.sh installs every tracer the tests use)",
 			strings.Join(missing, ", "))
 	}
 }
