@@ -81,6 +81,7 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, tramps []Trampoline
 			Name:      s.Probe.Name,
 			Args:      strings.Join(frames[s.Trampoline].Spec[1:], " "),
 			Semaphore: s.Semaphore,
+			Kinds:     kinds(s.Probe),
 		}
 	}
 	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\nTEXT ·%s(SB), %d, $0-0\n", sc.size, sites, flagNOSPLIT|flagNOFRAME)

@@ -6,6 +6,8 @@ import (
 	"path"
 	"sort"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
 )
 
 // bpftraceLimit is bpftrace's default for both BPFTRACE_MAX_PROBES and
@@ -32,11 +34,11 @@ func bt(bin string, patterns []string, w, warn io.Writer) error {
 	type fn struct{ provider, exit, label string }
 	var fns []fn
 	for _, n := range notes {
-		kind, pkg, name, ok := splitAutoName(n.Name)
+		kind, pkg, name, ok := autoprobe.Split(n.Name)
 		if !ok || kind != "exit" {
 			continue
 		}
-		f := fn{provider: n.Provider, exit: n.Name, label: pkg + "." + strings.ReplaceAll(name, "__", ".")}
+		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name)}
 		if selected(patterns, f.label, f.exit) {
 			fns = append(fns, f)
 		}

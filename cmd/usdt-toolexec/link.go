@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/elfpatch"
 	"github.com/go-usdt/usdt/internal/probetable"
 )
@@ -56,16 +57,6 @@ func writeNotes(path string) ([]probetable.Site, error) {
 	return sites, elfpatch.AddNotes(path, patch)
 }
 
-// splitAutoName splits an automatic probe name "kind__pkg__Func" (or
-// "kind__pkg__Type__Method").
-func splitAutoName(name string) (kind, pkg, fn string, ok bool) {
-	parts := strings.SplitN(name, "__", 3)
-	if len(parts) != 3 {
-		return "", "", "", false
-	}
-	return parts[0], parts[1], parts[2], true
-}
-
 // disambiguate renames the automatic probes of packages that share a
 // package name with another package of the binary: their <pkg> part becomes
 // the whole import path with every other character than [A-Za-z0-9]
@@ -74,7 +65,7 @@ func splitAutoName(name string) (kind, pkg, fn string, ok bool) {
 func disambiguate(sites []probetable.Site) {
 	paths := map[string]map[string]bool{} // package name -> import paths
 	for _, s := range sites {
-		if _, pkg, _, ok := splitAutoName(s.Name); ok && s.Package != "" {
+		if _, pkg, _, ok := autoprobe.Split(s.Name); ok && s.Package != "" {
 			if paths[pkg] == nil {
 				paths[pkg] = map[string]bool{}
 			}
@@ -82,7 +73,7 @@ func disambiguate(sites []probetable.Site) {
 		}
 	}
 	for i, s := range sites {
-		kind, pkg, fn, ok := splitAutoName(s.Name)
+		kind, pkg, fn, ok := autoprobe.Split(s.Name)
 		if !ok || s.Package == "" || len(paths[pkg]) < 2 {
 			continue
 		}
@@ -105,7 +96,7 @@ func summarize(opt options, sites []probetable.Site, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {
-		_, _, fn, ok := splitAutoName(s.Name)
+		_, _, fn, ok := autoprobe.Split(s.Name)
 		if s.Package == "" || !ok {
 			generated++
 			continue

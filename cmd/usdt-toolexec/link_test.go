@@ -3,6 +3,7 @@ package main
 import (
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probetable"
 )
 
@@ -44,9 +45,9 @@ func TestSplitAutoName(t *testing.T) {
 		{"job__done", "", "", "", false},
 	}
 	for _, tt := range tests {
-		kind, pkg, fn, ok := splitAutoName(tt.name)
+		kind, pkg, fn, ok := autoprobe.Split(tt.name)
 		if kind != tt.kind || pkg != tt.pkg || fn != tt.fn || ok != tt.ok {
-			t.Errorf("splitAutoName(%q) = %q %q %q %v", tt.name, kind, pkg, fn, ok)
+			t.Errorf("autoprobe.Split(%q) = %q %q %q %v", tt.name, kind, pkg, fn, ok)
 		}
 	}
 }

@@ -23,6 +23,7 @@
 //
 //	usdt-toolexec list BINARY   # every probe, like tplist
 //	usdt-toolexec bt BINARY [PATTERN...]   # a latency bpftrace script
+//	usdt-toolexec trace ...     # a tracer: usdt-toolexec trace -h
 package main
 
 import (
@@ -55,6 +56,8 @@ const usage = `usage:
                               # a bpftrace script: latency per function, of
                               # the functions (pkg.Func, pkg.Type.Method) or
                               # exit probes the glob patterns match, or all
+  usdt-toolexec trace [-json] [-latency] (-p PID | -- CMD ARGS) [PATTERN...]
+                              # print probe events with typed arguments
 
 The first form, for the tool added by go get -tool, runs the go command
 with -toolexec set to this wrapper and its flags (-toolexec='go tool
@@ -89,6 +92,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				return 1
 			}
 			return 0
+		case "trace":
+			return traceCmd(args[1:], stdout, stderr)
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return 0

@@ -19,8 +19,8 @@ TEXT ·usdtStubJobsJobDone(SB), 516, $0-25
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtJobsTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtJobsTable+8(SB)/8, $0x000000f800000003
-DATA ·usdtJobsTable+16(SB)/8, $0x00000003fe776649
+DATA ·usdtJobsTable+8(SB)/8, $0x0000014000000003
+DATA ·usdtJobsTable+16(SB)/8, $0x00000003d151b15d
 DATA ·usdtJobsTable+32(SB)/8, $·usdtStubJobsJobEnqueued(SB)
 DATA ·usdtJobsTable+40(SB)/8, $·usdtStubJobsJobStarted(SB)
 DATA ·usdtJobsTable+48(SB)/8, $·usdtStubJobsJobDone(SB)
@@ -47,4 +47,14 @@ DATA ·usdtJobsTable+208(SB)/8, $0x7073722528363140
 DATA ·usdtJobsTable+216(SB)/8, $0x28343240382d2029
 DATA ·usdtJobsTable+224(SB)/8, $0x4031202970737225
 DATA ·usdtJobsTable+232(SB)/8, $0x2970737225283233
-GLOBL ·usdtJobsTable(SB), 16, $248
+DATA ·usdtJobsTable+240(SB)/8, $0x690073646e696b00
+DATA ·usdtJobsTable+248(SB)/8, $0x7274732c3436746e
+DATA ·usdtJobsTable+256(SB)/8, $0x33746e692c676e69
+DATA ·usdtJobsTable+264(SB)/8, $0x2c3436746e690032
+DATA ·usdtJobsTable+272(SB)/8, $0x752c676e69727473
+DATA ·usdtJobsTable+280(SB)/8, $0x6e692c3631746e69
+DATA ·usdtJobsTable+288(SB)/8, $0x36746e6900343674
+DATA ·usdtJobsTable+296(SB)/8, $0x676e697274732c34
+DATA ·usdtJobsTable+304(SB)/8, $0x622c3436746e692c
+DATA ·usdtJobsTable+312(SB)/8, $0x00000000006c6f6f
+GLOBL ·usdtJobsTable(SB), 16, $320

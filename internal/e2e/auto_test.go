@@ -205,6 +205,7 @@ func TestAuto(t *testing.T) {
 	t.Run("LatencyPairing", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) })
 	t.Run("Elapsed", func(t *testing.T) { eachBpftrace(t, a.testElapsed) })
 	t.Run("BtScript", func(t *testing.T) { eachBpftrace(t, a.testBtScript) })
+	t.Run("Trace", a.testTrace)
 	t.Run("Verbose", a.testVerbose)
 	t.Run("TooManyArgs", a.testTooManyArgs)
 	t.Run("Positions", func(t *testing.T) {

@@ -65,6 +65,16 @@ func (k Kind) String() string {
 	return kindInfo[k].name
 }
 
+// KindNamed is the kind whose String is name.
+func KindNamed(name string) (Kind, bool) {
+	for k := Invalid + 1; k.valid(); k++ {
+		if k.String() == name {
+			return k, true
+		}
+	}
+	return Invalid, false
+}
+
 // GoType is the Go type a generated probe function takes for this kind.
 func (k Kind) GoType() string { return kindInfo[k].goType }
 

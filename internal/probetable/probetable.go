@@ -17,7 +17,8 @@
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
 //	..  slot of each probe [count]uint16, padded to 8 bytes
-//	..  strings: "package\0", then per probe "provider\0name\0args\0", padded to 8 bytes
+//	..  strings: "package\0", then per probe "provider\0name\0args\0", then
+//	    "kinds\0" and per probe "kind,kind...\0", padded to 8 bytes
 //
 // The checksum is FNV-1a over the slot array and the strings, padding
 // included: everything from the slot array to the end of the table.
@@ -27,6 +28,11 @@
 // uprobe that names a semaphore on that semaphore, as it does for the sites
 // of one C probe that sys/sdt.h gives a single semaphore, so a shared slot
 // is non-zero while any of its probes is traced.
+//
+// Kinds are the probe.Kind names of a probe's arguments, comma-separated: a
+// tracer needs them to tell a string's pointer from an integer, which the
+// argument spec does not. Tables written before kinds existed end after the
+// args; their decoders ignore the kinds, and for them Kinds is nil.
 //
 // The package is the import path of the package whose functions
 // usdt-toolexec instrumented, and empty for usdtgen's tables.
@@ -39,6 +45,8 @@ import (
 	"fmt"
 	"hash/fnv"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // Magic starts every table. It is not valid UTF-8 and not a plausible
@@ -55,9 +63,11 @@ const maxCount = 1 << 16
 // Entry is one probe in a table. Args is the stapsdt argument spec for the
 // architecture the table is assembled for. Semaphore is the index of the
 // probe's semaphore slot; probes with the same index share a semaphore.
+// Kinds are the arguments' kinds, one per spec of Args.
 type Entry struct {
 	Provider, Name, Args string
 	Semaphore            int
+	Kinds                []probe.Kind
 }
 
 // Layout gives the offsets of a table's parts, which the Go declaration of
@@ -125,6 +135,14 @@ func Build(pkg string, entries []Entry) (Image, error) {
 		slots = max(slots, e.Semaphore+1)
 		s.WriteString(e.Provider + "\x00" + e.Name + "\x00" + e.Args + "\x00")
 	}
+	s.WriteString(kindsMarker + "\x00")
+	for _, e := range entries {
+		names := make([]string, len(e.Kinds))
+		for i, k := range e.Kinds {
+			names[i] = k.String()
+		}
+		s.WriteString(strings.Join(names, ",") + "\x00")
+	}
 	l := newLayout(len(entries), slots, pad8(s.Len()))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
@@ -171,14 +189,19 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, 0, ErrNotTable
 	}
-	fields := make([]string, 0, 1+3*n)
-	for rest := b[l.StringsOffset:size]; len(fields) < 1+3*n; {
+	fields := make([]string, 0, 1+4*n)
+	rest := b[l.StringsOffset:size]
+	for len(fields) < 1+3*n {
 		i := bytes.IndexByte(rest, 0)
 		if i < 0 {
 			return nil, 0, ErrNotTable
 		}
 		fields = append(fields, string(rest[:i]))
 		rest = rest[i+1:]
+	}
+	kinds, err := decodeKinds(rest, n)
+	if err != nil {
+		return nil, 0, err
 	}
 	pkg, fields := fields[0], fields[1:]
 	sites := make([]Site, n)
@@ -189,7 +212,7 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 		}
 		sites[i] = Site{
 			Package:   pkg,
-			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2], Semaphore: slot},
+			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2], Semaphore: slot, Kinds: kinds[i]},
 			Stub:      binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:]),
 			Semaphore: addr + uint64(l.SemaphoreOffset(slot)),
 		}
@@ -200,4 +223,37 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 		}
 	}
 	return sites, size, nil
+}
+
+// kindsMarker starts the kinds: what follows the args in an older table is
+// padding.
+const kindsMarker = "kinds"
+
+// decodeKinds reads the kinds of n probes from the rest of a table's
+// strings. A table without them gives nil kinds.
+// Kinds may be Invalid where this decoder does not know their name.
+func decodeKinds(rest []byte, n int) ([][]probe.Kind, error) {
+	kinds := make([][]probe.Kind, n)
+	rest, ok := bytes.CutPrefix(rest, []byte(kindsMarker+"\x00"))
+	if !ok {
+		return kinds, nil
+	}
+	for i := range kinds {
+		j := bytes.IndexByte(rest, 0)
+		if j < 0 {
+			return nil, ErrNotTable
+		}
+		field := string(rest[:j])
+		rest = rest[j+1:]
+		if field == "" {
+			continue
+		}
+		for _, name := range strings.Split(field, ",") {
+			// A kind newer than this decoder stays Invalid: a tracer shows
+			// it as an integer.
+			k, _ := probe.KindNamed(name)
+			kinds[i] = append(kinds[i], k)
+		}
+	}
+	return kinds, nil
 }

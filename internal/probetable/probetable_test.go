@@ -3,7 +3,10 @@ package probetable
 import (
 	"encoding/binary"
 	"errors"
+	"reflect"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // link does what the linker does to an image: fills in stub addresses. It
@@ -23,12 +26,12 @@ func TestRoundTrip(t *testing.T) {
 		slots   int // semaphore slots, unrounded
 	}{
 		{"empty", nil, 0},
-		{"one", []Entry{{"shop", "order__placed", "-8@8(%rsp) 8@16(%rsp)", 0}}, 1},
-		{"no args", []Entry{{"p", "a", "", 0}, {"p", "b", "", 1}}, 2},
-		{"five", []Entry{{"a", "b", "1@8(%rsp)", 0}, {"a", "c", "", 1}, {"a", "d", "8@8(%rsp)", 2}, {"x", "y", "-2@8(%rsp)", 3}, {"x", "z", "", 4}}, 5},
-		{"shared", []Entry{{"go", "entry__f", "-8@8(%rsp)", 0}, {"go", "exit__f", "-8@8(%rsp)", 0}, {"go", "entry__g", "", 1}}, 2},
-		{"exit first", []Entry{{"go", "exit__f", "", 1}, {"go", "entry__f", "", 1}}, 2},
-		{"sparse", []Entry{{"p", "a", "", 6}}, 7},
+		{"one", []Entry{{"shop", "order__placed", "-8@8(%rsp) 8@16(%rsp)", 0, []probe.Kind{probe.Int64, probe.String}}}, 1},
+		{"no args", []Entry{{"p", "a", "", 0, nil}, {"p", "b", "", 1, nil}}, 2},
+		{"five", []Entry{{"a", "b", "1@8(%rsp)", 0, []probe.Kind{probe.Bool}}, {"a", "c", "", 1, nil}, {"a", "d", "8@8(%rsp)", 2, nil}, {"x", "y", "-2@8(%rsp)", 3, []probe.Kind{probe.Int16}}, {"x", "z", "", 4, nil}}, 5},
+		{"shared", []Entry{{"go", "entry__f", "-8@8(%rsp)", 0, nil}, {"go", "exit__f", "-8@8(%rsp)", 0, nil}, {"go", "entry__g", "", 1, nil}}, 2},
+		{"exit first", []Entry{{"go", "exit__f", "", 1, nil}, {"go", "entry__f", "", 1, nil}}, 2},
+		{"sparse", []Entry{{"p", "a", "", 6, nil}}, 7},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +74,7 @@ func TestRoundTrip(t *testing.T) {
 				if s.Package != "example.com/pkg" {
 					t.Errorf("site %d: package %q", i, s.Package)
 				}
-				if s.Entry != tt.entries[i] {
+				if !reflect.DeepEqual(s.Entry, tt.entries[i]) {
 					t.Errorf("site %d: %+v, want %+v", i, s.Entry, tt.entries[i])
 				}
 				if s.Stub != 0x401000+uint64(i) {
@@ -88,7 +91,7 @@ func TestRoundTrip(t *testing.T) {
 // TestSharedSemaphore checks the case the format exists for: sites with one
 // slot share a semaphore address, and only they do.
 func TestSharedSemaphore(t *testing.T) {
-	img, err := Build("example.com/pkg", []Entry{{"go", "entry__f", "", 0}, {"go", "exit__f", "", 0}, {"go", "entry__g", "", 1}})
+	img, err := Build("example.com/pkg", []Entry{{"go", "entry__f", "", 0, nil}, {"go", "exit__f", "", 0, nil}, {"go", "entry__g", "", 1, nil}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +108,7 @@ func TestSharedSemaphore(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	img, err := Build("", []Entry{{"p", "n", "8@8(%rsp)", 0}, {"p", "m", "", 1}})
+	img, err := Build("", []Entry{{"p", "n", "8@8(%rsp)", 0, nil}, {"p", "m", "", 1, nil}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,9 +182,9 @@ func TestBuildRejects(t *testing.T) {
 		name    string
 		entries []Entry
 	}{
-		{"NUL byte", []Entry{{"p", "a\x00b", "", 0}}},
-		{"negative slot", []Entry{{"p", "a", "", 0}, {"p", "b", "", -1}}},
-		{"slot too large", []Entry{{"p", "a", "", 1 << 16}}},
+		{"NUL byte", []Entry{{"p", "a\x00b", "", 0, nil}}},
+		{"negative slot", []Entry{{"p", "a", "", 0, nil}, {"p", "b", "", -1, nil}}},
+		{"slot too large", []Entry{{"p", "a", "", 1 << 16, nil}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -190,7 +193,31 @@ func TestBuildRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Build("", []Entry{{"p", "a", "", 1<<16 - 1}}); err != nil {
+	if _, err := Build("", []Entry{{"p", "a", "", 1<<16 - 1, nil}}); err != nil {
 		t.Errorf("the highest slot: %v", err)
+	}
+}
+
+// TestDecodeWithoutKinds reads a table as usdtgen wrote them before kinds
+// existed: the strings end after the args.
+func TestDecodeWithoutKinds(t *testing.T) {
+	entries := []Entry{{"p", "a", "-8@8(%rsp)", 0, []probe.Kind{probe.Int64}}, {"p", "b", "", 1, nil}}
+	img, err := Build("", entries)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := link(img)
+	l := img.Layout
+	old := "\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00"
+	old += string(make([]byte, pad8(len(old))-len(old)))
+	b = append(b[:l.StringsOffset:l.StringsOffset], old...)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+	sites, _, err := Decode(b, 0x500000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(sites) != 2 || sites[0].Args != "-8@8(%rsp)" || sites[0].Kinds != nil || sites[1].Kinds != nil {
+		t.Errorf("got %+v, want the two probes without kinds", sites)
 	}
 }

@@ -4,6 +4,7 @@
 //	types fire      fire every probe every millisecond for a minute
 //	types gate      fire types:ints and print "enabled=BOOL" at every change
 //	types selfnotes print how many stapsdt notes its own executable has
+//	types once      fire every probe once
 package main
 
 //go:generate usdtgen types.d
@@ -52,6 +53,8 @@ func main() {
 			}
 			time.Sleep(time.Millisecond)
 		}
+	case "once":
+		fire()
 	case "selfnotes":
 		fmt.Printf("notes=%d\n", countNotes())
 	}

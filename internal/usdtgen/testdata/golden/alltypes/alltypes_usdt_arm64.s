@@ -34,8 +34,8 @@ TEXT ·usdtStubTypesOdd(SB), 516, $0-3
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtAlltypesTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtAlltypesTable+8(SB)/8, $0x000002c800000006
-DATA ·usdtAlltypesTable+16(SB)/8, $0x000000066bc732dd
+DATA ·usdtAlltypesTable+8(SB)/8, $0x0000040000000006
+DATA ·usdtAlltypesTable+16(SB)/8, $0x00000006043b25ab
 DATA ·usdtAlltypesTable+40(SB)/8, $·usdtStubTypesNarrow(SB)
 DATA ·usdtAlltypesTable+48(SB)/8, $·usdtStubTypesWords(SB)
 DATA ·usdtAlltypesTable+56(SB)/8, $·usdtStubTypesUwords(SB)
@@ -119,5 +119,44 @@ DATA ·usdtAlltypesTable+672(SB)/8, $0x74005d3233202c70
 DATA ·usdtAlltypesTable+680(SB)/8, $0x64646f0073657079
 DATA ·usdtAlltypesTable+688(SB)/8, $0x202c70735b403200
 DATA ·usdtAlltypesTable+696(SB)/8, $0x735b40312d205d38
-DATA ·usdtAlltypesTable+704(SB)/8, $0x00005d3031202c70
-GLOBL ·usdtAlltypesTable(SB), 16, $712
+DATA ·usdtAlltypesTable+704(SB)/8, $0x6b005d3031202c70
+DATA ·usdtAlltypesTable+712(SB)/8, $0x746e690073646e69
+DATA ·usdtAlltypesTable+720(SB)/8, $0x692c38746e692c38
+DATA ·usdtAlltypesTable+728(SB)/8, $0x746e69752c38746e
+DATA ·usdtAlltypesTable+736(SB)/8, $0x2c38746e69752c38
+DATA ·usdtAlltypesTable+744(SB)/8, $0x6f6f622c6c6f6f62
+DATA ·usdtAlltypesTable+752(SB)/8, $0x2c3631746e692c6c
+DATA ·usdtAlltypesTable+760(SB)/8, $0x69752c3631746e69
+DATA ·usdtAlltypesTable+768(SB)/8, $0x6e69752c3631746e
+DATA ·usdtAlltypesTable+776(SB)/8, $0x31746e692c363174
+DATA ·usdtAlltypesTable+784(SB)/8, $0x2c3233746e690036
+DATA ·usdtAlltypesTable+792(SB)/8, $0x6e692c3233746e69
+DATA ·usdtAlltypesTable+800(SB)/8, $0x746e69752c323374
+DATA ·usdtAlltypesTable+808(SB)/8, $0x33746e69752c3233
+DATA ·usdtAlltypesTable+816(SB)/8, $0x3233746e69752c32
+DATA ·usdtAlltypesTable+824(SB)/8, $0x692c3436746e692c
+DATA ·usdtAlltypesTable+832(SB)/8, $0x746e692c3436746e
+DATA ·usdtAlltypesTable+840(SB)/8, $0x3436746e692c3436
+DATA ·usdtAlltypesTable+848(SB)/8, $0x692c3436746e692c
+DATA ·usdtAlltypesTable+856(SB)/8, $0x746e69003436746e
+DATA ·usdtAlltypesTable+864(SB)/8, $0x36746e69752c3436
+DATA ·usdtAlltypesTable+872(SB)/8, $0x3436746e69752c34
+DATA ·usdtAlltypesTable+880(SB)/8, $0x2c3436746e69752c
+DATA ·usdtAlltypesTable+888(SB)/8, $0x752c3436746e6975
+DATA ·usdtAlltypesTable+896(SB)/8, $0x752c727470746e69
+DATA ·usdtAlltypesTable+904(SB)/8, $0x7473003436746e69
+DATA ·usdtAlltypesTable+912(SB)/8, $0x7274732c676e6972
+DATA ·usdtAlltypesTable+920(SB)/8, $0x697274732c676e69
+DATA ·usdtAlltypesTable+928(SB)/8, $0x746e696f702c676e
+DATA ·usdtAlltypesTable+936(SB)/8, $0x746e696f702c7265
+DATA ·usdtAlltypesTable+944(SB)/8, $0x746e696f702c7265
+DATA ·usdtAlltypesTable+952(SB)/8, $0x746e696f702c7265
+DATA ·usdtAlltypesTable+960(SB)/8, $0x746e696f702c7265
+DATA ·usdtAlltypesTable+968(SB)/8, $0x746e696f702c7265
+DATA ·usdtAlltypesTable+976(SB)/8, $0x2c38746e69007265
+DATA ·usdtAlltypesTable+984(SB)/8, $0x69752c3436746e69
+DATA ·usdtAlltypesTable+992(SB)/8, $0x746e692c3631746e
+DATA ·usdtAlltypesTable+1000(SB)/8, $0x006c6f6f622c3233
+DATA ·usdtAlltypesTable+1008(SB)/8, $0x692c3631746e6975
+DATA ·usdtAlltypesTable+1016(SB)/8, $0x000000000038746e
+GLOBL ·usdtAlltypesTable(SB), 16, $1024

@@ -54,8 +54,8 @@ TEXT ·usdtStubEdgeV23dX8664(SB), 516, $0-4
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtEdgeTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtEdgeTable+8(SB)/8, $0x000002d00000000a
-DATA ·usdtEdgeTable+16(SB)/8, $0x0000000a0883ef71
+DATA ·usdtEdgeTable+8(SB)/8, $0x000003b80000000a
+DATA ·usdtEdgeTable+16(SB)/8, $0x0000000a036d7ef0
 DATA ·usdtEdgeTable+48(SB)/8, $·usdtStubEdgeTick(SB)
 DATA ·usdtEdgeTable+56(SB)/8, $·usdtStubEdgeIdle(SB)
 DATA ·usdtEdgeTable+64(SB)/8, $·usdtStubEdgeKeywords(SB)
@@ -139,5 +139,34 @@ DATA ·usdtEdgeTable+680(SB)/8, $0x2970737225283840
 DATA ·usdtEdgeTable+688(SB)/8, $0x3276006567646500
 DATA ·usdtEdgeTable+696(SB)/8, $0x5f3638785f64335f
 DATA ·usdtEdgeTable+704(SB)/8, $0x283840342d003436
-DATA ·usdtEdgeTable+712(SB)/8, $0x0000002970737225
-GLOBL ·usdtEdgeTable(SB), 16, $720
+DATA ·usdtEdgeTable+712(SB)/8, $0x696b002970737225
+DATA ·usdtEdgeTable+720(SB)/8, $0x6e6900000073646e
+DATA ·usdtEdgeTable+728(SB)/8, $0x33746e692c323374
+DATA ·usdtEdgeTable+736(SB)/8, $0x2c3233746e692c32
+DATA ·usdtEdgeTable+744(SB)/8, $0x6e692c3233746e69
+DATA ·usdtEdgeTable+752(SB)/8, $0x33746e692c323374
+DATA ·usdtEdgeTable+760(SB)/8, $0x2c3233746e692c32
+DATA ·usdtEdgeTable+768(SB)/8, $0x6e692c3233746e69
+DATA ·usdtEdgeTable+776(SB)/8, $0x33746e692c323374
+DATA ·usdtEdgeTable+784(SB)/8, $0x2c3233746e692c32
+DATA ·usdtEdgeTable+792(SB)/8, $0x7473003233746e69
+DATA ·usdtEdgeTable+800(SB)/8, $0x696f702c676e6972
+DATA ·usdtEdgeTable+808(SB)/8, $0x746e692c7265746e
+DATA ·usdtEdgeTable+816(SB)/8, $0x6e697274732c3233
+DATA ·usdtEdgeTable+824(SB)/8, $0x2c3233746e692c67
+DATA ·usdtEdgeTable+832(SB)/8, $0x746e692c6c6f6f62
+DATA ·usdtEdgeTable+840(SB)/8, $0x3233746e692c3436
+DATA ·usdtEdgeTable+848(SB)/8, $0x732c3233746e6900
+DATA ·usdtEdgeTable+856(SB)/8, $0x6f702c676e697274
+DATA ·usdtEdgeTable+864(SB)/8, $0x6e692c7265746e69
+DATA ·usdtEdgeTable+872(SB)/8, $0x746e69752c323374
+DATA ·usdtEdgeTable+880(SB)/8, $0x003233746e692c38
+DATA ·usdtEdgeTable+888(SB)/8, $0x74732c3436746e69
+DATA ·usdtEdgeTable+896(SB)/8, $0x6f6f622c676e6972
+DATA ·usdtEdgeTable+904(SB)/8, $0x3233746e69752c6c
+DATA ·usdtEdgeTable+912(SB)/8, $0x702c3233746e692c
+DATA ·usdtEdgeTable+920(SB)/8, $0x69007265746e696f
+DATA ·usdtEdgeTable+928(SB)/8, $0x746e69003233746e
+DATA ·usdtEdgeTable+936(SB)/8, $0x3233746e69003233
+DATA ·usdtEdgeTable+944(SB)/8, $0x00003233746e6900
+GLOBL ·usdtEdgeTable(SB), 16, $952

@@ -29,8 +29,8 @@ TEXT ·usdtStubShopCacheHit(SB), 516, $0-16
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtMultiTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtMultiTable+8(SB)/8, $0x0000014000000005
-DATA ·usdtMultiTable+16(SB)/8, $0x00000005844e856d
+DATA ·usdtMultiTable+8(SB)/8, $0x0000019800000005
+DATA ·usdtMultiTable+16(SB)/8, $0x00000005185144ad
 DATA ·usdtMultiTable+40(SB)/8, $·usdtStubHttpRequestStart(SB)
 DATA ·usdtMultiTable+48(SB)/8, $·usdtStubHttpRequestDone(SB)
 DATA ·usdtMultiTable+56(SB)/8, $·usdtStubDbRequestStart(SB)
@@ -65,5 +65,15 @@ DATA ·usdtMultiTable+280(SB)/8, $0x686361635f706f68
 DATA ·usdtMultiTable+288(SB)/8, $0x4038007469680065
 DATA ·usdtMultiTable+296(SB)/8, $0x2029707372252838
 DATA ·usdtMultiTable+304(SB)/8, $0x7372252836314038
-DATA ·usdtMultiTable+312(SB)/8, $0x0000000000002970
-GLOBL ·usdtMultiTable(SB), 16, $320
+DATA ·usdtMultiTable+312(SB)/8, $0x73646e696b002970
+DATA ·usdtMultiTable+320(SB)/8, $0x2c3436746e697500
+DATA ·usdtMultiTable+328(SB)/8, $0x732c676e69727473
+DATA ·usdtMultiTable+336(SB)/8, $0x697500676e697274
+DATA ·usdtMultiTable+344(SB)/8, $0x746e692c3436746e
+DATA ·usdtMultiTable+352(SB)/8, $0x36746e6975003233
+DATA ·usdtMultiTable+360(SB)/8, $0x676e697274732c34
+DATA ·usdtMultiTable+368(SB)/8, $0x2c3436746e697500
+DATA ·usdtMultiTable+376(SB)/8, $0x6f622c3436746e69
+DATA ·usdtMultiTable+384(SB)/8, $0x6e69727473006c6f
+DATA ·usdtMultiTable+392(SB)/8, $0x3436746e69752c67
+GLOBL ·usdtMultiTable(SB), 16, $408

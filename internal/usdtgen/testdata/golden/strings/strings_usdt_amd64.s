@@ -19,8 +19,8 @@ TEXT ·usdtStubLogMsg(SB), 516, $0-8
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtStringsTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtStringsTable+8(SB)/8, $0x0000012000000003
-DATA ·usdtStringsTable+16(SB)/8, $0x00000003ead44e8b
+DATA ·usdtStringsTable+8(SB)/8, $0x000001a000000003
+DATA ·usdtStringsTable+16(SB)/8, $0x00000003254e17b1
 DATA ·usdtStringsTable+32(SB)/8, $·usdtStubLogLine(SB)
 DATA ·usdtStringsTable+40(SB)/8, $·usdtStubLogField(SB)
 DATA ·usdtStringsTable+48(SB)/8, $·usdtStubLogMsg(SB)
@@ -53,4 +53,20 @@ DATA ·usdtStringsTable+256(SB)/8, $0x2830344031202970
 DATA ·usdtStringsTable+264(SB)/8, $0x6f6c002970737225
 DATA ·usdtStringsTable+272(SB)/8, $0x40380067736d0067
 DATA ·usdtStringsTable+280(SB)/8, $0x0029707372252838
-GLOBL ·usdtStringsTable(SB), 16, $288
+DATA ·usdtStringsTable+288(SB)/8, $0x74730073646e696b
+DATA ·usdtStringsTable+296(SB)/8, $0x7274732c676e6972
+DATA ·usdtStringsTable+304(SB)/8, $0x697274732c676e69
+DATA ·usdtStringsTable+312(SB)/8, $0x6e697274732c676e
+DATA ·usdtStringsTable+320(SB)/8, $0x676e697274732c67
+DATA ·usdtStringsTable+328(SB)/8, $0x2c676e697274732c
+DATA ·usdtStringsTable+336(SB)/8, $0x732c676e69727473
+DATA ·usdtStringsTable+344(SB)/8, $0x74732c676e697274
+DATA ·usdtStringsTable+352(SB)/8, $0x7274732c676e6972
+DATA ·usdtStringsTable+360(SB)/8, $0x697274732c676e69
+DATA ·usdtStringsTable+368(SB)/8, $0x6e697274732c676e
+DATA ·usdtStringsTable+376(SB)/8, $0x2c38746e69750067
+DATA ·usdtStringsTable+384(SB)/8, $0x692c676e69727473
+DATA ·usdtStringsTable+392(SB)/8, $0x7274732c3631746e
+DATA ·usdtStringsTable+400(SB)/8, $0x6c6f6f622c676e69
+DATA ·usdtStringsTable+408(SB)/8, $0x00676e6972747300
+GLOBL ·usdtStringsTable(SB), 16, $416

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strconv"
+
+	"github.com/go-usdt/usdt/internal/trace"
+)
+
+const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency] [PATTERN...] -- CMD [ARGS...]
+
+Prints every event of the probes that match a PATTERN (all without one): a
+glob on provider:name or on the Go function of an automatic probe
+(main.*, 'main.Cache.*'). -json writes one object per event, -latency a
+latency histogram per function at the end, -v how it attached.
+`
+
+// traceCmd runs the trace subcommand.
+func traceCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, traceUsage) }
+	opt := trace.Options{Stdout: stdout, Stderr: stderr}
+	fs.IntVar(&opt.PID, "p", 0, "")
+	fs.BoolVar(&opt.JSON, "json", false, "")
+	fs.BoolVar(&opt.Latency, "latency", false, "")
+	fs.BoolVar(&opt.Verbose, "v", false, "")
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, opt.Command = args[:i], args[i+1:]
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	opt.Patterns = fs.Args()
+	switch {
+	case (opt.PID != 0) == (len(opt.Command) > 0):
+		fmt.Fprint(stderr, traceUsage)
+		return 2
+	case opt.PID != 0:
+		opt.Binary = "/proc/" + strconv.Itoa(opt.PID) + "/exe"
+		if _, err := os.Stat(opt.Binary); err != nil {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: no process %d to trace (%v)\n", opt.PID, err)
+			return 1
+		}
+	}
+	if err := trace.Run(opt); err != nil {
+		var exit *exec.ExitError
+		if errors.As(err, &exit) {
+			return exit.ExitCode()
+		}
+		fmt.Fprintln(stderr, "usdt-toolexec trace:", err)
+		return 1
+	}
+	return 0
+}

@@ -1,0 +1,22 @@
+// Package autoprobe knows the names usdt-toolexec gives the probes it
+// splices into functions: "entry__<pkg>__<Func>", "exit__<pkg>__<Type>__<Method>".
+// The link step, the bpftrace script writer and the tracer all read them.
+package autoprobe
+
+import "strings"
+
+// Split splits an automatic probe name "kind__pkg__Func" (or
+// "kind__pkg__Type__Method").
+func Split(name string) (kind, pkg, fn string, ok bool) {
+	parts := strings.SplitN(name, "__", 3)
+	if len(parts) != 3 {
+		return "", "", "", false
+	}
+	return parts[0], parts[1], parts[2], true
+}
+
+// Label is the Go name of the function behind a probe's pkg and fn parts:
+// main.Cache.Get. The name does not tell a pointer receiver from a value one.
+func Label(pkg, fn string) string {
+	return pkg + "." + strings.ReplaceAll(fn, "__", ".")
+}

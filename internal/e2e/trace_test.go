@@ -1,0 +1,197 @@
+package e2e
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/features"
+)
+
+// requireBPF skips unless this process may load BPF programs and attach
+// uprobes, which usdt-toolexec trace needs.
+func requireBPF(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("usdt-toolexec trace needs root (or CAP_BPF and CAP_PERFMON) to load BPF programs")
+	}
+	if err := features.HaveProgramType(ebpf.Kprobe); err != nil {
+		t.Skipf("this kernel cannot load kprobe/uprobe BPF programs: %v", err)
+	}
+}
+
+// usdtTrace runs usdt-toolexec trace with args and returns its stdout (the
+// events) and stderr (the traced command's output and the tracer's
+// messages).
+func usdtTrace(t *testing.T, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace"}, args...)...)
+	var out, errOut bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	done := make(chan error, 1)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err = <-done:
+	case <-time.After(90 * time.Second):
+		cmd.Process.Kill()
+		t.Fatalf("usdt-toolexec trace %s did not end\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.String(), errOut.String())
+	}
+	return out.String(), errOut.String(), err
+}
+
+// eventPrefix is what varies from run to run at the start of a line.
+var eventPrefix = regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} pid=\d+ tid=\d+ `)
+
+func TestTraceTypes(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := build(t, fixture(t, "types"), route{name: "go", toolexec: true})
+	out, errOut, err := usdtTrace(t, "-v", "--", bin, "once")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "attached 6 probes") {
+		t.Errorf("-v does not say how it attached:\n%s", errOut)
+	}
+	ptr := regexp.MustCompile(`ptr=(0x[0-9a-f]+)`).FindStringSubmatch(errOut)
+	if ptr == nil {
+		t.Fatalf("the fixture printed no ptr=:\n%s", errOut)
+	}
+	// The values fire() passes in testdata/types/main.go; a string is cut to
+	// 255 bytes, as the probe's copy is.
+	want := []string{
+		"types:ints(arg0=-128, arg1=255, arg2=-32768, arg3=65535, arg4=-2147483648, arg5=4294967295)",
+		"types:wide(arg0=-9223372036854775808, arg1=18446744073709551615, arg2=0xdeadbeef, arg3=true, arg4=false, arg5=" + ptr[1] + ")",
+		`types:strs(arg0="", arg1="héllo, 世界", arg2="` + strings.Repeat("0123456789", 30)[:255] + `", arg3="plain")`,
+		"types:chars(arg0=-5, arg1=-6, arg2=250, arg3=-7, arg4=1099511627776, arg5=9223372036854775808)",
+		"types:twelve(arg0=0, arg1=-1, arg2=2, arg3=-3, arg4=4, arg5=-5, arg6=6, arg7=-7, arg8=8, arg9=-9, arg10=10, arg11=-11)",
+		"types:tick()",
+	}
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !eventPrefix.MatchString(line) {
+			t.Errorf("line without time, pid and tid: %q", line)
+		}
+		got = append(got, eventPrefix.ReplaceAllString(line, ""))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	out, errOut, err = usdtTrace(t, "-json", "types:st*", "types:tw*", "--", bin, "once")
+	if err != nil {
+		t.Fatalf("trace -json: %v\n%s", err, errOut)
+	}
+	type event struct {
+		Provider, Probe string
+		PID, TID        int
+		Time            time.Time
+		Args            []any
+	}
+	var events []event
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var e event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("-json output does not parse: %v\n%s", err, out)
+		}
+		events = append(events, e)
+	}
+	if len(events) != 2 || events[0].Probe != "strs" || events[1].Probe != "twelve" {
+		t.Fatalf("-json events %+v, want strs and twelve", events)
+	}
+	if s := events[0].Args; len(s) != 4 || s[1] != "héllo, 世界" {
+		t.Errorf("strs args %q", s)
+	}
+	if a := events[1].Args; len(a) != 12 || a[11] != -11.0 {
+		t.Errorf("twelve args %v", a)
+	}
+}
+
+// testTrace traces automatic probes, in a position-dependent and a
+// position-independent executable.
+func (a *auto) testTrace(t *testing.T) {
+	requireBPF(t)
+	for _, variant := range []string{"inst", "inst-pie"} {
+		t.Run(variant, func(t *testing.T) { traceDemo(t, a.bin(t, variant)) })
+	}
+}
+
+func traceDemo(t *testing.T, bin string) {
+	out, errOut, err := usdtTrace(t, "-latency", "orders.Check", "orders.Cents.Minus", "--", bin, "demo")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	// The goroutine ids the fixture prints for itself and for the
+	// goroutines that call Minus.
+	mainG := regexp.MustCompile(`store=\S+ gid=(\d+)`).FindStringSubmatch(errOut)
+	minus := regexp.MustCompile(`minus d=(\d+) gid=(\d+) result=(-?\d+)`).FindAllStringSubmatch(errOut, -1)
+	if mainG == nil || len(minus) != 3 {
+		t.Fatalf("the fixture did not print its goroutine ids:\n%s", errOut)
+	}
+	want := []string{
+		"g=" + mainG[1] + " orders.Cents.Minus(arg1=100, arg2=250)",
+		"g=" + mainG[1] + " orders.Cents.Minus = (-150) ELAPSED",
+	}
+	for _, m := range minus {
+		want = append(want,
+			"g="+m[2]+" orders.Cents.Minus(arg1=5, arg2="+m[1]+")",
+			"g="+m[2]+" orders.Cents.Minus = ("+m[3]+") ELAPSED")
+	}
+	want = append(want,
+		"g="+mainG[1]+` orders.Check(arg1="gift wrap", arg2=12, arg3=true)`,
+		// error nil: the interface's type word is 0.
+		"g="+mainG[1]+" orders.Check = (true, 0x0) ELAPSED")
+	events, hist, _ := strings.Cut(out, "\n\n")
+	clock := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} `)
+	elapsed := regexp.MustCompile(` [0-9.]+(ns|µs|ms|s)$`)
+	var got []string
+	for _, line := range strings.Split(events, "\n") {
+		if !clock.MatchString(line) {
+			t.Errorf("line without its time: %q", line)
+		}
+		got = append(got, elapsed.ReplaceAllString(clock.ReplaceAllString(line, ""), " ELAPSED"))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	for _, w := range []string{"orders.Cents.Minus: 4 calls", "orders.Check: 1 calls"} {
+		if !strings.Contains(hist, w) {
+			t.Errorf("-latency output lacks %q:\n%s", w, hist)
+		}
+	}
+}
+
+func TestTraceErrors(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	plain := filepath.Join(t.TempDir(), "true")
+	copyFile(t, "/bin/true", plain)
+	tests := []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"no probes", []string{"--", plain}, plain + " has no USDT probes (build it with usdtgen probes"},
+		{"no match", []string{"nothing.*", "--", filepath.Join(toolsDir, "usdt-toolexec")}, ""},
+		{"bad pattern", []string{"[", "--", plain}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, errOut, err := usdtTrace(t, tt.args...)
+			if err == nil || !strings.Contains(errOut, tt.want) || strings.Count(strings.TrimSpace(errOut), "\n") != 0 || strings.Contains(errOut, "goroutine ") {
+				t.Errorf("err %v, stderr %q: want one line with %q", err, errOut, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,225 @@
+package trace
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+
+	"github.com/go-usdt/usdt/internal/probe"
+)
+
+// The program is written with cilium/ebpf's assembler rather than compiled
+// from C, so there is no generated object to keep in step with the source.
+//
+// One program serves every site. Each site's uprobe carries its index as the
+// BPF cookie; the program looks the site's argument specs up in an array map
+// under it, reads every argument from pt_regs or user memory, and sends an
+// event through a ring buffer.
+
+const (
+	maxArgs = probe.MaxArgs
+	strMax  = 256 // bytes of a string argument, NUL included, like bpftrace's default
+
+	// Spec table value: hasStrings u32 at 4, then per argument 16 bytes:
+	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
+	// pad u32, disp s64.
+	specHasStr = 4
+	specArgs   = 8
+	specArg    = 16
+	specSize   = specArgs + specArg*maxArgs
+
+	// Event: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
+	// pad u32, args [12]u64, then with strings [12][256]byte.
+	evTime      = 0
+	evPidTgid   = 8
+	evCookie    = 16
+	evArgs      = 24
+	evSmall     = 128
+	evStrings   = evSmall
+	evBig       = evStrings + strMax*maxArgs
+	whereReg    = 1
+	whereMem    = 2
+	ringbufSize = 8 << 20
+)
+
+type objects struct {
+	specs, events, lost *ebpf.Map
+	prog                *ebpf.Program
+}
+
+func (o *objects) Close() {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.events, o.lost} {
+		if c != nil {
+			c.Close()
+		}
+	}
+}
+
+// encodeSpec lays a site's argument specs out as the program reads them.
+func encodeSpec(args []argSpec, strs []bool) []byte {
+	b := make([]byte, specSize)
+	for i, a := range args {
+		o := specArgs + specArg*i
+		b[o] = whereReg
+		if a.deref {
+			b[o] = whereMem
+		}
+		if strs[i] {
+			b[o+1] = 1
+			b[specHasStr] = 1
+		}
+		b[o+2], b[o+3] = byte(a.regOff), byte(a.regOff>>8)
+		for j := range 8 {
+			b[o+8+j] = byte(uint64(a.disp) >> (8 * j))
+		}
+	}
+	return b
+}
+
+func loadObjects(sites int) (*objects, error) {
+	var o objects
+	var err error
+	if o.specs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_specs", Type: ebpf.Array, KeySize: 4, ValueSize: specSize, MaxEntries: uint32(max(sites, 1))}); err != nil {
+		return nil, err
+	}
+	if o.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_events", Type: ebpf.RingBuf, MaxEntries: ringbufSize}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	if o.lost, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	return &o, nil
+}
+
+// loadProgram loads the program, for uprobe_multi links or for single
+// uprobes: the kernel checks the attach type a program was loaded with.
+func (o *objects) loadProgram(multi bool) error {
+	spec := &ebpf.ProgramSpec{
+		Name:         "usdt_trace",
+		Type:         ebpf.Kprobe,
+		License:      "GPL", // bpf_probe_read_user_str and friends are GPL-only
+		Instructions: program(o.specs.FD(), o.events.FD(), o.lost.FD()),
+	}
+	if multi {
+		spec.AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	if o.prog != nil {
+		o.prog.Close()
+	}
+	var err error
+	if o.prog, err = ebpf.NewProgram(spec); err != nil {
+		return fmt.Errorf("loading the BPF program: %w", err)
+	}
+	return nil
+}
+
+// Registers the program keeps across helper calls.
+const (
+	rCtx   = asm.R6
+	rSpec  = asm.R7
+	rEvent = asm.R8
+)
+
+func program(specs, events, lost int) asm.Instructions {
+	const keySlot, zeroSlot = -8, -4
+	insns := asm.Instructions{
+		asm.Mov.Reg(rCtx, asm.R1),
+		asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word),
+		asm.FnGetAttachCookie.Call(),
+		asm.StoreMem(asm.RFP, keySlot, asm.R0, asm.Word),
+		asm.LoadMapPtr(asm.R1, specs),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, keySlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Mov.Reg(rSpec, asm.R0),
+		asm.LoadMem(asm.R1, rSpec, specHasStr, asm.Word),
+		asm.JNE.Imm(asm.R1, 0, "big"),
+	}
+	// Two copies of the body: the verifier must see a reservation large
+	// enough for the strings on every path that writes them.
+	insns = append(insns, body("small", evSmall, false, events)...)
+	insns = append(insns, body("big", evBig, true, events)...)
+	insns = append(insns,
+		asm.LoadMapPtr(asm.R1, lost).WithSymbol("lost"),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, zeroSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.Add.Imm(asm.R1, 1),
+		asm.StoreMem(asm.R0, 0, asm.R1, asm.DWord),
+		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
+		asm.Return(),
+	)
+	return insns
+}
+
+func body(name string, size int32, strings bool, events int) asm.Instructions {
+	const keySlot, valSlot = -8, -16
+	insns := asm.Instructions{
+		asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
+		asm.Mov.Imm(asm.R2, size),
+		asm.Mov.Imm(asm.R3, 0),
+		asm.FnRingbufReserve.Call(),
+		asm.JEq.Imm(asm.R0, 0, "lost"),
+		asm.Mov.Reg(rEvent, asm.R0),
+		asm.FnKtimeGetNs.Call(),
+		asm.StoreMem(rEvent, evTime, asm.R0, asm.DWord),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.StoreMem(rEvent, evPidTgid, asm.R0, asm.DWord),
+		asm.LoadMem(asm.R1, asm.RFP, keySlot, asm.Word),
+		asm.StoreMem(rEvent, evCookie, asm.R1, asm.Word),
+	}
+	for i := range maxArgs {
+		spec := int16(specArgs + specArg*i)
+		next := fmt.Sprintf("%s_next%d", name, i)
+		insns = append(insns,
+			asm.Mov.Imm(asm.R1, 0),
+			asm.StoreMem(asm.RFP, valSlot, asm.R1, asm.DWord),
+			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
+			asm.JEq.Imm(asm.R1, 0, name+"_done"),
+			// pt_regs is read through a helper: the verifier allows no
+			// variable offsets into the context.
+			asm.Mov.Reg(asm.R1, asm.RFP),
+			asm.Add.Imm(asm.R1, valSlot),
+			asm.Mov.Imm(asm.R2, 8),
+			asm.LoadMem(asm.R3, rSpec, spec+2, asm.Half),
+			asm.Add.Reg(asm.R3, rCtx),
+			asm.FnProbeReadKernel.Call(),
+			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
+			asm.JNE.Imm(asm.R1, whereMem, next+"_store"),
+			asm.LoadMem(asm.R3, asm.RFP, valSlot, asm.DWord),
+			asm.LoadMem(asm.R1, rSpec, spec+8, asm.DWord),
+			asm.Add.Reg(asm.R3, asm.R1),
+			asm.Mov.Reg(asm.R1, asm.RFP),
+			asm.Add.Imm(asm.R1, valSlot),
+			asm.Mov.Imm(asm.R2, 8),
+			asm.FnProbeReadUser.Call(),
+			asm.LoadMem(asm.R1, asm.RFP, valSlot, asm.DWord).WithSymbol(next+"_store"),
+			asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord),
+		)
+		if strings {
+			insns = append(insns,
+				asm.LoadMem(asm.R2, rSpec, spec+1, asm.Byte),
+				asm.JEq.Imm(asm.R2, 0, next),
+				asm.JEq.Imm(asm.R1, 0, next),
+				asm.Mov.Reg(asm.R3, asm.R1),
+				asm.Mov.Reg(asm.R1, rEvent),
+				asm.Add.Imm(asm.R1, int32(evStrings+strMax*i)),
+				asm.Mov.Imm(asm.R2, strMax),
+				asm.FnProbeReadUserStr.Call(),
+			)
+		}
+		insns = append(insns, asm.Mov.Imm(asm.R0, 0).WithSymbol(next))
+	}
+	return append(insns,
+		asm.Mov.Reg(asm.R1, rEvent).WithSymbol(name+"_done"),
+		asm.Mov.Imm(asm.R2, 0),
+		asm.FnRingbufSubmit.Call(),
+		asm.Ja.Label("out"),
+	)
+}

@@ -1,0 +1,164 @@
+package trace
+
+import (
+	"debug/elf"
+	"fmt"
+	"path"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/internal/sdtnote"
+)
+
+// site is one probe instruction of the executable, as the tracer attaches
+// to it.
+type site struct {
+	Provider, Name string
+	args           []argSpec
+	// kinds are the arguments' kinds where the binary's probe table
+	// records them, else nil: then every argument shows as an integer.
+	kinds []probe.Kind
+	strs  []bool // which arguments are strings
+	pc    uint64 // link-time address, what the probe table records
+	// fn is the Go function label of an automatic probe ("main.Cache.Get")
+	// and exit whether it is the function's exit probe; fn is empty for
+	// usdtgen probes.
+	fn   string
+	exit bool
+	// offset and refCtr are file offsets, what uprobes take.
+	offset, refCtr uint64
+}
+
+// label is how an event of the site is shown.
+func (s *site) label() string {
+	if s.fn != "" {
+		return s.fn
+	}
+	return s.Provider + ":" + s.Name
+}
+
+// matches reports whether a glob pattern selects the site: on
+// provider:name, or on the Go function of an automatic probe.
+func (s *site) matches(pattern string) bool {
+	if ok, _ := path.Match(pattern, s.Provider+":"+s.Name); ok {
+		return true
+	}
+	ok, _ := path.Match(pattern, s.fn)
+	return s.fn != "" && ok
+}
+
+var goarch = map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}
+
+// readSites reads the probes of the executable at file.
+func readSites(file string) ([]site, error) {
+	f, err := elf.Open(file)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	arch, ok := goarch[f.Machine]
+	if !ok {
+		return nil, fmt.Errorf("%s: %v executables are not supported (amd64 and arm64 are)", file, f.Machine)
+	}
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
+	// Like every consumer, undo prelinking: the note records where
+	// .stapsdt.base was at link time.
+	var base uint64
+	if s := f.Section(".stapsdt.base"); s != nil {
+		base = s.Addr
+	}
+	sites := make([]site, 0, len(notes))
+	for _, n := range notes {
+		adjust := uint64(0)
+		if base != 0 && n.Base != 0 {
+			adjust = base - n.Base
+		}
+		s := site{Provider: n.Provider, Name: n.Name, pc: n.PC}
+		if s.args, err = parseArgs(arch, n.Args); err != nil {
+			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
+		}
+		s.strs = make([]bool, len(s.args))
+		if s.offset, err = fileOffset(f, n.PC+adjust); err != nil {
+			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
+		}
+		if n.Semaphore != 0 {
+			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
+				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)
+			}
+		}
+		if kind, pkg, fn, ok := autoprobe.Split(n.Name); ok && (kind == "entry" || kind == "exit") {
+			s.fn, s.exit = autoprobe.Label(pkg, fn), kind == "exit"
+		}
+		sites = append(sites, s)
+	}
+	return sites, nil
+}
+
+func fileOffset(f *elf.File, addr uint64) (uint64, error) {
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr < p.Vaddr+p.Filesz {
+			return addr - p.Vaddr + p.Off, nil
+		}
+	}
+	return 0, fmt.Errorf("address %#x is in no loaded segment", addr)
+}
+
+// selectSites keeps the sites any pattern matches, all of them without
+// patterns.
+func selectSites(sites []site, patterns []string) ([]site, error) {
+	if len(patterns) == 0 {
+		return sites, nil
+	}
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return nil, fmt.Errorf("pattern %q: %w", p, err)
+		}
+	}
+	var out []site
+	for _, s := range sites {
+		for _, p := range patterns {
+			if s.matches(p) {
+				out = append(out, s)
+				break
+			}
+		}
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no probe matches %s (usdt-toolexec list BINARY shows them)", strings.Join(patterns, " "))
+	}
+	return out, nil
+}
+
+// readKinds finds the argument kinds of sites in the probe tables of the
+// executable. Probes without a table (the cgo route's notes come from the
+// C assembler) or from a table older than kinds keep integers.
+func readKinds(file string, sites []site) error {
+	f, err := elf.Open(file)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	found, err := probetable.Scan(f)
+	if err != nil {
+		return fmt.Errorf("%s: %w", file, err)
+	}
+	byStub := map[uint64][]probe.Kind{}
+	for _, t := range found {
+		byStub[t.Stub] = t.Kinds
+	}
+	for i := range sites {
+		s := &sites[i]
+		if k := byStub[s.pc]; len(k) == len(s.args) {
+			s.kinds = k
+			for j, k := range k {
+				s.strs[j] = k == probe.String
+			}
+		}
+	}
+	return nil
+}

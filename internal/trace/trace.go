@@ -1,0 +1,235 @@
+// Package trace is a tracer for the probes of this project: it reads a
+// binary's notes, attaches one BPF program to every selected probe through
+// cilium/ebpf, and prints each event with its arguments decoded by their
+// specs, goroutine-aware for usdt-toolexec's automatic probes.
+package trace
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/link"
+	"github.com/cilium/ebpf/ringbuf"
+	"github.com/cilium/ebpf/rlimit"
+	"golang.org/x/sys/unix"
+)
+
+// Options is what `usdt-toolexec trace` was asked.
+type Options struct {
+	Binary   string   // the executable; the command's when Command is set
+	PID      int      // only this process, 0 for all
+	Patterns []string // globs on provider:name or a Go function
+	Command  []string // run this and trace it until it exits
+	JSON     bool
+	Latency  bool
+	Verbose  bool
+	Stdout   io.Writer
+	Stderr   io.Writer
+}
+
+// Run traces until interrupted or until the command ends. The command's
+// exit status is returned as an *exec.ExitError.
+func Run(opt Options) error {
+	if opt.Binary == "" && len(opt.Command) > 0 {
+		p, err := exec.LookPath(opt.Command[0])
+		if err != nil {
+			return err
+		}
+		opt.Binary = p
+	}
+	all, err := readSites(opt.Binary)
+	if err != nil {
+		return err
+	}
+	if len(all) == 0 {
+		return fmt.Errorf("%s has no USDT probes (build it with usdtgen probes or with go build -toolexec=usdt-toolexec and a rules file)", opt.Binary)
+	}
+	sites, err := selectSites(all, opt.Patterns)
+	if err != nil {
+		return err
+	}
+	if err := readKinds(opt.Binary, sites); err != nil {
+		return err
+	}
+	if err := rlimit.RemoveMemlock(); err != nil {
+		return bpfError(err)
+	}
+	objs, err := loadObjects(len(sites))
+	if err != nil {
+		return bpfError(err)
+	}
+	defer objs.Close()
+	for i, s := range sites {
+		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs), ebpf.UpdateAny); err != nil {
+			return bpfError(err)
+		}
+	}
+	rd, err := ringbuf.NewReader(objs.events)
+	if err != nil {
+		return bpfError(err)
+	}
+	defer rd.Close()
+	start := time.Now()
+	links, how, err := attach(opt.Binary, objs, sites, opt.PID)
+	if err != nil {
+		return bpfError(err)
+	}
+	defer func() {
+		for _, l := range links {
+			l.Close()
+		}
+	}()
+	if opt.Verbose {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	var cmd *exec.Cmd
+	var waitErr error
+	done := make(chan struct{})
+	if len(opt.Command) > 0 {
+		cmd = exec.Command(opt.Binary, opt.Command[1:]...)
+		cmd.Args[0] = opt.Command[0]
+		// The command writes to stderr: stdout is the events', so that
+		// -json output stays parseable.
+		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
+		if err := cmd.Start(); err != nil {
+			return err
+		}
+		opt.PID = cmd.Process.Pid
+		go func() {
+			waitErr = cmd.Wait()
+			close(done)
+		}()
+	}
+	stopped := func() bool {
+		select {
+		case <-ctx.Done():
+			return true
+		case <-done:
+			return true
+		default:
+			return false
+		}
+	}
+	p := newPrinter(opt, sites)
+	var rec ringbuf.Record
+	for draining := false; ; {
+		// A deadline rather than Close ends the loop: the reader returns
+		// every event already in the buffer before it reports the deadline,
+		// so the command's last events are printed.
+		if !draining {
+			if stopped() {
+				draining = true
+				rd.SetDeadline(time.Now())
+			} else {
+				rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+			}
+		}
+		err := rd.ReadInto(&rec)
+		if errors.Is(err, os.ErrDeadlineExceeded) {
+			p.w.Flush()
+			if draining {
+				break
+			}
+			continue
+		}
+		if err != nil {
+			return err
+		}
+		p.event(rec.RawSample)
+	}
+	p.finish()
+	if n := lost(objs.lost); n > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the ring buffer was full\n", n)
+	}
+	if cmd != nil {
+		return waitErr
+	}
+	return nil
+}
+
+func lost(m *ebpf.Map) uint64 {
+	var perCPU []uint64
+	if err := m.Lookup(uint32(0), &perCPU); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// attach attaches the program to every site in one uprobe_multi link when
+// the kernel has them (6.6+), one uprobe per site otherwise.
+func attach(bin string, objs *objects, sites []site, pid int) ([]link.Link, string, error) {
+	ex, err := link.OpenExecutable(bin)
+	if err != nil {
+		return nil, "", err
+	}
+	multi := link.UprobeMultiOptions{PID: uint32(pid)}
+	for i, s := range sites {
+		multi.Addresses = append(multi.Addresses, s.offset)
+		multi.RefCtrOffsets = append(multi.RefCtrOffsets, s.refCtr)
+		multi.Cookies = append(multi.Cookies, uint64(i))
+	}
+	err = objs.loadProgram(true)
+	if err == nil {
+		l, err := ex.UprobeMulti(nil, objs.prog, &multi)
+		if err == nil {
+			return []link.Link{l}, "with one uprobe_multi link", nil
+		}
+		if !errors.Is(err, link.ErrNotSupported) {
+			return nil, "", err
+		}
+	}
+	if err := objs.loadProgram(false); err != nil {
+		return nil, "", err
+	}
+	var links []link.Link
+	for i, s := range sites {
+		l, err := ex.Uprobe("", objs.prog, &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, Cookie: uint64(i), PID: pid})
+		if err != nil {
+			for _, l := range links {
+				l.Close()
+			}
+			return nil, "", fmt.Errorf("probe %s:%s: %w", s.Provider, s.Name, err)
+		}
+		links = append(links, l)
+	}
+	return links, "with one uprobe per site", nil
+}
+
+// bpfError adds the fix to the errors a user without BPF gets.
+func bpfError(err error) error {
+	switch {
+	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
+		return fmt.Errorf("%w: tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)", err)
+	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, unix.ENOSYS):
+		return fmt.Errorf("%w: this kernel has no usable BPF (it needs Linux 5.15+ with CONFIG_BPF_SYSCALL and uprobes)", err)
+	}
+	return err
+}
+
+// monoOffset converts CLOCK_MONOTONIC, which bpf_ktime_get_ns reads, to
+// wall-clock time.
+func monoOffset() time.Duration {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		return 0
+	}
+	return time.Duration(time.Now().UnixNano() - ts.Nano())
+}
+
+var le = binary.LittleEndian
