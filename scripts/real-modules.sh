@@ -61,7 +61,11 @@ traced() {
 	ready=$(date +%s.%N)
 	local run
 	run=$(cd "$dir" && seconds "$bin" -test.count=1) || { kill -INT $pid; return 1; }
-	kill -INT $pid
+	# bpftrace may not yet have its SIGINT handler in place when the
+	# suite ends early: ask until it exits.
+	while kill -INT $pid 2>/dev/null; do
+		sleep 1
+	done
 	wait $pid || true
 	grep -h '^@hits' "$btout" >>"$log" || true
 	printf '%.2f %.2f %s\n' "$(echo "$ready - $start" | bc)" "$run" "$(grep -h '^@hits' "$btout" | awk '{print $2}')"
