@@ -53,7 +53,7 @@ generate-check: tools
 	@git diff --exit-code -- '*_usdt*' || { echo "generated files are stale: run go generate ./..."; exit 1; }
 
 unit:
-	$(GO) test -count=1 -timeout 30m ./...
+	$(GO) test -count=1 -timeout 60m ./...
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./internal/provider
