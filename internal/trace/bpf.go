@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	usdtrt "github.com/go-usdt/usdt/runtime"
 )
 
 // The program is written with cilium/ebpf's assembler rather than compiled
@@ -19,7 +20,10 @@ import (
 
 const (
 	maxArgs = probe.MaxArgs
-	strMax  = 256 // bytes of a string argument, NUL included, like bpftrace's default
+	// strMax is the bytes read of a string argument, NUL included: the
+	// probe's copy, so that a string shows whole up to the 256 bytes the
+	// probe passes, as gdb and bpftrace 0.27 show it.
+	strMax = usdtrt.CStringMax + 1
 
 	// Spec table value: hasStrings u32 at 4, then per argument 16 bytes:
 	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
@@ -30,7 +34,7 @@ const (
 	specSize   = specArgs + specArg*maxArgs
 
 	// Event: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
-	// pad u32, args [12]u64, then with strings [12][256]byte.
+	// pad u32, args [12]u64, then with strings [12][strMax]byte.
 	evTime      = 0
 	evPidTgid   = 8
 	evCookie    = 16
