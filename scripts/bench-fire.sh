@@ -49,30 +49,8 @@ OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-fire.XXXXXX")}
 src=$root/scripts/testdata/fire
 mkdir -p "$OUT"
 
-# build NAME TREE builds the tools of TREE and the fire program with them
-# into OUT/NAME.
-build() {
-	local dir=$OUT/$1 tree=$2
-	mkdir -p "$dir/mod"
-	(cd "$tree" && go build -o "$dir/" ./cmd/usdtgen ./cmd/usdt-toolexec)
-	cp "$src/main.go" "$src/fire.d" "$src/rules.yml" "$dir/mod/"
-	cp "$tree/go.sum" "$dir/mod/"
-	cache >"$dir/mod/cache.go"
-	printf 'module example.com/fire\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n' "$tree" >"$dir/mod/go.mod"
-	(
-		cd "$dir/mod"
-		export GOFLAGS=-mod=mod
-		PATH=$dir:$PATH go generate .
-		CGO_ENABLED=0 go build -toolexec="$dir/usdt-toolexec -rules $dir/mod/rules.yml" -o "$dir/fire" .
-	)
-}
-
-# cache prints examples/toolexec's Cache, its entries and Get, as a file
-# of the fire program.
-cache() {
-	printf 'package main\n\nimport (\n\t"errors"\n\t"sync"\n\t"time"\n)\n\n'
-	awk '/^\/\/ Cache is a map/ { on = 1 } on { print } on && /^func \(c \*Cache\) Get/ { get = 1 } get && /^}/ { exit }' "$root/examples/toolexec/main.go"
-}
+# shellcheck source=scripts/fire-build.sh
+source "$root/scripts/fire-build.sh"
 
 echo "# building into $OUT" >&2
 rm -rf "$OUT/base-tree"

@@ -68,11 +68,11 @@ func TestTraceTypes(t *testing.T) {
 		t.Fatalf("the fixture printed no ptr=:\n%s", errOut)
 	}
 	// The values fire() passes in testdata/types/main.go; a string is cut to
-	// 255 bytes, as the probe's copy is.
+	// 256 bytes, as the probe's copy is.
 	want := []string{
 		"types:ints(arg0=-128, arg1=255, arg2=-32768, arg3=65535, arg4=-2147483648, arg5=4294967295)",
 		"types:wide(arg0=-9223372036854775808, arg1=18446744073709551615, arg2=0xdeadbeef, arg3=true, arg4=false, arg5=" + ptr[1] + ")",
-		`types:strs(arg0="", arg1="héllo, 世界", arg2="` + strings.Repeat("0123456789", 30)[:255] + `", arg3="plain")`,
+		`types:strs(arg0="", arg1="héllo, 世界", arg2="` + strings.Repeat("0123456789", 30)[:256] + `", arg3="plain")`,
 		"types:chars(arg0=-5, arg1=-6, arg2=250, arg3=-7, arg4=1099511627776, arg5=9223372036854775808)",
 		"types:twelve(arg0=0, arg1=-1, arg2=2, arg3=-3, arg4=4, arg5=-5, arg6=6, arg7=-7, arg8=8, arg9=-9, arg10=10, arg11=-11)",
 		"types:tick()",

@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	usdtrt "github.com/go-usdt/usdt/runtime"
 )
 
 // The program is written with cilium/ebpf's assembler rather than compiled
@@ -19,28 +20,32 @@ import (
 
 const (
 	maxArgs = probe.MaxArgs
-	strMax  = 256 // bytes of a string argument, NUL included, like bpftrace's default
+	// strMax is the bytes read of a string argument, NUL included: the
+	// probe's copy, so that a string shows whole up to the 256 bytes the
+	// probe passes, as gdb and bpftrace 0.27 show it.
+	strMax = usdtrt.CStringMax + 1
 
-	// Spec table value: hasStrings u32 at 4, then per argument 16 bytes:
+	// Spec table value: strSlots u32 at 4 (the string slots its events
+	// need: one of strTiers, 0 without strings), then per argument 16 bytes:
 	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
 	// pad u32, disp s64.
-	specHasStr = 4
-	specArgs   = 8
-	specArg    = 16
-	specSize   = specArgs + specArg*maxArgs
+	specStrSlots = 4
+	specArgs     = 8
+	specArg      = 16
+	specSize     = specArgs + specArg*maxArgs
 
 	// Event: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
-	// pad u32, args [12]u64, then with strings [12][256]byte.
+	// pad u32, args [12]u64, then with strings [strSlots][strMax]byte, the
+	// slot of argument i at i.
 	evTime      = 0
 	evPidTgid   = 8
 	evCookie    = 16
 	evArgs      = 24
 	evSmall     = 128
 	evStrings   = evSmall
-	evBig       = evStrings + strMax*maxArgs
 	whereReg    = 1
 	whereMem    = 2
-	ringbufSize = 8 << 20
+	ringbufSize = 32 << 20
 )
 
 type objects struct {
@@ -67,7 +72,7 @@ func encodeSpec(args []argSpec, strs []bool) []byte {
 		}
 		if strs[i] {
 			b[o+1] = 1
-			b[specHasStr] = 1
+			b[specStrSlots] = byte(strSlots(i + 1))
 		}
 		b[o+2], b[o+3] = byte(a.regOff), byte(a.regOff>>8)
 		for j := range 8 {
@@ -136,13 +141,20 @@ func program(specs, events, lost int) asm.Instructions {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.Mov.Reg(rSpec, asm.R0),
-		asm.LoadMem(asm.R1, rSpec, specHasStr, asm.Word),
-		asm.JNE.Imm(asm.R1, 0, "big"),
+		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),
 	}
-	// Two copies of the body: the verifier must see a reservation large
-	// enough for the strings on every path that writes them.
-	insns = append(insns, body("small", evSmall, false, events)...)
-	insns = append(insns, body("big", evBig, true, events)...)
+	for _, n := range strTiers {
+		insns = append(insns, asm.JEq.Imm(asm.R1, int32(n), fmt.Sprintf("strs%d", n)))
+	}
+	// A copy of the body per tier: the verifier must see a reservation
+	// large enough for the strings on every path that writes them, and a
+	// reservation for all twelve on every event with a string would fill
+	// the ring buffer 25 times sooner than a string in the first argument
+	// does.
+	insns = append(insns, body("small", 0, events)...)
+	for _, n := range strTiers {
+		insns = append(insns, body(fmt.Sprintf("strs%d", n), n, events)...)
+	}
 	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, lost).WithSymbol("lost"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -158,11 +170,25 @@ func program(specs, events, lost int) asm.Instructions {
 	return insns
 }
 
-func body(name string, size int32, strings bool, events int) asm.Instructions {
+// strTiers are the string slot counts a program body exists for.
+var strTiers = []int{1, 2, 3, 4, 6, 8, 12}
+
+// strSlots is the smallest tier that holds n string slots.
+func strSlots(n int) int {
+	for _, t := range strTiers {
+		if t >= n {
+			return t
+		}
+	}
+	panic(fmt.Sprintf("%d string slots", n))
+}
+
+// body reads the arguments into an event with strs string slots.
+func body(name string, strs int, events int) asm.Instructions {
 	const keySlot, valSlot = -8, -16
 	insns := asm.Instructions{
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
-		asm.Mov.Imm(asm.R2, size),
+		asm.Mov.Imm(asm.R2, int32(evStrings+strMax*strs)),
 		asm.Mov.Imm(asm.R3, 0),
 		asm.FnRingbufReserve.Call(),
 		asm.JEq.Imm(asm.R0, 0, "lost"),
@@ -202,7 +228,7 @@ func body(name string, size int32, strings bool, events int) asm.Instructions {
 			asm.LoadMem(asm.R1, asm.RFP, valSlot, asm.DWord).WithSymbol(next+"_store"),
 			asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord),
 		)
-		if strings {
+		if i < strs {
 			insns = append(insns,
 				asm.LoadMem(asm.R2, rSpec, spec+1, asm.Byte),
 				asm.JEq.Imm(asm.R2, 0, next),

@@ -100,7 +100,7 @@ func (p *printer) event(b []byte) {
 		if s.kinds != nil {
 			vals[i].kind = s.kinds[i]
 		}
-		if s.strs[i] && vals[i].raw != 0 && len(b) >= evBig {
+		if s.strs[i] && vals[i].raw != 0 && len(b) >= evStrings+strMax*(i+1) {
 			str := b[evStrings+strMax*i : evStrings+strMax*(i+1)]
 			if n := bytes.IndexByte(str, 0); n >= 0 {
 				str = str[:n]

@@ -2,6 +2,9 @@
 // loop's time, for scripts/bench-fire.sh:
 //
 //	fire -mode gen -n N    the usdtgen probe fire:tick
+//	fire -mode gen -n N -rate R
+//	                       the same, R fires per second at most (for
+//	                       scripts/bench-trace.sh)
 //	fire -mode call -n N   small, a tiny function with automatic probes
 //	fire -mode get -n N    Cache.Get on a hit
 //
@@ -24,6 +27,7 @@ func small(i int) int { return i*3 + 1 }
 func main() {
 	mode := flag.String("mode", "call", "gen, call or get")
 	n := flag.Int("n", 100000, "iterations")
+	rate := flag.Int("rate", 0, "gen mode: fires per second at most, 0 for no limit")
 	flag.Parse()
 	c := &Cache{entries: map[string]entry{"k": {value: []byte("v"), expires: time.Now().Add(time.Hour)}}}
 	s := 0
@@ -32,6 +36,11 @@ func main() {
 	case "gen":
 		for i := 0; i < *n; i++ {
 			FireTick(int64(i))
+			// Paced in steps of 100 fires, each due at its time since t0:
+			// a slow stretch is caught up, not lost.
+			if *rate > 0 && i%100 == 99 {
+				time.Sleep(time.Until(t0.Add(time.Duration(i+1) * time.Second / time.Duration(*rate))))
+			}
 		}
 	case "call":
 		for i := 0; i < *n; i++ {

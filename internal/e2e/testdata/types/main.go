@@ -5,6 +5,8 @@
 //	types gate      fire types:ints and print "enabled=BOOL" at every change
 //	types selfnotes print how many stapsdt notes its own executable has
 //	types once      fire every probe once
+//	types lens      fire types:strs with strings of 0, 1, 255 and 300
+//	                bytes, then of 256 and 257 (see lens)
 package main
 
 //go:generate usdtgen types.d
@@ -55,9 +57,18 @@ func main() {
 		}
 	case "once":
 		fire()
+	case "lens":
+		TypesStrs(lens(0), lens(1), lens(255), lens(300))
+		TypesStrs(lens(256), lens(257), "", "")
 	case "selfnotes":
 		fmt.Printf("notes=%d\n", countNotes())
 	}
+}
+
+// lens returns the first n bytes of the alphabet repeated, so that a cut
+// copy shows where it was cut.
+func lens(n int) string {
+	return strings.Repeat("abcdefghijklmnopqrstuvwxyz", 12)[:n]
 }
 
 func countNotes() int {

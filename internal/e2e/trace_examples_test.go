@@ -1,0 +1,178 @@
+package e2e
+
+import (
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTraceExampleProvider traces examples/provider: every job's three
+// events carry its id, and the same kind, worker and outcome as the
+// program's own count of failures.
+func TestTraceExampleProvider(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := filepath.Join(t.TempDir(), "jobs")
+	goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
+	const jobs, workers = 40, 4
+	out, errOut, err := usdtTrace(t, "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	m := regexp.MustCompile(`ran (\d+) jobs, (\d+) failed`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("the example did not print its count:\n%s", errOut)
+	}
+	kinds := []string{`"resize"`, `"thumbnail"`, `"transcode"`, `"checksum"`}
+	seen := map[string]map[string][]string{} // probe -> id -> values
+	failed := 0
+	for _, l := range parseTrace(t, out) {
+		probe := strings.TrimPrefix(l.label, "jobs:job__")
+		if len(l.vals) < 3 {
+			t.Fatalf("%s has %d values: %q", l.label, len(l.vals), l.vals)
+		}
+		id, kind := l.vals[0], l.vals[1]
+		if seen[probe] == nil {
+			seen[probe] = map[string][]string{}
+		}
+		if seen[probe][id] != nil {
+			t.Errorf("%s twice for job %s", l.label, id)
+		}
+		seen[probe][id] = l.vals
+		if !slices.Contains(kinds, kind) {
+			t.Errorf("%s: kind %s is none of the example's", l.label, kind)
+		}
+		switch n := func(i int) int64 { v, _ := strconv.ParseInt(l.vals[i], 10, 64); return v }; probe {
+		case "enqueued":
+			if len(l.vals) != 3 || n(2) < 0 || n(2) > 64 {
+				t.Errorf("enqueued %q: depth out of the queue's 0..64", l.vals)
+			}
+		case "started":
+			if len(l.vals) != 4 || n(2) < 0 || n(2) >= workers || n(3) < 0 {
+				t.Errorf("started %q: worker out of 0..%d or wait negative", l.vals, workers-1)
+			}
+		case "done":
+			// work sleeps at least a millisecond.
+			if len(l.vals) != 4 || n(2) < 1e6 || l.vals[3] != "true" && l.vals[3] != "false" {
+				t.Errorf("done %q: run under 1ms or ok no bool", l.vals)
+			}
+			if l.vals[3] == "false" {
+				failed++
+			}
+		default:
+			t.Errorf("unknown probe %s", l.label)
+		}
+	}
+	for id := 1; id <= jobs; id++ {
+		for _, probe := range []string{"enqueued", "started", "done"} {
+			v := seen[probe][fmt.Sprint(id)]
+			if v == nil {
+				t.Errorf("no %s event for job %d", probe, id)
+			} else if v[1] != seen["enqueued"][fmt.Sprint(id)][1] {
+				t.Errorf("job %d: %s with kind %s", id, probe, v[1])
+			}
+		}
+	}
+	if fmt.Sprint(failed) != m[2] {
+		t.Errorf("trace shows %d failed jobs, the example counted %s", failed, m[2])
+	}
+}
+
+// TestTraceExampleToolexec traces examples/toolexec, whose probes come from
+// its rules: on each goroutine every exit closes the call it entered last,
+// and every value follows from the key the call was given: the backend
+// returns "value of KEY", the cache keeps it for 50ms, a miss is a nil
+// slice and a non-nil error.
+func TestTraceExampleToolexec(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	dir := filepath.Join(repoRoot, "examples", "toolexec")
+	bin := filepath.Join(t.TempDir(), "cache")
+	goCmd(t, dir, routeA.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	const ops = 40
+	out, errOut, err := usdtTrace(t, "--", bin, "-ops", fmt.Sprint(ops), "-workers", "4")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	m := regexp.MustCompile(`cache\((\d+)\)`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("the example did not print its cache:\n%s", errOut)
+	}
+	isNil := func(v string) bool { return v == "0x0" || v == "nil" }
+	valueLen := func(key string) string {
+		k, err := strconv.Unquote(key)
+		if err != nil {
+			t.Fatalf("key %s is no string", key)
+		}
+		return fmt.Sprint(len("value of " + k))
+	}
+	stacks := map[string][]traceLine{}
+	var recv string
+	put := map[string]bool{}
+	count := map[string]int{}
+	for _, l := range parseTrace(t, out) {
+		if l.g == "" {
+			t.Fatalf("event without goroutine: %+v", l)
+		}
+		if !l.exit {
+			stacks[l.g] = append(stacks[l.g], l)
+			count[l.label]++
+			if l.label != "main.main" && l.label != "main.load" {
+				if recv == "" {
+					recv = l.vals[0]
+				}
+				if l.vals[0] != recv || isNil(recv) {
+					t.Errorf("%s on receiver %s, the cache is %s", l.label, l.vals[0], recv)
+				}
+			}
+			if l.label == "main.Cache.Put" {
+				key := l.vals[1]
+				put[key] = true
+				if want := []string{recv, key, valueLen(key), "50000000"}; !slices.Equal(l.vals, want) {
+					t.Errorf("Put%q, want Put%q", l.vals, want)
+				}
+			}
+			continue
+		}
+		s := stacks[l.g]
+		if len(s) == 0 || s[len(s)-1].label != l.label {
+			t.Fatalf("g=%s: exit of %s does not close the call it entered last (%v)", l.g, l.label, s)
+		}
+		in := s[len(s)-1]
+		stacks[l.g] = s[:len(s)-1]
+		var want []string
+		switch l.label {
+		case "main.main", "main.Cache.Put":
+		case "main.Cache.Get":
+			want = []string{valueLen(in.vals[1]), "0x0"}
+			if l.vals[0] == "0" && !isNil(l.vals[1]) {
+				want = l.vals // a miss: a nil slice and an error
+			}
+		case "main.fetch":
+			want = []string{valueLen(in.vals[1]), "0x0"}
+		case "main.load":
+			want = []string{valueLen(in.vals[0]), "0x0"}
+		}
+		if len(l.vals) == 2 && isNil(l.vals[1]) {
+			l.vals[1] = "0x0"
+		}
+		if !slices.Equal(l.vals, want) {
+			t.Errorf("g=%s: %s%q = %q, want %q", l.g, in.label, in.vals, l.vals, want)
+		}
+	}
+	for g, s := range stacks {
+		if len(s) > 0 {
+			t.Errorf("g=%s: %d calls never exited", g, len(s))
+		}
+	}
+	if count["main.main"] != 1 || count["main.fetch"] != ops || count["main.Cache.Get"] != ops || count["main.load"] != count["main.Cache.Put"] {
+		t.Errorf("calls %v: want main once, fetch and Get %d times, as many loads as Puts", count, ops)
+	}
+	if fmt.Sprint(len(put)) != m[1] {
+		t.Errorf("trace shows Puts of %d keys, the example's cache holds %s", len(put), m[1])
+	}
+}
