@@ -1,4 +1,6 @@
-package main
+// Package inspect reads the probes of a built binary for usdt-toolexec's
+// list and bt subcommands.
+package inspect
 
 import (
 	"debug/elf"
@@ -20,7 +22,7 @@ func readNotes(path string) ([]sdtnote.Note, error) {
 }
 
 // list prints the probes of a binary the way tracers will see them.
-func list(path string, w io.Writer) error {
+func List(path string, w io.Writer) error {
 	notes, err := readNotes(path)
 	if err != nil {
 		return err

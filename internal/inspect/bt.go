@@ -1,4 +1,4 @@
-package main
+package inspect
 
 import (
 	"fmt"
@@ -21,7 +21,7 @@ const bpftraceLimit = 512
 // functions whose name (pkg.Func, pkg.Type.Method) or exit probe name
 // matches one of them as a path.Match glob. warn gets what the user must do
 // for the script to load.
-func bt(bin string, patterns []string, w, warn io.Writer) error {
+func BT(bin string, patterns []string, w, warn io.Writer) error {
 	for _, p := range patterns {
 		if _, err := path.Match(p, ""); err != nil {
 			return fmt.Errorf("bad pattern %q: %v (a glob such as 'orders.*' or 'exit__orders__*')", p, err)

@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"encoding/json"
@@ -13,7 +13,7 @@ import (
 // vet runs go vet's analysis tool, which go test runs before every test.
 // It type-checks the package from the files its JSON config lists, so it
 // must see the same sentinel definition as the compiler.
-func vet(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+func vet(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || !strings.HasSuffix(args[len(args)-1], ".cfg") {
 		return opt.runTool(tool, args, stdout, stderr)
 	}

@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"debug/elf"
@@ -16,7 +16,7 @@ import (
 // link runs the linker, then writes the notes for every probe table in the
 // executable. If that fails the executable is removed: a binary without the
 // probes it was built for must not look like a successful build.
-func link(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+func link(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
 	if err := opt.runTool(tool, args, stdout, stderr); err != nil {
 		return err
 	}
@@ -29,7 +29,7 @@ func link(opt options, tool string, args []string, stdout, stderr io.Writer) err
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
 	}
-	if opt.verbose {
+	if opt.Verbose {
 		summarize(opt, sites, stderr)
 	}
 	return nil
@@ -92,7 +92,7 @@ func sanitize(s string) string {
 
 // summarize prints what the binary carries and which rules selected nothing
 // in it.
-func summarize(opt options, sites []probetable.Site, w io.Writer) {
+func summarize(opt Options, sites []probetable.Site, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {

@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"fmt"
@@ -63,9 +63,9 @@ func parentOf(pid int) int {
 
 // loadRules finds and loads the rules once per process; nil without a
 // rules file.
-func loadRules(opt options) (*rules.Rules, error) {
+func loadRules(opt Options) (*rules.Rules, error) {
 	rulesOnce.Do(func() {
-		path, err := rules.Locate(opt.rules, goCommandDir())
+		path, err := rules.Locate(opt.Rules, goCommandDir())
 		if err != nil || path == "" {
 			rulesErr = err
 			return
@@ -77,7 +77,7 @@ func loadRules(opt options) (*rules.Rules, error) {
 
 // rulesIdentity is part of the tool identity: editing the rules must
 // invalidate every cached compile and link.
-func rulesIdentity(opt options) (string, error) {
+func rulesIdentity(opt Options) (string, error) {
 	r, err := loadRules(opt)
 	if err != nil || r == nil {
 		return "none", err

@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"errors"
@@ -17,17 +17,17 @@ import (
 // compile, and so take -toolexec.
 var goSubcommands = []string{"build", "install", "run", "test", "vet"}
 
-// frontEnd runs `go SUB ARGS...` with -toolexec naming this executable and
+// FrontEnd runs `go SUB ARGS...` with -toolexec naming this executable and
 // its flags. It exists for `go tool usdt-toolexec go build`: the go command
 // runs a -toolexec command in each package's directory, where `go tool`
-// does not know the user's module (see misusedGoTool), so the wrapper must
+// does not know the user's module (see MisusedGoTool), so the wrapper must
 // be named by an absolute path. Under `go tool` that path is the go
 // command's copy of the built tool, which stays in place while this
 // process runs: `go tool` waits for it and removes a fresh build only
 // after, and the build cache trims only entries unused for days.
-func frontEnd(opt options, args []string, stderr io.Writer) int {
+func FrontEnd(opt Options, args []string, stderr io.Writer) int {
 	if len(args) == 0 || !slices.Contains(goSubcommands, args[0]) {
-		fmt.Fprintf(stderr, "usdt-toolexec: go needs one of %s after it\n%s", strings.Join(goSubcommands, ", "), usage)
+		fmt.Fprintf(stderr, "usdt-toolexec: go needs one of %s after it\n%s", strings.Join(goSubcommands, ", "), opt.Usage)
 		return 2
 	}
 	sub, rest := args[0], args[1:]
@@ -46,21 +46,21 @@ func frontEnd(opt options, args []string, stderr io.Writer) int {
 		return 1
 	}
 	words := []string{self}
-	if opt.verbose {
+	if opt.Verbose {
 		words = append(words, "-v")
 	}
-	if opt.rules != "" {
+	if opt.Rules != "" {
 		// The wrapper runs in each package's directory; the user meant
 		// the path from here.
-		abs, err := filepath.Abs(opt.rules)
+		abs, err := filepath.Abs(opt.Rules)
 		if err != nil {
 			fmt.Fprintln(stderr, "usdt-toolexec:", err)
 			return 1
 		}
 		words = append(words, "-rules="+abs)
 	}
-	if len(opt.exec) > 0 {
-		words = append(words, "-exec="+strings.Join(opt.exec, " "))
+	if len(opt.Exec) > 0 {
+		words = append(words, "-exec="+strings.Join(opt.Exec, " "))
 	}
 	toolexec, err := joinToolexec(words)
 	if err != nil {
@@ -134,7 +134,7 @@ func joinToolexec(words []string) (string, error) {
 	return strings.Join(quoted, " "), nil
 }
 
-// misusedGoTool returns why the build must stop when this wrapper was
+// MisusedGoTool returns why the build must stop when this wrapper was
 // given as -toolexec='go tool usdt-toolexec', or "". That spelling works
 // in the user's module but not in the standard packages' directories,
 // where `go tool` fails before this program runs, once per package
@@ -142,7 +142,7 @@ func joinToolexec(words []string) (string, error) {
 // user's directory, so it is where the build can stop at once, with the
 // command that works: this message, then the go command's one line.
 // args are this program's arguments, the first nflags of them its own flags.
-func misusedGoTool(args []string, nflags int) string {
+func MisusedGoTool(args []string, nflags int) string {
 	ppid := os.Getppid()
 	parent := procArgs(ppid)
 	n := len(parent) - len(args)

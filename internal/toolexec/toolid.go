@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ import (
 // tool's identity in every cache key. Appending a hash of this wrapper and
 // of the rules means that packages and executables built with another
 // version of it, other rules, or without it, are never reused.
-func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+func toolVersion(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
 	answer, err := realToolVersion(opt, tool, args, stderr)
 	if err != nil {
 		return err
@@ -47,9 +47,9 @@ func toolVersion(opt options, tool string, args []string, stdout, stderr io.Writ
 // warm no-op builds included, and running the tool costs more than the
 // rest of the wrapper. An -exec wrapper answers for the tool, adding its
 // own identity, and is asked every time.
-func realToolVersion(opt options, tool string, args []string, stderr io.Writer) (string, error) {
+func realToolVersion(opt Options, tool string, args []string, stderr io.Writer) (string, error) {
 	cache := ""
-	if fi, err := os.Stat(tool); err == nil && len(opt.exec) == 0 {
+	if fi, err := os.Stat(tool); err == nil && len(opt.Exec) == 0 {
 		if dir, err := os.UserCacheDir(); err == nil {
 			sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%q", tool, fi.Size(), fi.ModTime().UnixNano(), args))
 			cache = filepath.Join(dir, "usdt-toolexec", "toolid-"+hex.EncodeToString(sum[:16]))

@@ -1,4 +1,4 @@
-package main
+package toolexec
 
 import (
 	"fmt"
@@ -18,7 +18,7 @@ import (
 // compile runs the compiler, first instrumenting the functions the rules
 // select and defining the sentinel of usdtgen's no-cgo files: this wrapper
 // writes the notes those need at link time.
-func compile(opt options, tool string, args []string, stdout, stderr io.Writer) error {
+func compile(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
 	importPath := flagValue(args, "p")
 	output := flagValue(args, "o")
 	if output == "" {
@@ -81,12 +81,12 @@ func compile(opt options, tool string, args []string, stdout, stderr io.Writer) 
 		return opt.runTool(tool, args, stdout, stderr)
 	}
 	if res.Skipped != "" {
-		if opt.verbose {
+		if opt.Verbose {
 			fmt.Fprintf(stderr, "usdt-toolexec: %s: not instrumented: %s\n", importPath, res.Skipped)
 		}
 		return opt.runTool(tool, args, stdout, stderr)
 	}
-	if opt.verbose {
+	if opt.Verbose {
 		for _, fn := range res.Funcs {
 			fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %s %s\n", importPath, fn.Name, fn.Entry, fn.Exit)
 			if fn.Traced != "" {
@@ -171,7 +171,7 @@ func isDigits(s string) bool {
 // stubs and adds them to the package archive. Adding the object directly
 // is what lets a cgo package carry Plan9 stubs: the go command's rule
 // against assembly in cgo packages applies to source files only.
-func compileInstrumented(opt options, tool string, args, files []string, res *rewrite.Result, objdir, output string, stdout, stderr io.Writer) error {
+func compileInstrumented(opt Options, tool string, args, files []string, res *rewrite.Result, objdir, output string, stdout, stderr io.Writer) error {
 	toolDir := filepath.Dir(tool)
 	asmFile := filepath.Join(objdir, "usdt_auto_probes.s")
 	if err := os.WriteFile(asmFile, res.Asm, 0o644); err != nil {
