@@ -28,11 +28,13 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/inspect"
@@ -94,29 +96,22 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	opt := toolexec.Options{Usage: usage}
-	all := args
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		switch {
-		case args[0] == "-v":
-			opt.Verbose = true
-		case args[0] == "-rules" && len(args) > 1:
-			opt.Rules = args[1]
-			args = args[1:]
-		case strings.HasPrefix(args[0], "-rules="):
-			opt.Rules = strings.TrimPrefix(args[0], "-rules=")
-		case args[0] == "-exec" && len(args) > 1:
-			opt.Exec = strings.Fields(args[1])
-			args = args[1:]
-		case strings.HasPrefix(args[0], "-exec="):
-			opt.Exec = strings.Fields(strings.TrimPrefix(args[0], "-exec="))
-		default:
-			fmt.Fprintf(stderr, "usdt-toolexec: unknown flag %s\n%s", args[0], usage)
+	fs := flag.NewFlagSet("usdt-toolexec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	var opt toolexec.Options
+	fs.BoolVar(&opt.Verbose, "v", false, "")
+	fs.StringVar(&opt.Rules, "rules", "", "")
+	fs.Func("exec", "", func(v string) error { opt.Exec = strings.Fields(v); return nil })
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	all, args := args, fs.Args()
+	if len(args) > 0 && args[0] == "go" {
+		if len(args) < 2 || !slices.Contains(toolexec.GoSubcommands, args[1]) {
+			fmt.Fprintf(stderr, "usdt-toolexec: go needs one of %s after it\n%s", strings.Join(toolexec.GoSubcommands, ", "), usage)
 			return 2
 		}
-		args = args[1:]
-	}
-	if len(args) > 0 && args[0] == "go" {
 		return toolexec.FrontEnd(opt, args[1:], stderr)
 	}
 	if len(args) == 0 || !filepath.IsAbs(args[0]) {
@@ -129,7 +124,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if err := toolexec.Wrap(opt, args[0], args[1:], stdout, stderr); err != nil {
+	if err := toolexec.Run(opt, args[0], args[1:], stdout, stderr); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return exit.ExitCode()

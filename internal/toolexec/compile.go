@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/goidoff"
@@ -15,17 +16,51 @@ import (
 	"github.com/go-usdt/usdt/rewrite"
 )
 
+// compileFlags are the compiler's arguments this wrapper reads.
+type compileFlags struct {
+	pkg       string // -p, the symbol prefix: "main" for a command
+	output    string // -o, the package archive
+	importCfg string
+	lang      string
+	trimpath  string
+	symabis   string
+	// pic holds -shared and -dynlink: position-independent code reaches
+	// thread-local storage differently, so the stubs must be assembled
+	// as the package is.
+	pic     []string
+	goFiles []string
+}
+
+func parseCompileFlags(args []string) compileFlags {
+	f := compileFlags{
+		pkg:       flagValue(args, "p"),
+		output:    flagValue(args, "o"),
+		importCfg: flagValue(args, "importcfg"),
+		lang:      flagValue(args, "lang"),
+		trimpath:  flagValue(args, "trimpath"),
+		symabis:   flagValue(args, "symabis"),
+	}
+	for _, a := range args {
+		switch {
+		case a == "-shared" || a == "-dynlink":
+			f.pic = append(f.pic, a)
+		case strings.HasSuffix(a, ".go"):
+			f.goFiles = append(f.goFiles, a)
+		}
+	}
+	return f
+}
+
 // compile runs the compiler, first instrumenting the functions the rules
 // select and defining the sentinel of usdtgen's no-cgo files: this wrapper
 // writes the notes those need at link time.
-func compile(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
-	importPath := flagValue(args, "p")
-	output := flagValue(args, "o")
-	if output == "" {
-		return opt.runTool(tool, args, stdout, stderr)
+func (inv Invocation) compile() error {
+	args, f := inv.Args, parseCompileFlags(inv.Args)
+	if f.output == "" {
+		return inv.run(inv.Tool, args...)
 	}
-	objdir := filepath.Dir(output)
-	for _, a := range args {
+	objdir := filepath.Dir(f.output)
+	for _, a := range f.goFiles {
 		if !strings.HasSuffix(a, usdtgen.NoCgoSuffix) {
 			continue
 		}
@@ -33,71 +68,62 @@ func compile(opt Options, tool string, args []string, stdout, stderr io.Writer) 
 		if err != nil {
 			return err
 		}
-		args = append(args, extra)
+		args, f.goFiles = append(args, extra), append(f.goFiles, extra)
 		break
 	}
-
-	r, err := loadRules(opt)
-	if err != nil {
-		return err
+	matchPath := f.pkg
+	if f.pkg == "main" {
+		matchPath = mainImportPath(f.goFiles, objdir)
 	}
-	var files []string
-	for _, a := range args {
-		if strings.HasSuffix(a, ".go") {
-			files = append(files, a)
-		}
-	}
-	matchPath := importPath
-	if importPath == "main" {
-		matchPath = mainImportPath(files, objdir)
-	}
+	r := inv.Rules
 	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
-		return opt.runTool(tool, args, stdout, stderr)
+		return inv.run(inv.Tool, args...)
 	}
 	goarch := os.Getenv("GOARCH")
 	if goarch == "" {
 		goarch = runtime.GOARCH
 	}
 	// The tool is $GOROOT/pkg/tool/GOOS_GOARCH/compile.
-	goroot := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(tool))))
+	goroot := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(inv.Tool))))
 	cfg := rewrite.Config{
-		ImportPath: importPath,
+		ImportPath: f.pkg,
 		MatchPath:  matchPath,
-		Files:      files,
-		ImportCfg:  flagValue(args, "importcfg"),
+		Files:      f.goFiles,
+		ImportCfg:  f.importCfg,
 		GOARCH:     goarch,
-		GoVersion:  flagValue(args, "lang"),
+		GoVersion:  f.lang,
 		Rules:      r,
 		OutDir:     objdir,
 	}
+	var err error
 	if cfg.GoidOffset, err = goidoff.Offset(goroot, goarch); err != nil {
-		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", importPath, err)
+		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", f.pkg, err)
 	}
 	res, err := rewrite.Package(cfg)
 	if err != nil {
 		return err
 	}
 	if res == nil {
-		return opt.runTool(tool, args, stdout, stderr)
+		return inv.run(inv.Tool, args...)
 	}
 	if res.Skipped != "" {
-		if opt.Verbose {
-			fmt.Fprintf(stderr, "usdt-toolexec: %s: not instrumented: %s\n", importPath, res.Skipped)
+		if inv.Verbose {
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", f.pkg, res.Skipped)
 		}
-		return opt.runTool(tool, args, stdout, stderr)
+		return inv.run(inv.Tool, args...)
 	}
-	if opt.Verbose {
+	if inv.Verbose {
 		for _, fn := range res.Funcs {
-			fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %s %s\n", importPath, fn.Name, fn.Entry, fn.Exit)
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", f.pkg, fn.Name, fn.Entry, fn.Exit)
 			if fn.Traced != "" {
-				fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", importPath, fn.Name, fn.Traced)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
 			}
 			if fn.Dropped > 0 {
-				fmt.Fprintf(stderr, "usdt-toolexec: %s.%s: %d arguments over the 12-argument limit not passed\n", importPath, fn.Name, fn.Dropped)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d arguments over the 12-argument limit not passed\n", f.pkg, fn.Name, fn.Dropped)
 			}
 		}
 	}
-	return compileInstrumented(opt, tool, args, files, res, objdir, output, stdout, stderr)
+	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Asm: res.Asm}.Run()
 }
 
 // mainImportPath is the import path of the main package being compiled:
@@ -167,71 +193,71 @@ func isDigits(s string) bool {
 	return true
 }
 
-// compileInstrumented compiles the rewritten files, assembles the probe
-// stubs and adds them to the package archive. Adding the object directly
-// is what lets a cgo package carry Plan9 stubs: the go command's rule
-// against assembly in cgo packages applies to source files only.
-func compileInstrumented(opt Options, tool string, args, files []string, res *rewrite.Result, objdir, output string, stdout, stderr io.Writer) error {
-	toolDir := filepath.Dir(tool)
-	asmFile := filepath.Join(objdir, "usdt_auto_probes.s")
-	if err := os.WriteFile(asmFile, res.Asm, 0o644); err != nil {
-		return err
-	}
-	asmArgs := []string{"-p", flagValue(args, "p")}
-	if tp := flagValue(args, "trimpath"); tp != "" {
-		asmArgs = append(asmArgs, "-trimpath", tp)
-	}
-	for _, a := range args {
-		// Position-independent code reaches thread-local storage
-		// differently: the stubs must be assembled as the package is.
-		if a == "-shared" || a == "-dynlink" {
-			asmArgs = append(asmArgs, a)
-		}
-	}
-	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
-	if err := opt.runTool(filepath.Join(toolDir, "asm"), append(append([]string{}, asmArgs...), "-gensymabis", "-o", symabis, asmFile), stdout, stderr); err != nil {
-		return err
-	}
+// Step builds a package from instrumented Go files and the assembly of
+// their probe stubs, into the archive the compiler's -o names (-pack): the
+// stubs' ABI symbols first (asm -gensymabis), then the Go files, then the
+// stubs' object, added to the archive. Adding the object directly is what
+// lets a cgo package carry Plan9 stubs: the go command's rule against
+// assembly in cgo packages applies to source files only.
+type Step struct {
+	Runner
+	// Compile is the compiler's path; asm is beside it.
+	Compile string
+	// Args are the compiler's arguments; Files replace their Go files.
+	Args  []string
+	Files []string
+	// Asm is the stubs' Plan9 assembly.
+	Asm []byte
+}
 
-	replaced := map[string]bool{}
-	for _, f := range files {
-		replaced[f] = true
+// Run builds the package.
+func (s Step) Run() error {
+	f := parseCompileFlags(s.Args)
+	objdir := filepath.Dir(f.output)
+	asm := filepath.Join(filepath.Dir(s.Compile), "asm")
+	asmFile := filepath.Join(objdir, "usdt_auto_probes.s")
+	if err := os.WriteFile(asmFile, s.Asm, 0o644); err != nil {
+		return err
 	}
-	var newArgs []string
-	existingSymabis := ""
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "-complete":
-			// The package now has assembly (the stubs).
-		case a == "-symabis" && i+1 < len(args):
-			existingSymabis = args[i+1]
-			i++
-		case strings.HasPrefix(a, "-symabis="):
-			existingSymabis = strings.TrimPrefix(a, "-symabis=")
-		case replaced[a]:
-		default:
-			newArgs = append(newArgs, a)
-		}
+	asmArgs := []string{"-p", f.pkg}
+	if f.trimpath != "" {
+		asmArgs = append(asmArgs, "-trimpath", f.trimpath)
 	}
-	if existingSymabis != "" {
-		merged, err := mergeFiles(filepath.Join(objdir, "usdt_merged.symabis"), existingSymabis, symabis)
+	asmArgs = append(asmArgs, f.pic...)
+	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
+	if err := s.run(asm, append(slices.Clone(asmArgs), "-gensymabis", "-o", symabis, asmFile)...); err != nil {
+		return err
+	}
+	if f.symabis != "" {
+		merged, err := mergeFiles(filepath.Join(objdir, "usdt_merged.symabis"), f.symabis, symabis)
 		if err != nil {
 			return err
 		}
 		symabis = merged
 	}
-	newArgs = append(newArgs, "-symabis", symabis)
-	newArgs = append(newArgs, res.Files...)
-	if err := opt.runTool(tool, newArgs, stdout, stderr); err != nil {
+
+	var args []string
+	for i := 0; i < len(s.Args); i++ {
+		switch a := s.Args[i]; {
+		case a == "-complete":
+			// The package now has assembly (the stubs).
+		case a == "-symabis" && i+1 < len(s.Args):
+			i++
+		case strings.HasPrefix(a, "-symabis="), strings.HasSuffix(a, ".go"):
+		default:
+			args = append(args, a)
+		}
+	}
+	args = append(append(args, "-symabis", symabis), s.Files...)
+	if err := s.run(s.Compile, args...); err != nil {
 		return err
 	}
 
 	obj := filepath.Join(objdir, "usdt_auto_probes.o")
-	if err := opt.runTool(filepath.Join(toolDir, "asm"), append(asmArgs, "-o", obj, asmFile), stdout, stderr); err != nil {
+	if err := s.run(asm, append(asmArgs, "-o", obj, asmFile)...); err != nil {
 		return err
 	}
-	return appendToArchive(output, "usdt_probes.o", obj)
+	return appendToArchive(f.output, "usdt_probes.o", obj)
 }
 
 // appendToArchive adds a member to the package archive the compiler wrote,

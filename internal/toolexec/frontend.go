@@ -13,9 +13,9 @@ import (
 	"syscall"
 )
 
-// goSubcommands are the go commands a front-end run accepts: those that
-// compile, and so take -toolexec.
-var goSubcommands = []string{"build", "install", "run", "test", "vet"}
+// GoSubcommands are the go commands a front-end run accepts: those that
+// compile, and so take -toolexec. FrontEnd must get one of them first.
+var GoSubcommands = []string{"build", "install", "run", "test", "vet"}
 
 // FrontEnd runs `go SUB ARGS...` with -toolexec naming this executable and
 // its flags. It exists for `go tool usdt-toolexec go build`: the go command
@@ -26,10 +26,6 @@ var goSubcommands = []string{"build", "install", "run", "test", "vet"}
 // process runs: `go tool` waits for it and removes a fresh build only
 // after, and the build cache trims only entries unused for days.
 func FrontEnd(opt Options, args []string, stderr io.Writer) int {
-	if len(args) == 0 || !slices.Contains(goSubcommands, args[0]) {
-		fmt.Fprintf(stderr, "usdt-toolexec: go needs one of %s after it\n%s", strings.Join(goSubcommands, ", "), opt.Usage)
-		return 2
-	}
 	sub, rest := args[0], args[1:]
 	for _, a := range rest {
 		if a == "-args" || a == "--" {

@@ -11,16 +11,17 @@ import (
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/elfpatch"
 	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/rules"
 )
 
 // link runs the linker, then writes the notes for every probe table in the
 // executable. If that fails the executable is removed: a binary without the
 // probes it was built for must not look like a successful build.
-func link(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
-	if err := opt.runTool(tool, args, stdout, stderr); err != nil {
+func (inv Invocation) link() error {
+	if err := inv.run(inv.Tool, inv.Args...); err != nil {
 		return err
 	}
-	out := flagValue(args, "o")
+	out := flagValue(inv.Args, "o")
 	if out == "" {
 		return nil
 	}
@@ -29,8 +30,8 @@ func link(opt Options, tool string, args []string, stdout, stderr io.Writer) err
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
 	}
-	if opt.Verbose {
-		summarize(opt, sites, stderr)
+	if inv.Verbose {
+		summarize(inv.Rules, sites, inv.Stderr)
 	}
 	return nil
 }
@@ -92,7 +93,7 @@ func sanitize(s string) string {
 
 // summarize prints what the binary carries and which rules selected nothing
 // in it.
-func summarize(opt Options, sites []probetable.Site, w io.Writer) {
+func summarize(r *rules.Rules, sites []probetable.Site, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {
@@ -120,8 +121,7 @@ func summarize(opt Options, sites []probetable.Site, w io.Writer) {
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "usdt-toolexec:   %s: %d functions\n", p, len(funcs[p]))
 	}
-	r, err := loadRules(opt)
-	if err != nil || r == nil {
+	if r == nil {
 		return
 	}
 	for _, p := range pkgs {

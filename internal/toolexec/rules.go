@@ -5,15 +5,8 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/go-usdt/usdt/rules"
-)
-
-var (
-	rulesOnce   sync.Once
-	loadedRules *rules.Rules
-	rulesErr    error
 )
 
 // goCommandDir is where the go command runs. The compiler runs in each
@@ -61,26 +54,20 @@ func parentOf(pid int) int {
 	return ppid
 }
 
-// loadRules finds and loads the rules once per process; nil without a
-// rules file.
+// loadRules finds and loads the build's rules; nil without a rules file.
 func loadRules(opt Options) (*rules.Rules, error) {
-	rulesOnce.Do(func() {
-		path, err := rules.Locate(opt.Rules, goCommandDir())
-		if err != nil || path == "" {
-			rulesErr = err
-			return
-		}
-		loadedRules, rulesErr = rules.Load(path)
-	})
-	return loadedRules, rulesErr
+	path, err := rules.Locate(opt.Rules, goCommandDir())
+	if err != nil || path == "" {
+		return nil, err
+	}
+	return rules.Load(path)
 }
 
 // rulesIdentity is part of the tool identity: editing the rules must
 // invalidate every cached compile and link.
-func rulesIdentity(opt Options) (string, error) {
-	r, err := loadRules(opt)
-	if err != nil || r == nil {
-		return "none", err
+func rulesIdentity(r *rules.Rules) string {
+	if r == nil {
+		return "none"
 	}
-	return r.Hash[:16], nil
+	return r.Hash[:16]
 }

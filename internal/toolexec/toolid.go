@@ -17,8 +17,8 @@ import (
 // tool's identity in every cache key. Appending a hash of this wrapper and
 // of the rules means that packages and executables built with another
 // version of it, other rules, or without it, are never reused.
-func toolVersion(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
-	answer, err := realToolVersion(opt, tool, args, stderr)
+func (inv Invocation) version() error {
+	answer, err := inv.realVersion()
 	if err != nil {
 		return err
 	}
@@ -26,30 +26,27 @@ func toolVersion(opt Options, tool string, args []string, stdout, stderr io.Writ
 	if err != nil {
 		return err
 	}
-	ruleID, err := rulesIdentity(opt)
-	if err != nil {
-		return err
-	}
-	id := self + "-rules-" + ruleID
+	id := self + "-rules-" + rulesIdentity(inv.Rules)
 	line := strings.TrimRight(answer, "\n")
 	// A development toolchain's answer must end in buildID=..., so the
 	// wrapper's identity goes inside that last field.
 	if i := strings.LastIndex(line, " buildID="); i >= 0 {
-		fmt.Fprintf(stdout, "%s+usdt-toolexec-%s\n", line, id)
+		fmt.Fprintf(inv.Stdout, "%s+usdt-toolexec-%s\n", line, id)
 		return nil
 	}
-	fmt.Fprintf(stdout, "%s usdt-toolexec=%s\n", line, id)
+	fmt.Fprintf(inv.Stdout, "%s usdt-toolexec=%s\n", line, id)
 	return nil
 }
 
-// realToolVersion is the tool's own answer to -V=full. It is cached on
+// realVersion is the tool's own answer to -V=full. It is cached on
 // disk by the tool's path, size and modification time: every build asks,
 // warm no-op builds included, and running the tool costs more than the
 // rest of the wrapper. An -exec wrapper answers for the tool, adding its
 // own identity, and is asked every time.
-func realToolVersion(opt Options, tool string, args []string, stderr io.Writer) (string, error) {
+func (inv Invocation) realVersion() (string, error) {
+	tool, args := inv.Tool, inv.Args
 	cache := ""
-	if fi, err := os.Stat(tool); err == nil && len(opt.Exec) == 0 {
+	if fi, err := os.Stat(tool); err == nil && len(inv.Exec) == 0 {
 		if dir, err := os.UserCacheDir(); err == nil {
 			sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%q", tool, fi.Size(), fi.ModTime().UnixNano(), args))
 			cache = filepath.Join(dir, "usdt-toolexec", "toolid-"+hex.EncodeToString(sum[:16]))
@@ -59,7 +56,9 @@ func realToolVersion(opt Options, tool string, args []string, stderr io.Writer) 
 		}
 	}
 	var out bytes.Buffer
-	if err := opt.runTool(tool, args, &out, stderr); err != nil {
+	r := inv.Runner
+	r.Stdout = &out
+	if err := r.run(tool, args...); err != nil {
 		return "", err
 	}
 	if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o755) == nil {

@@ -2,7 +2,6 @@ package toolexec
 
 import (
 	"encoding/json"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,9 +12,10 @@ import (
 // vet runs go vet's analysis tool, which go test runs before every test.
 // It type-checks the package from the files its JSON config lists, so it
 // must see the same sentinel definition as the compiler.
-func vet(opt Options, tool string, args []string, stdout, stderr io.Writer) error {
+func (inv Invocation) vet() error {
+	args := inv.Args
 	if len(args) == 0 || !strings.HasSuffix(args[len(args)-1], ".cfg") {
-		return opt.runTool(tool, args, stdout, stderr)
+		return inv.run(inv.Tool, args...)
 	}
 	cfgPath := args[len(args)-1]
 	data, err := os.ReadFile(cfgPath)
@@ -24,7 +24,7 @@ func vet(opt Options, tool string, args []string, stdout, stderr io.Writer) erro
 	}
 	var cfg map[string]any
 	if err := json.Unmarshal(data, &cfg); err != nil {
-		return opt.runTool(tool, args, stdout, stderr)
+		return inv.run(inv.Tool, args...)
 	}
 	files, _ := cfg["GoFiles"].([]any)
 	for _, f := range files {
@@ -49,5 +49,5 @@ func vet(opt Options, tool string, args []string, stdout, stderr io.Writer) erro
 		args = append(append([]string{}, args[:len(args)-1]...), newCfg)
 		break
 	}
-	return opt.runTool(tool, args, stdout, stderr)
+	return inv.run(inv.Tool, args...)
 }
