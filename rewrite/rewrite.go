@@ -322,17 +322,3 @@ func writeRewritten(dir string, f *file, edits []splice) (string, error) {
 	path := filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path))
 	return path, os.WriteFile(path, out, 0o644)
 }
-
-// probeName turns a package name and a function name into the name part of
-// a probe: only [A-Za-z0-9_] survive, methods become Type__Method.
-func probeName(kind, pkg, fn string) string {
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-				return r
-			}
-			return '_'
-		}, s)
-	}
-	return kind + "__" + clean(pkg) + "__" + clean(strings.ReplaceAll(fn, ".", "__"))
-}

@@ -20,6 +20,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/tracetest"
 )
 
@@ -66,7 +67,8 @@ var autoNever = map[string]string{
 }
 
 func autoProbe(kind, fn string) string {
-	return kind + "__" + strings.ReplaceAll(fn, ".", "__")
+	pkg, name, _ := strings.Cut(fn, ".")
+	return autoprobe.Name(kind, pkg, name)
 }
 
 // autoWantProbes is the exact set of probes of the auto command.
@@ -250,8 +252,8 @@ func checkProbeSet(t *testing.T, who string, got []string, provider string, want
 		seen[name]++
 		if !want[name] {
 			why := "not selected by the rules"
-			_, pkgFn, _ := strings.Cut(name, "__")
-			if r, ok := autoNever[strings.ReplaceAll(pkgFn, "__", ".")]; ok {
+			_, pkg, fn, _ := autoprobe.Split(name)
+			if r, ok := autoNever[autoprobe.Label(pkg, fn)]; ok {
 				why = r
 			}
 			t.Errorf("%s lists %s: %s", who, p, why)

@@ -78,17 +78,8 @@ func disambiguate(sites []probetable.Site) {
 		if !ok || s.Package == "" || len(paths[pkg]) < 2 {
 			continue
 		}
-		sites[i].Name = kind + "__" + sanitize(s.Package) + "__" + fn
+		sites[i].Name = autoprobe.Name(kind, s.Package, fn)
 	}
-}
-
-func sanitize(s string) string {
-	return strings.Map(func(r rune) rune {
-		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			return r
-		}
-		return '_'
-	}, s)
 }
 
 // summarize prints what the binary carries and which rules selected nothing

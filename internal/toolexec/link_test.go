@@ -3,7 +3,6 @@ package toolexec
 import (
 	"testing"
 
-	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probetable"
 )
 
@@ -30,24 +29,6 @@ func TestDisambiguate(t *testing.T) {
 	for i, s := range sites {
 		if s.Name != want[i] {
 			t.Errorf("site %d: %q, want %q", i, s.Name, want[i])
-		}
-	}
-}
-
-func TestSplitAutoName(t *testing.T) {
-	tests := []struct {
-		name          string
-		kind, pkg, fn string
-		ok            bool
-	}{
-		{"entry__main__Shop__Order", "entry", "main", "Shop__Order", true},
-		{"exit__json__Marshal", "exit", "json", "Marshal", true},
-		{"job__done", "", "", "", false},
-	}
-	for _, tt := range tests {
-		kind, pkg, fn, ok := autoprobe.Split(tt.name)
-		if kind != tt.kind || pkg != tt.pkg || fn != tt.fn || ok != tt.ok {
-			t.Errorf("autoprobe.Split(%q) = %q %q %q %v", tt.name, kind, pkg, fn, ok)
 		}
 	}
 }
