@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/goidoff"
+	"github.com/go-usdt/usdt/internal/gomod"
 	"github.com/go-usdt/usdt/internal/usdtgen"
 	"github.com/go-usdt/usdt/rewrite"
 )
@@ -147,7 +148,7 @@ func mainImportPath(files []string, objdir string) string {
 		if !filepath.IsAbs(src) {
 			continue
 		}
-		if p := usdtgen.ImportPath(filepath.Dir(src)); p != "" {
+		if p := gomod.ImportPath(filepath.Dir(src)); p != "" {
 			return p
 		}
 		break
