@@ -9,8 +9,9 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/diskcache"
 )
 
 // toolVersion answers `TOOL -V=full`, which the go command uses as the
@@ -45,14 +46,12 @@ func (inv Invocation) version() error {
 // own identity, and is asked every time.
 func (inv Invocation) realVersion() (string, error) {
 	tool, args := inv.Tool, inv.Args
-	cache := ""
+	key := ""
 	if fi, err := os.Stat(tool); err == nil && len(inv.Exec) == 0 {
-		if dir, err := os.UserCacheDir(); err == nil {
-			sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%q", tool, fi.Size(), fi.ModTime().UnixNano(), args))
-			cache = filepath.Join(dir, "usdt-toolexec", "toolid-"+hex.EncodeToString(sum[:16]))
-			if data, err := os.ReadFile(cache); err == nil && len(data) > 0 {
-				return string(data), nil
-			}
+		sum := sha256.Sum256(fmt.Appendf(nil, "%s\x00%d\x00%d\x00%q", tool, fi.Size(), fi.ModTime().UnixNano(), args))
+		key = "toolid-" + hex.EncodeToString(sum[:16])
+		if data, ok := diskcache.Get(key); ok && len(data) > 0 {
+			return string(data), nil
 		}
 	}
 	var out bytes.Buffer
@@ -61,13 +60,8 @@ func (inv Invocation) realVersion() (string, error) {
 	if err := r.run(tool, args...); err != nil {
 		return "", err
 	}
-	if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
-		// Written whole under a unique name, then renamed: concurrent
-		// builds never read a partial answer.
-		tmp := fmt.Sprintf("%s.%d", cache, os.Getpid())
-		if os.WriteFile(tmp, out.Bytes(), 0o644) == nil {
-			os.Rename(tmp, cache)
-		}
+	if key != "" {
+		diskcache.Put(key, out.Bytes())
 	}
 	return out.String(), nil
 }
