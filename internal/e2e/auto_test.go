@@ -164,40 +164,9 @@ func (a *auto) bin(t *testing.T, variant string) string {
 	})
 }
 
-// copyAutoFixture copies testdata/auto, sub-packages included, into a new
-// module example.com/auto that requires this repository.
-func copyAutoFixture(t *testing.T) string {
-	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join("testdata", "auto")
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		if d.IsDir() {
-			return os.MkdirAll(filepath.Join(dir, rel), 0o755)
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		return os.WriteFile(filepath.Join(dir, rel), data, 0o644)
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	gomod := fmt.Sprintf("module example.com/auto\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", repoRoot)
-	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
-		t.Fatal(err)
-	}
-	copyFile(t, filepath.Join(repoRoot, "go.sum"), filepath.Join(dir, "go.sum"))
-	return dir
-}
-
 func TestAuto(t *testing.T) {
 	requireAMD64(t)
-	a := &auto{dir: copyAutoFixture(t), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
+	a := &auto{dir: userModule(t, "auto", "example.com/auto"), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	t.Run("ProbeList", a.testProbeList)
 	t.Run("SiteNops", a.testSiteNops)
@@ -1096,7 +1065,7 @@ func (a *auto) testReproducible(t *testing.T) {
 	}
 	cmpFiles(inst, again)
 
-	dir2 := copyAutoFixture(t)
+	dir2 := userModule(t, "auto", "example.com/auto")
 	trim1, _, err := a.goBuild(a.dir, "trim1", false, "-trimpath", a.toolexec("-rules", a.rules), ".")
 	if err != nil {
 		t.Fatal(err)

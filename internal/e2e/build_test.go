@@ -9,7 +9,6 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,31 +90,15 @@ func writeFile(t *testing.T, path, content string) {
 // go.work files of multi-module layouts.
 func tree(t *testing.T, name string, files map[string]string) string {
 	t.Helper()
-	dir := t.TempDir()
-	src := filepath.Join("testdata", name)
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		writeFile(t, filepath.Join(dir, rel), string(data))
-		return nil
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
+	dir := copyTestdata(t, name)
 	for rel, content := range files {
 		writeFile(t, filepath.Join(dir, rel), content)
 	}
 	return dir
 }
 
-// buildFixture lays out testdata/build, a module with a subdirectory
-// (fixture copies flat directories only), and needs no go generate.
+// buildFixture lays out testdata/build, a module of its own that needs no
+// go generate.
 func buildFixture(t *testing.T) string {
 	t.Helper()
 	return tree(t, "build", map[string]string{"go.mod": "module example.com/build\n\ngo 1.24\n"})

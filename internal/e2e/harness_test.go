@@ -5,7 +5,6 @@ import (
 	"bytes"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -51,42 +50,35 @@ func runMain(m *testing.M) int {
 	return m.Run()
 }
 
-// fixture copies testdata/name into a new module that requires this
-// repository through a replace directive, and runs go generate there, which
-// runs usdtgen from PATH as a user's //go:generate line would.
-func fixture(t *testing.T, name string) string {
+// copyTestdata copies testdata/name, subdirectories included, into a new
+// directory and returns it.
+func copyTestdata(t *testing.T, name string) string {
 	t.Helper()
 	dir := t.TempDir()
-	src := filepath.Join("testdata", name)
-	err := filepath.WalkDir(src, func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
-			return err
-		}
-		data, err := os.ReadFile(path)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(src, path)
-		dst := filepath.Join(dir, rel)
-		if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
-			return err
-		}
-		return os.WriteFile(dst, data, 0o644)
-	})
-	if err != nil {
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", name))); err != nil {
 		t.Fatal(err)
 	}
-	gomod := fmt.Sprintf("module example.com/%s\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", name, repoRoot)
+	return dir
+}
+
+// userModule copies testdata/name into a new module, modPath, that
+// requires this repository through a replace directive.
+func userModule(t *testing.T, name, modPath string) string {
+	t.Helper()
+	dir := copyTestdata(t, name)
+	gomod := fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", modPath, repoRoot)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	gosum, err := os.ReadFile(filepath.Join(repoRoot, "go.sum"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(filepath.Join(dir, "go.sum"), gosum, 0o644); err != nil {
-		t.Fatal(err)
-	}
+	copyFile(t, filepath.Join(repoRoot, "go.sum"), filepath.Join(dir, "go.sum"))
+	return dir
+}
+
+// fixture makes a user module of testdata/name and runs go generate there,
+// which runs usdtgen from PATH as a user's //go:generate line would.
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	dir := userModule(t, name, "example.com/"+name)
 	goCmd(t, dir, nil, "generate", "./...")
 	return dir
 }

@@ -88,7 +88,7 @@ func TestLibbpf(t *testing.T) {
 		})
 	}
 	t.Run("auto", func(t *testing.T) {
-		a := &auto{dir: copyAutoFixture(t), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
+		a := &auto{dir: userModule(t, "auto", "example.com/auto"), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 		a.rules = filepath.Join(a.dir, "rules.yml")
 		bin := a.bin(t, "inst")
 		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
@@ -192,7 +192,7 @@ func TestLibbpfARM64(t *testing.T) {
 	bin := filepath.Join(t.TempDir(), "types")
 	goCmd(t, dir, []string{"CGO_ENABLED=0", "GOARCH=arm64"}, routeA.buildArgs(bin)...)
 	notes := readelfNotes(t, bin)
-	autoDir, autoBin := copyAutoFixture(t), filepath.Join(t.TempDir(), "auto")
+	autoDir, autoBin := userModule(t, "auto", "example.com/auto"), filepath.Join(t.TempDir(), "auto")
 	goCmd(t, autoDir, []string{"CGO_ENABLED=0", "GOARCH=arm64"}, "build", "-o", autoBin, usdtToolexec("-rules", filepath.Join(autoDir, "rules.yml")), ".")
 	notes = append(notes, readelfNotes(t, autoBin)...)
 	if len(notes) < 6+49 {
