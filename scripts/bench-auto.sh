@@ -37,6 +37,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 root=$PWD
 COUNT=${COUNT:-10}
 BENCH=${BENCH:-.}
@@ -150,7 +152,7 @@ for b in "${builds[@]}"; do
 		inlined+=" $b"
 	fi
 done
-awk -v builds="${builds[*]}" -v inlined="$inlined " '
+awk -v builds="${builds[*]}" -v inlined="$inlined " "$SORTMED"'
 FNR == 1 {
 	b = FILENAME
 	sub(/.*\//, "", b)
@@ -174,24 +176,11 @@ FNR == 1 {
 }
 # med returns the median of the samples of build b, benchmark name and
 # unit, or "" without samples; it sets lo and hi.
-function med(b, name, unit,    i, j, t, a, k) {
-	k = cnt[b, name, unit]
-	if (!k) {
-		return ""
-	}
-	for (i = 1; i <= k; i++) {
+function med(b, name, unit,    i, a) {
+	for (i = 1; i <= cnt[b, name, unit]; i++) {
 		a[i] = v[b, name, unit, i]
 	}
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) {
-			a[j + 1] = a[j]
-		}
-		a[j + 1] = t
-	}
-	lo = a[1]
-	hi = a[k]
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+	return sortmed(a, cnt[b, name, unit])
 }
 function fmtAdded(x, base) {
 	return x == "" || base == "" ? "-" : sprintf("%+.3f", x - base)
@@ -274,20 +263,7 @@ END {
 	}
 }' "${files[@]}"
 
-benchstat=()
-case $BENCHSTAT in
-0 | no | false) ;;
-*)
-	if command -v benchstat >/dev/null; then
-		benchstat=(benchstat)
-	elif go run golang.org/x/perf/cmd/benchstat@latest -h >/dev/null 2>&1; then
-		benchstat=(go run golang.org/x/perf/cmd/benchstat@latest)
-	else
-		echo
-		echo "(benchstat unavailable: only the summary above)"
-	fi
-	;;
-esac
+find_benchstat
 if ((${#benchstat[@]})); then
 	cols=()
 	for b in "${builds[@]}"; do

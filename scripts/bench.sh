@@ -34,6 +34,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 COUNT=${COUNT:-10}
 BENCH=${BENCH:-.}
 BENCHTIME=${BENCHTIME:-}
@@ -88,7 +90,7 @@ echo
 # benchmarks: the medians over the passes of their per-call medians.
 for r in "${routes[@]}"; do
 	echo "== route $r ($(grep -m1 '^cpu:' "$OUT/$r.txt" || echo 'cpu: ?'))"
-	awk '
+	awk "$SORTMED"'
 	/^Benchmark/ {
 		name = $1
 		sub(/^Benchmark/, "", name)
@@ -104,22 +106,12 @@ for r in "${routes[@]}"; do
 			sum[name, unit] += $f
 		}
 	}
-	# median sorts the samples of name and unit, and sets lo and hi.
-	function median(name, unit,    i, j, t, a, k) {
-		k = n[name, unit]
-		for (i = 1; i <= k; i++) {
+	# median is the median of the samples of name and unit; it sets lo and hi.
+	function median(name, unit,    i, a) {
+		for (i = 1; i <= n[name, unit]; i++) {
 			a[i] = v[name, unit, i]
 		}
-		for (i = 2; i <= k; i++) {
-			t = a[i]
-			for (j = i - 1; j >= 1 && a[j] > t; j--) {
-				a[j + 1] = a[j]
-			}
-			a[j + 1] = t
-		}
-		lo = a[1]
-		hi = a[k]
-		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+		return sortmed(a, n[name, unit])
 	}
 	END {
 		base = ("Plain" SUBSEP "ns/op") in n ? median("Plain", "ns/op") : 0
@@ -161,20 +153,7 @@ echo "ns/op is per loop iteration around one non-inlined call; +ns/call and"
 echo "ratio compare medians with BenchmarkPlain of the same route. The paired"
 echo "rows time the plain and probed loops in alternating blocks of one process."
 
-benchstat=()
-case $BENCHSTAT in
-0 | no | false) ;;
-*)
-	if command -v benchstat >/dev/null; then
-		benchstat=(benchstat)
-	elif go run golang.org/x/perf/cmd/benchstat@latest -h >/dev/null 2>&1; then
-		benchstat=(go run golang.org/x/perf/cmd/benchstat@latest)
-	else
-		echo
-		echo "(benchstat unavailable: only the summary above)"
-	fi
-	;;
-esac
+find_benchstat
 if ((${#benchstat[@]})); then
 	for r in "${routes[@]}"; do
 		echo

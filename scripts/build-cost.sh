@@ -49,6 +49,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 COUNT=${COUNT:-3}
 REPEAT=${REPEAT:-5}
 read -r -a configs <<<"${CONFIGS:-plain wrapper module json std}"
@@ -178,7 +180,7 @@ echo
 # the plain build of the same run and repetition, which ran within a minute
 # of it, so that a noisy stretch of the machine affects both). Goals: cold
 # at most 1.5x, warm at most 1.2x (wall time), peak memory at most 2x.
-awk -F'\t' -v configs="${configs[*]}" '
+awk -F'\t' -v configs="${configs[*]}" "$SORTMED"'
 NR > 1 {
 	key = $1 SUBSEP $2
 	k = ++cnt[key]
@@ -187,22 +189,6 @@ NR > 1 {
 		v[key, f, k] = $f
 		at[$1, $2, $3, f] = $f
 	}
-}
-# sortmed sorts a[1..k] and returns its median; it sets lo and hi.
-function sortmed(a, k,    i, j, t) {
-	if (!k) {
-		return ""
-	}
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) {
-			a[j + 1] = a[j]
-		}
-		a[j + 1] = t
-	}
-	lo = a[1]
-	hi = a[k]
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
 }
 function med(key, f,    i, a) {
 	for (i = 1; i <= cnt[key]; i++) {
