@@ -1,7 +1,11 @@
 // Package rewrite instruments the functions of one Go package that a rules
 // file selects, for usdt-toolexec's compile step: each gets an entry probe
-// (goroutine id, receiver, parameters) and an exit probe (goroutine id,
-// results), each behind its own semaphore.
+// (goroutine id, receiver, parameters) and an exit probe (goroutine id, the
+// nanoseconds since the same call's entry, results). One semaphore gates
+// both probes of a function: the kernel counts the tracers of either in it.
+//
+// It is the tool's internals, not an API for other programs: its only
+// client is usdt-toolexec (internal/toolexec), and it changes with it.
 //
 // Probes are spliced into the source text at positions the parser reports,
 // on the line of the function's opening brace, rather than printed back
