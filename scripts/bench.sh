@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh runs the probe-cost benchmarks of internal/bench in both build
+# bench.sh runs the probe-cost benchmarks of internal/testing/bench in both build
 # routes, side by side, and prints what a probe adds per call:
 #
 #   plan9: CGO_ENABLED=0 go test -toolexec=usdt-toolexec  (Plan9 stubs,
@@ -29,8 +29,8 @@
 #                   0: never (the awk summary is printed either way)
 #
 # Equivalent one-route commands, from the repository root:
-#   CGO_ENABLED=0 go test -toolexec=/path/to/usdt-toolexec -run='^$' -bench=. -benchmem -count=10 ./internal/bench
-#   CGO_ENABLED=1 go test -run='^$' -bench=. -benchmem -count=10 ./internal/bench
+#   CGO_ENABLED=0 go test -toolexec=/path/to/usdt-toolexec -run='^$' -bench=. -benchmem -count=10 ./internal/testing/bench
+#   CGO_ENABLED=1 go test -run='^$' -bench=. -benchmem -count=10 ./internal/testing/bench
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -48,8 +48,8 @@ mkdir -p "$bin"
 
 echo "# building usdt-toolexec and the two test binaries into $bin" >&2
 go build -o "$bin/usdt-toolexec" ./cmd/usdt-toolexec
-CGO_ENABLED=0 go test -c -toolexec="$bin/usdt-toolexec" -ldflags="$LDFLAGS" -o "$bin/plan9.test" ./internal/bench
-CGO_ENABLED=1 go test -c -ldflags="$LDFLAGS" -o "$bin/cgo.test" ./internal/bench
+CGO_ENABLED=0 go test -c -toolexec="$bin/usdt-toolexec" -ldflags="$LDFLAGS" -o "$bin/plan9.test" ./internal/testing/bench
+CGO_ENABLED=1 go test -c -ldflags="$LDFLAGS" -o "$bin/cgo.test" ./internal/testing/bench
 
 args=(-test.run='^$' -test.benchmem -test.count=1)
 if [[ -n $BENCHTIME ]]; then
@@ -60,7 +60,7 @@ routes=(plan9 cgo)
 for r in "${routes[@]}"; do
 	: >"$OUT/$r.txt"
 done
-mapfile -t benches < <(cd internal/bench && "$bin/plan9.test" -test.list="$BENCH" | grep '^Benchmark')
+mapfile -t benches < <(cd internal/testing/bench && "$bin/plan9.test" -test.list="$BENCH" | grep '^Benchmark')
 if ((${#benches[@]} == 0)); then
 	echo "no benchmark matches BENCH=$BENCH" >&2
 	exit 1
@@ -76,7 +76,7 @@ for ((i = 1; i <= COUNT; i++)); do
 		for r in "${order[@]}"; do
 			# The test binary runs in its package directory, as
 			# go test would run it.
-			(cd internal/bench && "$bin/$r.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$r.txt"
+			(cd internal/testing/bench && "$bin/$r.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$r.txt"
 		done
 	done
 done

@@ -32,7 +32,7 @@
 # Each build runs as `/usr/bin/time -v treerss -- go build ...`. time -v's
 # "Maximum resident set size" is the largest single process of the build
 # (the go command, one compile or the link), not their sum; treerss
-# (internal/benchauto/treerss) also samples the total RSS of the whole
+# (internal/testing/benchauto/treerss) also samples the total RSS of the whole
 # process tree every 50 ms and reports its peak. Wall and CPU (user+system,
 # all processes) times come from treerss.
 #
@@ -73,7 +73,7 @@ fi
 
 echo "# building usdt-toolexec and treerss into $bin" >&2
 go build -o "$bin/usdt-toolexec" ./cmd/usdt-toolexec
-go build -o "$bin/treerss" ./internal/benchauto/treerss
+go build -o "$bin/treerss" ./internal/testing/benchauto/treerss
 
 echo "# fetching golang.org/x/tools@$VERSION through the module proxy" >&2
 dir=$(go mod download -json "golang.org/x/tools@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')

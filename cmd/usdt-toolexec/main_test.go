@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-usdt/usdt/internal/clitest"
+	"github.com/go-usdt/usdt/internal/testing/clitest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 

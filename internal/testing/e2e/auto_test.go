@@ -21,7 +21,7 @@ import (
 	"time"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // The automatic probes that usdt-toolexec -rules inserts, checked on

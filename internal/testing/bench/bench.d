@@ -1,6 +1,6 @@
 /*
  * Probes the cost benchmarks of package bench fire. Regenerate with
- *   go generate ./internal/bench
+ *   go generate ./internal/testing/bench
  */
 provider bench {
 	/* An integer argument only: the cheapest probe. */

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 var (
@@ -31,7 +31,7 @@ func runMain(m *testing.M) int {
 	if err != nil {
 		panic(err)
 	}
-	repoRoot = filepath.Dir(filepath.Dir(wd))
+	repoRoot = filepath.Dir(filepath.Dir(filepath.Dir(wd)))
 	dir, err := os.MkdirTemp("", "usdt-e2e-tools-")
 	if err != nil {
 		panic(err)

@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/sdtnote"
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // wantProbes is types.d as a tracer must see it: each probe's argument

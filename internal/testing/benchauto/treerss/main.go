@@ -18,7 +18,7 @@
 // /proc/PID/task/TID/children from the command, so it reads a few files
 // per live process each interval. The exit status is the command's.
 //
-// Linux only; it lives in internal/benchauto for scripts/build-cost.sh.
+// Linux only; it lives in internal/testing/benchauto for scripts/build-cost.sh.
 package main
 
 import (

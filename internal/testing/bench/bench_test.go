@@ -2,7 +2,7 @@ package bench
 
 import (
 	"fmt"
-	"github.com/go-usdt/usdt/internal/benchpair"
+	"github.com/go-usdt/usdt/internal/testing/benchpair"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -290,7 +290,7 @@ func buildRoutes(t *testing.T) []buildRoute {
 		t.Skipf("no go command: %v", err)
 	}
 	toolexec := filepath.Join(t.TempDir(), "usdt-toolexec")
-	goCmd(t, nil, "build", "-o", toolexec, "../../cmd/usdt-toolexec")
+	goCmd(t, nil, "build", "-o", toolexec, "../../../cmd/usdt-toolexec")
 	routes := []buildRoute{{"plan9", []string{"CGO_ENABLED=0"}, []string{"-toolexec=" + toolexec}}}
 	cc := strings.TrimSpace(goCmd(t, nil, "env", "CC"))
 	if _, err := exec.LookPath(strings.Fields(cc + " gcc")[0]); err != nil {

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // valuesScript prints every argument bpftrace can read (arg0-arg5 on

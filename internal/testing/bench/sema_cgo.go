@@ -5,8 +5,8 @@ package bench
 /*
 // Declared again because cgo resolves C names per file; the definitions
 // are in bench_usdt_cgo_$GOARCH.S, so a renamed symbol fails the link.
-extern unsigned short usdt_2331c82b_bench_hit_sema;
-extern unsigned short usdt_2331c82b_bench_str_sema;
+extern unsigned short usdt_9cb18d70_bench_hit_sema;
+extern unsigned short usdt_9cb18d70_bench_str_sema;
 */
 import "C"
 
@@ -22,6 +22,6 @@ const route = "cgo"
 // a probe is enabled), so the tests take them from the C variables and check
 // through usdtrt.Probes that they are the registered ones.
 func semaphores() (hit, str *uint16) {
-	return (*uint16)(unsafe.Pointer(&C.usdt_2331c82b_bench_hit_sema)),
-		(*uint16)(unsafe.Pointer(&C.usdt_2331c82b_bench_str_sema))
+	return (*uint16)(unsafe.Pointer(&C.usdt_9cb18d70_bench_hit_sema)),
+		(*uint16)(unsafe.Pointer(&C.usdt_9cb18d70_bench_str_sema))
 }

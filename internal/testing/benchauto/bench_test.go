@@ -1,12 +1,12 @@
 package benchauto
 
 import (
-	"github.com/go-usdt/usdt/internal/benchpair"
+	"github.com/go-usdt/usdt/internal/testing/benchpair"
 	"testing"
 )
 
 // Every benchmark times one iteration of a plain b.N loop around one call,
-// with the results summed into a sink, as in internal/bench: in a b.Loop
+// with the results summed into a sink, as in internal/testing/bench: in a b.Loop
 // body the compiler keeps arguments and results alive, which would add
 // code of its own around the call under test.
 //

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // btFuncs is how many functions TestBtManyFunctions instruments: more than

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // libbpfConsumer is testdata/libbpf built with the host's clang against

@@ -29,7 +29,7 @@ func TestBuilds(t *testing.T) {
 	}
 	dir := t.TempDir()
 	toolexec := filepath.Join(dir, "usdt-toolexec")
-	goCmd(t, "build", "-o", toolexec, "../../cmd/usdt-toolexec")
+	goCmd(t, "build", "-o", toolexec, "../../../cmd/usdt-toolexec")
 	for _, c := range []struct {
 		name, rules string
 		probes      []string

@@ -7,15 +7,15 @@ package bench
 /*
 #include <stdint.h>
 
-#cgo noescape usdt_2331c82b_bench_hit_stub
-#cgo nocallback usdt_2331c82b_bench_hit_stub
-extern unsigned short usdt_2331c82b_bench_hit_sema;
-void usdt_2331c82b_bench_hit_stub(int64_t);
+#cgo noescape usdt_9cb18d70_bench_hit_stub
+#cgo nocallback usdt_9cb18d70_bench_hit_stub
+extern unsigned short usdt_9cb18d70_bench_hit_sema;
+void usdt_9cb18d70_bench_hit_stub(int64_t);
 
-#cgo noescape usdt_2331c82b_bench_str_stub
-#cgo nocallback usdt_2331c82b_bench_str_stub
-extern unsigned short usdt_2331c82b_bench_str_sema;
-void usdt_2331c82b_bench_str_stub(const char *, int64_t);
+#cgo noescape usdt_9cb18d70_bench_str_stub
+#cgo nocallback usdt_9cb18d70_bench_str_stub
+extern unsigned short usdt_9cb18d70_bench_str_sema;
+void usdt_9cb18d70_bench_str_stub(const char *, int64_t);
 */
 import "C"
 
@@ -27,8 +27,8 @@ import (
 
 func init() {
 	usdtrt.Register([]usdtrt.Probe{
-		{Provider: "bench", Name: "hit", Args: "(n int64)", Semaphore: (*uint16)(unsafe.Pointer(&C.usdt_2331c82b_bench_hit_sema))},
-		{Provider: "bench", Name: "str", Args: "(s string, n int64)", Semaphore: (*uint16)(unsafe.Pointer(&C.usdt_2331c82b_bench_str_sema))},
+		{Provider: "bench", Name: "hit", Args: "(n int64)", Semaphore: (*uint16)(unsafe.Pointer(&C.usdt_9cb18d70_bench_hit_sema))},
+		{Provider: "bench", Name: "str", Args: "(s string, n int64)", Semaphore: (*uint16)(unsafe.Pointer(&C.usdt_9cb18d70_bench_str_sema))},
 	})
 }
 
@@ -36,7 +36,7 @@ func init() {
 // is attached it costs a semaphore load and one branch; the cgo call happens
 // only while one is.
 func BenchHit(n int64) {
-	if C.usdt_2331c82b_bench_hit_sema != 0 {
+	if C.usdt_9cb18d70_bench_hit_sema != 0 {
 		usdtFireBenchHit(n)
 	}
 }
@@ -44,19 +44,19 @@ func BenchHit(n int64) {
 // BenchHitEnabled reports whether a tracer is attached to
 // bench:hit: check it before computing costly arguments.
 func BenchHitEnabled() bool {
-	return C.usdt_2331c82b_bench_hit_sema != 0
+	return C.usdt_9cb18d70_bench_hit_sema != 0
 }
 
 //go:noinline
 func usdtFireBenchHit(n int64) {
-	C.usdt_2331c82b_bench_hit_stub(C.int64_t(n))
+	C.usdt_9cb18d70_bench_hit_stub(C.int64_t(n))
 }
 
 // BenchStr fires probe bench:str (bench.d:9). While no tracer
 // is attached it costs a semaphore load and one branch; the cgo call happens
 // only while one is.
 func BenchStr(s string, n int64) {
-	if C.usdt_2331c82b_bench_str_sema != 0 {
+	if C.usdt_9cb18d70_bench_str_sema != 0 {
 		usdtFireBenchStr(s, n)
 	}
 }
@@ -64,11 +64,11 @@ func BenchStr(s string, n int64) {
 // BenchStrEnabled reports whether a tracer is attached to
 // bench:str: check it before computing costly arguments.
 func BenchStrEnabled() bool {
-	return C.usdt_2331c82b_bench_str_sema != 0
+	return C.usdt_9cb18d70_bench_str_sema != 0
 }
 
 //go:noinline
 func usdtFireBenchStr(s string, n int64) {
 	var usdtBuf0 usdtrt.CString
-	C.usdt_2331c82b_bench_str_stub((*C.char)(unsafe.Pointer(usdtBuf0.Set(s))), C.int64_t(n))
+	C.usdt_9cb18d70_bench_str_stub((*C.char)(unsafe.Pointer(usdtBuf0.Set(s))), C.int64_t(n))
 }

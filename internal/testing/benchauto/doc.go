@@ -3,7 +3,7 @@
 // rules file cost per call while no tracer is attached.
 //
 // The same test binary is built twice, plain and with
-// -toolexec="usdt-toolexec -rules internal/benchauto/rules.yml"; rules.yml
+// -toolexec="usdt-toolexec -rules internal/testing/benchauto/rules.yml"; rules.yml
 // selects Work and Add, and nothing else. WorkRef and AddNoinline are
 // identical copies that no rule selects: in the instrumented binary they
 // are the uninstrumented reference inside the same process, and in the

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // TestCorpus runs each program of testdata/corpus three ways: built plain,

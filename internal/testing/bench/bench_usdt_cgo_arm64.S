@@ -13,30 +13,30 @@ _.stapsdt.base:
 	/* bench:hit */
 	.pushsection .probes, "aw", %progbits
 	.balign 2
-	.globl usdt_2331c82b_bench_hit_sema
-	.hidden usdt_2331c82b_bench_hit_sema
-	.type usdt_2331c82b_bench_hit_sema, %object
-	.size usdt_2331c82b_bench_hit_sema, 2
-usdt_2331c82b_bench_hit_sema:
+	.globl usdt_9cb18d70_bench_hit_sema
+	.hidden usdt_9cb18d70_bench_hit_sema
+	.type usdt_9cb18d70_bench_hit_sema, %object
+	.size usdt_9cb18d70_bench_hit_sema, 2
+usdt_9cb18d70_bench_hit_sema:
 	.2byte 0
 	.popsection
 
 	.text
-	.globl usdt_2331c82b_bench_hit_stub
-	.hidden usdt_2331c82b_bench_hit_stub
-	.type usdt_2331c82b_bench_hit_stub, %function
-usdt_2331c82b_bench_hit_stub:
+	.globl usdt_9cb18d70_bench_hit_stub
+	.hidden usdt_9cb18d70_bench_hit_stub
+	.type usdt_9cb18d70_bench_hit_stub, %function
+usdt_9cb18d70_bench_hit_stub:
 .Lusdt_site_0:
 	nop
 	ret
-	.size usdt_2331c82b_bench_hit_stub, .-usdt_2331c82b_bench_hit_stub
+	.size usdt_9cb18d70_bench_hit_stub, .-usdt_9cb18d70_bench_hit_stub
 
 	.pushsection .note.stapsdt, "", %note
 	.balign 4
 	.4byte 8, .Lusdt_desc_end_0-.Lusdt_desc_0, 3
 	.asciz "stapsdt"
 .Lusdt_desc_0:
-	.8byte .Lusdt_site_0, _.stapsdt.base, usdt_2331c82b_bench_hit_sema
+	.8byte .Lusdt_site_0, _.stapsdt.base, usdt_9cb18d70_bench_hit_sema
 	.asciz "bench"
 	.asciz "hit"
 	.asciz "-8@x0"
@@ -47,30 +47,30 @@ usdt_2331c82b_bench_hit_stub:
 	/* bench:str */
 	.pushsection .probes, "aw", %progbits
 	.balign 2
-	.globl usdt_2331c82b_bench_str_sema
-	.hidden usdt_2331c82b_bench_str_sema
-	.type usdt_2331c82b_bench_str_sema, %object
-	.size usdt_2331c82b_bench_str_sema, 2
-usdt_2331c82b_bench_str_sema:
+	.globl usdt_9cb18d70_bench_str_sema
+	.hidden usdt_9cb18d70_bench_str_sema
+	.type usdt_9cb18d70_bench_str_sema, %object
+	.size usdt_9cb18d70_bench_str_sema, 2
+usdt_9cb18d70_bench_str_sema:
 	.2byte 0
 	.popsection
 
 	.text
-	.globl usdt_2331c82b_bench_str_stub
-	.hidden usdt_2331c82b_bench_str_stub
-	.type usdt_2331c82b_bench_str_stub, %function
-usdt_2331c82b_bench_str_stub:
+	.globl usdt_9cb18d70_bench_str_stub
+	.hidden usdt_9cb18d70_bench_str_stub
+	.type usdt_9cb18d70_bench_str_stub, %function
+usdt_9cb18d70_bench_str_stub:
 .Lusdt_site_1:
 	nop
 	ret
-	.size usdt_2331c82b_bench_str_stub, .-usdt_2331c82b_bench_str_stub
+	.size usdt_9cb18d70_bench_str_stub, .-usdt_9cb18d70_bench_str_stub
 
 	.pushsection .note.stapsdt, "", %note
 	.balign 4
 	.4byte 8, .Lusdt_desc_end_1-.Lusdt_desc_1, 3
 	.asciz "stapsdt"
 .Lusdt_desc_1:
-	.8byte .Lusdt_site_1, _.stapsdt.base, usdt_2331c82b_bench_str_sema
+	.8byte .Lusdt_site_1, _.stapsdt.base, usdt_9cb18d70_bench_str_sema
 	.asciz "bench"
 	.asciz "str"
 	.asciz "8@x0 -8@x1"
