@@ -103,4 +103,17 @@ func compile(t *testing.T, arch, out string, res *rewrite.Result) {
 	if err := step.Run(); err != nil {
 		t.Fatalf("compile step: %v\n%s", err, log.Bytes())
 	}
+	// The stubs' object is a member of the package archive, which binutils
+	// reads like any ar archive.
+	ar, err := exec.LookPath("ar")
+	if err != nil {
+		t.Skipf("no ar to list the archive: %v", err)
+	}
+	members, err := exec.Command(ar, "t", filepath.Join(out, "_pkg_.a")).Output()
+	if err != nil {
+		t.Fatalf("ar t: %v", err)
+	}
+	if got := strings.Fields(string(members)); len(got) == 0 || got[len(got)-1] != "usdt_probes.o" {
+		t.Errorf("archive members %q, want the stubs' usdt_probes.o last", got)
+	}
 }

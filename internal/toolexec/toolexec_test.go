@@ -1,6 +1,9 @@
 package toolexec
 
-import "testing"
+import (
+	"reflect"
+	"testing"
+)
 
 func TestFlagValue(t *testing.T) {
 	args := []string{"-o", "out.a", "-p=example.com/x", "-trimpath", "$WORK/b001=>", "a.go"}
@@ -92,5 +95,18 @@ func TestToolexecFlag(t *testing.T) {
 		if is, has := toolexecFlag(tt.arg); is != tt.is || is && has != tt.holdsValue {
 			t.Errorf("toolexecFlag(%q) = %v, %v; want %v, %v", tt.arg, is, has, tt.is, tt.holdsValue)
 		}
+	}
+}
+
+func TestParseCompileFlags(t *testing.T) {
+	args := []string{"-o", "$WORK/b001/_pkg_.a", "-trimpath", "$WORK/b001=>", "-p", "example.com/x", "-lang=go1.24",
+		"-complete", "-importcfg", "$WORK/b001/importcfg", "-symabis", "$WORK/b001/symabis", "-shared", "-dynlink", "-pack", "/src/a.go", "/src/b.go"}
+	got := parseCompileFlags(args)
+	want := compileFlags{
+		pkg: "example.com/x", output: "$WORK/b001/_pkg_.a", importCfg: "$WORK/b001/importcfg", lang: "go1.24",
+		trimpath: "$WORK/b001=>", symabis: "$WORK/b001/symabis", pic: []string{"-shared", "-dynlink"}, goFiles: []string{"/src/a.go", "/src/b.go"},
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("parseCompileFlags = %+v, want %+v", got, want)
 	}
 }
