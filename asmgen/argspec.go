@@ -3,6 +3,10 @@
 // notes and semaphores for builds linked by the C toolchain, and the stapsdt
 // argument specs that tell a tracer where each argument sits when the NOP
 // runs.
+//
+// It is the tool's internals, not an API for other programs: its clients
+// are usdtgen's code generator and the rewrite package, and it changes
+// with them.
 package asmgen
 
 import (
@@ -33,11 +37,10 @@ func spec(k probe.Kind, operand string) string {
 
 // GoFrame describes a Plan9 stub's ABI0 argument frame.
 type GoFrame struct {
-	Offsets []int // of each argument from the first argument slot
-	Size    int   // the argument size the TEXT directive declares: exact, as vet's asmdecl checks
-	Specs   string
-	// Spec is each argument's spec on its own, in order.
-	Spec []string
+	Size int // the argument size the TEXT directive declares: exact, as vet's asmdecl checks
+	// Specs are the arguments' note specs ("-8@8(%rsp)"), in order: a
+	// note's argument string is some of them joined by spaces.
+	Specs []string
 }
 
 // GoArgs lays out arguments the way the Go compiler passes them to an ABI0
@@ -47,12 +50,10 @@ type GoFrame struct {
 // above the link-register save slot the caller reserves on arm64.
 func GoArgs(arch Arch, kinds []probe.Kind) GoFrame {
 	var f GoFrame
-	var specs []string
 	off := 0
 	for _, k := range kinds {
 		size := k.Size()
 		off = (off + size - 1) &^ (size - 1)
-		f.Offsets = append(f.Offsets, off)
 		var operand string
 		switch arch {
 		case AMD64:
@@ -60,12 +61,10 @@ func GoArgs(arch Arch, kinds []probe.Kind) GoFrame {
 		case ARM64:
 			operand = fmt.Sprintf("[sp, %d]", 8+off)
 		}
-		specs = append(specs, spec(k, operand))
+		f.Specs = append(f.Specs, spec(k, operand))
 		off += size
 	}
 	f.Size = off
-	f.Spec = specs
-	f.Specs = strings.Join(specs, " ")
 	return f
 }
 

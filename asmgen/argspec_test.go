@@ -1,6 +1,7 @@
 package asmgen
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -25,8 +26,8 @@ func TestGoArgs(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := GoArgs(tt.arch, tt.kinds)
-			if f.Specs != tt.specs || f.Size != tt.size {
-				t.Errorf("GoArgs = %q size %d, want %q size %d", f.Specs, f.Size, tt.specs, tt.size)
+			if specs := strings.Join(f.Specs, " "); specs != tt.specs || f.Size != tt.size {
+				t.Errorf("GoArgs = %q size %d, want %q size %d", specs, f.Size, tt.specs, tt.size)
 			}
 		})
 	}

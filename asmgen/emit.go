@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"strings"
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
@@ -64,7 +65,7 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 	entries := make([]probetable.Entry, len(stubs))
 	for i, s := range stubs {
 		f := GoArgs(arch, kinds(s.Probe))
-		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: f.Specs, Semaphore: i, Kinds: kinds(s.Probe)}
+		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: strings.Join(f.Specs, " "), Semaphore: i, Kinds: kinds(s.Probe)}
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}

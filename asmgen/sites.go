@@ -79,7 +79,7 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, tramps []Trampoline
 		entries[i] = probetable.Entry{
 			Provider:  s.Probe.Provider,
 			Name:      s.Probe.Name,
-			Args:      strings.Join(frames[s.Trampoline].Spec[1:], " "),
+			Args:      strings.Join(frames[s.Trampoline].Specs[1:], " "),
 			Semaphore: s.Semaphore,
 			Kinds:     kinds(s.Probe),
 		}

@@ -1,9 +1,7 @@
-package rewrite
+package rewrite_test
 
 import (
 	"fmt"
-	"go/parser"
-	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-usdt/usdt/rewrite"
 	"github.com/go-usdt/usdt/rules"
 )
 
@@ -37,14 +36,14 @@ func writeFiles(t testing.TB, files map[string]string) []string {
 }
 
 // instrumentAll instruments every function of the package the files make.
-func instrumentAll(t testing.TB, paths []string) (*Result, string, error) {
+func instrumentAll(t testing.TB, paths []string) (*rewrite.Result, string, error) {
 	t.Helper()
 	r, err := rules.Parse("rules.yml", []byte(allFuncs))
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := Package(Config{ImportPath: "example.com/shop", Files: paths, ImportCfg: stdImportCfg(t), GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out})
+	res, err := rewrite.Package(rewrite.Config{ImportPath: "example.com/shop", Files: paths, ImportCfg: stdImportCfg(t), GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out})
 	return res, out, err
 }
 
@@ -85,21 +84,7 @@ var stdPackages = []string{"errors", "fmt", "os", "path/filepath", "reflect", "r
 // typeCheckFiles type-checks the Go files as the compiler will, importing
 // the standard packages of stdImportCfg.
 func typeCheckFiles(t testing.TB, paths []string) error {
-	fset := token.NewFileSet()
-	var files []*file
-	for _, p := range paths {
-		src, err := os.ReadFile(p)
-		if err != nil {
-			return err
-		}
-		f, err := parser.ParseFile(fset, p, src, parser.SkipObjectResolution)
-		if err != nil {
-			return err
-		}
-		files = append(files, &file{p, src, f})
-	}
-	_, _, err := typeCheck(Config{ImportPath: "example.com/shop", ImportCfg: stdImportCfg(t), GOARCH: "amd64"}, fset, files)
-	return err
+	return rewrite.TypeCheck(rewrite.Config{ImportPath: "example.com/shop", ImportCfg: stdImportCfg(t), GOARCH: "amd64"}, paths)
 }
 
 const kinds = `

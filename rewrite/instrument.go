@@ -7,6 +7,7 @@ import (
 	"go/types"
 	"strings"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rules"
 )
@@ -165,7 +166,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		}
 		kinds, exprs, dropped := g.pass(vals)
 		fn.Dropped += dropped
-		fn.Entry = probeName("entry", g.pkg.Name(), name)
+		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
 		site, fireFn := g.add(fn.Entry, kinds, sem)
 		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
@@ -181,7 +182,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		}
 		kinds, exprs, ptrs, dropped := g.passAt(vals)
 		fn.Dropped += dropped
-		fn.Exit = probeName("exit", g.pkg.Name(), name)
+		fn.Exit = autoprobe.Name("exit", g.pkg.Name(), name)
 		kinds = append([]probe.Kind{probe.Int64}, kinds...)
 		exprs = append([]string{"usdtAutoNanotime() - x.start"}, exprs...)
 		site, fireFn := g.add(fn.Exit, kinds, sem)

@@ -1,7 +1,11 @@
 // Package rewrite instruments the functions of one Go package that a rules
 // file selects, for usdt-toolexec's compile step: each gets an entry probe
-// (goroutine id, receiver, parameters) and an exit probe (goroutine id,
-// results), each behind its own semaphore.
+// (goroutine id, receiver, parameters) and an exit probe (goroutine id, the
+// nanoseconds since the same call's entry, results). One semaphore gates
+// both probes of a function: the kernel counts the tracers of either in it.
+//
+// It is the tool's internals, not an API for other programs: its only
+// client is usdt-toolexec (internal/toolexec), and it changes with it.
 //
 // Probes are spliced into the source text at positions the parser reports,
 // on the line of the function's opening brace, rather than printed back
@@ -321,18 +325,4 @@ func writeRewritten(dir string, f *file, edits []splice) (string, error) {
 	out := append([]byte("//line "+abs+":1:1\n"), src...)
 	path := filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path))
 	return path, os.WriteFile(path, out, 0o644)
-}
-
-// probeName turns a package name and a function name into the name part of
-// a probe: only [A-Za-z0-9_] survive, methods become Type__Method.
-func probeName(kind, pkg, fn string) string {
-	clean := func(s string) string {
-		return strings.Map(func(r rune) rune {
-			if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-				return r
-			}
-			return '_'
-		}, s)
-	}
-	return kind + "__" + clean(pkg) + "__" + clean(strings.ReplaceAll(fn, ".", "__"))
 }

@@ -1,4 +1,4 @@
-package rewrite
+package rewrite_test
 
 import (
 	"bytes"
@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/toolexec"
+	"github.com/go-usdt/usdt/rewrite"
 	"github.com/go-usdt/usdt/rules"
 )
 
@@ -30,7 +32,7 @@ func TestGolden(t *testing.T) {
 	for _, arch := range []string{"amd64", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			out := t.TempDir()
-			res, err := Package(Config{
+			res, err := rewrite.Package(rewrite.Config{
 				ImportPath: "example.com/shop",
 				Files:      []string{filepath.Join(dir, "input.go")},
 				GOARCH:     arch,
@@ -80,27 +82,38 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// compile builds the package the way usdt-toolexec's compile step does.
-func compile(t *testing.T, arch, out string, res *Result) {
+// compile builds the package with usdt-toolexec's own compile step, for
+// arch, into an archive.
+func compile(t *testing.T, arch, out string, res *rewrite.Result) {
 	t.Helper()
-	goTool, err := exec.LookPath("go")
+	toolDir, err := exec.Command("go", "env", "GOTOOLDIR").Output()
 	if err != nil {
 		t.Skipf("no go command: %v", err)
 	}
-	asm := filepath.Join(out, "usdt_auto_probes.s")
-	if err := os.WriteFile(asm, res.Asm, 0o644); err != nil {
-		t.Fatal(err)
+	t.Setenv("GOARCH", arch)
+	t.Setenv("GOOS", "linux")
+	var log bytes.Buffer
+	step := toolexec.Step{
+		Runner:  toolexec.Runner{Stdout: &log, Stderr: &log},
+		Compile: filepath.Join(strings.TrimSpace(string(toolDir)), "compile"),
+		Args:    []string{"-p", "example.com/shop", "-pack", "-o", filepath.Join(out, "_pkg_.a")},
+		Files:   res.Files,
+		Asm:     res.Asm,
 	}
-	run := func(args ...string) {
-		t.Helper()
-		cmd := exec.Command(goTool, append([]string{"tool"}, args...)...)
-		cmd.Env = append(os.Environ(), "GOARCH="+arch, "GOOS=linux")
-		if b, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go tool %s: %v\n%s", strings.Join(args, " "), err, b)
-		}
+	if err := step.Run(); err != nil {
+		t.Fatalf("compile step: %v\n%s", err, log.Bytes())
 	}
-	symabis := filepath.Join(out, "symabis")
-	run("asm", "-p", "example.com/shop", "-gensymabis", "-o", symabis, asm)
-	run(append([]string{"compile", "-p", "example.com/shop", "-symabis", symabis, "-o", filepath.Join(out, "go.o")}, res.Files...)...)
-	run("asm", "-p", "example.com/shop", "-o", filepath.Join(out, "asm.o"), asm)
+	// The stubs' object is a member of the package archive, which binutils
+	// reads like any ar archive.
+	ar, err := exec.LookPath("ar")
+	if err != nil {
+		t.Skipf("no ar to list the archive: %v", err)
+	}
+	members, err := exec.Command(ar, "t", filepath.Join(out, "_pkg_.a")).Output()
+	if err != nil {
+		t.Fatalf("ar t: %v", err)
+	}
+	if got := strings.Fields(string(members)); len(got) == 0 || got[len(got)-1] != "usdt_probes.o" {
+		t.Errorf("archive members %q, want the stubs' usdt_probes.o last", got)
+	}
 }

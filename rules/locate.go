@@ -6,6 +6,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"github.com/go-usdt/usdt/internal/gomod"
 )
 
 // EnvVar names the environment variable that points at a rules file when no
@@ -48,7 +50,7 @@ func Locate(flagValue, dir string) (string, error) {
 	}
 	// In a workspace every module is a main module, so the rules of the
 	// whole build sit beside go.work; a module's own usdt.yml still wins.
-	for _, root := range []string{findUp(absDir, "go.mod"), findUp(absDir, "go.work")} {
+	for _, root := range []string{gomod.Root(absDir, "go.mod"), gomod.Root(absDir, "go.work")} {
 		if root == "" {
 			continue
 		}
@@ -80,21 +82,4 @@ func explicitFile(name, dir, source string) (string, error) {
 		return "", fmt.Errorf("rules file from %s: %s is a directory", source, path)
 	}
 	return path, nil
-}
-
-// findUp walks up from the absolute directory dir to the first directory
-// holding the file name (go.mod, go.work), as the go command does to find
-// the main module or workspace, and returns it, or "" at the root.
-func findUp(dir, name string) string {
-	dir = filepath.Clean(dir)
-	for {
-		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
-			return dir
-		}
-		parent := filepath.Dir(dir)
-		if parent == dir {
-			return ""
-		}
-		dir = parent
-	}
 }

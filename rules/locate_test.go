@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/gomod"
 )
 
 // newModule makes dir/go.mod and dir/sub/pkg, and returns dir.
@@ -90,7 +92,7 @@ func TestLocateNoModule(t *testing.T) {
 	t.Setenv(EnvVar, "")
 	t.Setenv("GO111MODULE", "")
 	dir := t.TempDir() // assumes no go.mod above the temp dir, as in /tmp
-	if findUp(dir, "go.mod") != "" || findUp(dir, "go.work") != "" {
+	if gomod.Root(dir, "go.mod") != "" || gomod.Root(dir, "go.work") != "" {
 		t.Skip("a go.mod or go.work sits above the temp directory")
 	}
 	writeFile(t, filepath.Join(dir, "usdt.yml"), "rules: [{package: a}]\n")

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
 # bench-auto.sh measures what automatic probes (usdt-toolexec with a rules
 # file) cost per call while no tracer is attached. It builds the test
-# binary of internal/benchauto three times from the same source:
+# binary of internal/testing/benchauto three times from the same source:
 #
 #   plain: CGO_ENABLED=0 go test -c
-#   auto:  CGO_ENABLED=0 go test -c -toolexec="usdt-toolexec -rules internal/benchauto/rules.yml"
+#   auto:  CGO_ENABLED=0 go test -c -toolexec="usdt-toolexec -rules internal/testing/benchauto/rules.yml"
 #          (entry and exit probes on Work and Add: what a rule gives by default)
-#   entry: the same with internal/benchauto/rules-entry.yml (entry probes
+#   entry: the same with internal/testing/benchauto/rules-entry.yml (entry probes
 #          only: no deferred call, no traced copy)
 #
 # It checks with `usdt-toolexec list` that Work and Add, and nothing else,
@@ -32,11 +32,13 @@
 #
 # One-binary equivalents, from the repository root:
 #   go build -o /tmp/usdt-toolexec ./cmd/usdt-toolexec
-#   CGO_ENABLED=0 go test -run='^$' -bench=. -count=10 ./internal/benchauto
-#   CGO_ENABLED=0 go test -toolexec="/tmp/usdt-toolexec -rules internal/benchauto/rules.yml" -run='^$' -bench=. -count=10 ./internal/benchauto
+#   CGO_ENABLED=0 go test -run='^$' -bench=. -count=10 ./internal/testing/benchauto
+#   CGO_ENABLED=0 go test -toolexec="/tmp/usdt-toolexec -rules internal/testing/benchauto/rules.yml" -run='^$' -bench=. -count=10 ./internal/testing/benchauto
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 root=$PWD
 COUNT=${COUNT:-10}
 BENCH=${BENCH:-.}
@@ -47,9 +49,9 @@ read -r -a builds <<<"${BUILDS:-plain auto entry}"
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-auto.XXXXXX")}
 mkdir -p "$OUT/bin"
 bin="$OUT/bin"
-pkg=./internal/benchauto
+pkg=./internal/testing/benchauto
 
-declare -A rulesOf=([auto]=internal/benchauto/rules.yml [entry]=internal/benchauto/rules-entry.yml)
+declare -A rulesOf=([auto]=internal/testing/benchauto/rules.yml [entry]=internal/testing/benchauto/rules-entry.yml)
 if [[ " ${builds[*]} " != *" plain "* ]]; then
 	echo "BUILDS must include plain" >&2
 	exit 1
@@ -114,7 +116,7 @@ fi
 for b in "${builds[@]}"; do
 	: >"$OUT/$b.txt"
 done
-mapfile -t benches < <(cd internal/benchauto && "$bin/plain.test" -test.list="$BENCH" | grep '^Benchmark')
+mapfile -t benches < <(cd internal/testing/benchauto && "$bin/plain.test" -test.list="$BENCH" | grep '^Benchmark')
 if ((${#benches[@]} == 0)); then
 	echo "no benchmark matches BENCH=$BENCH" >&2
 	exit 1
@@ -128,7 +130,7 @@ for ((i = 1; i <= COUNT; i++)); do
 			b=${builds[(i + j + k) % n]}
 			# The test binary runs in its package directory, as go
 			# test would run it.
-			(cd internal/benchauto && "$bin/$b.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$b.txt"
+			(cd internal/testing/benchauto && "$bin/$b.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$b.txt"
 		done
 	done
 done
@@ -150,7 +152,7 @@ for b in "${builds[@]}"; do
 		inlined+=" $b"
 	fi
 done
-awk -v builds="${builds[*]}" -v inlined="$inlined " '
+awk -v builds="${builds[*]}" -v inlined="$inlined " "$SORTMED"'
 FNR == 1 {
 	b = FILENAME
 	sub(/.*\//, "", b)
@@ -174,24 +176,11 @@ FNR == 1 {
 }
 # med returns the median of the samples of build b, benchmark name and
 # unit, or "" without samples; it sets lo and hi.
-function med(b, name, unit,    i, j, t, a, k) {
-	k = cnt[b, name, unit]
-	if (!k) {
-		return ""
-	}
-	for (i = 1; i <= k; i++) {
+function med(b, name, unit,    i, a) {
+	for (i = 1; i <= cnt[b, name, unit]; i++) {
 		a[i] = v[b, name, unit, i]
 	}
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) {
-			a[j + 1] = a[j]
-		}
-		a[j + 1] = t
-	}
-	lo = a[1]
-	hi = a[k]
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+	return sortmed(a, cnt[b, name, unit])
 }
 function fmtAdded(x, base) {
 	return x == "" || base == "" ? "-" : sprintf("%+.3f", x - base)
@@ -274,20 +263,7 @@ END {
 	}
 }' "${files[@]}"
 
-benchstat=()
-case $BENCHSTAT in
-0 | no | false) ;;
-*)
-	if command -v benchstat >/dev/null; then
-		benchstat=(benchstat)
-	elif go run golang.org/x/perf/cmd/benchstat@latest -h >/dev/null 2>&1; then
-		benchstat=(go run golang.org/x/perf/cmd/benchstat@latest)
-	else
-		echo
-		echo "(benchstat unavailable: only the summary above)"
-	fi
-	;;
-esac
+find_benchstat
 if ((${#benchstat[@]})); then
 	cols=()
 	for b in "${builds[@]}"; do

@@ -41,6 +41,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 root=$PWD
 COUNT=${COUNT:-5}
 N=${N:-100000}
@@ -124,28 +126,18 @@ echo "N=$N COUNT=$COUNT"
 echo
 # Medians over the passes of the untraced and traced loop's ns per
 # iteration and of the added ns per fire (per call for pair and get).
-awk -v order="${cases[*]}" '
+awk -v order="${cases[*]}" "$SORTMED"'
 {
 	k = ++n[$1]
 	plain[$1, k] = $3 / $5
 	traced[$1, k] = $4 / $5
 	added[$1, k] = ($4 - $3) / $5
 }
-function median(arr, c,    i, j, t, a, m) {
-	m = n[c]
-	for (i = 1; i <= m; i++) {
+function median(arr, c,    i, a) {
+	for (i = 1; i <= n[c]; i++) {
 		a[i] = arr[c, i]
 	}
-	for (i = 2; i <= m; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) {
-			a[j + 1] = a[j]
-		}
-		a[j + 1] = t
-	}
-	lo = a[1]
-	hi = a[m]
-	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
+	return sortmed(a, n[c])
 }
 END {
 	split(order, cs, " ")

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench.sh runs the probe-cost benchmarks of internal/bench in both build
+# bench.sh runs the probe-cost benchmarks of internal/testing/bench in both build
 # routes, side by side, and prints what a probe adds per call:
 #
 #   plan9: CGO_ENABLED=0 go test -toolexec=usdt-toolexec  (Plan9 stubs,
@@ -29,11 +29,13 @@
 #                   0: never (the awk summary is printed either way)
 #
 # Equivalent one-route commands, from the repository root:
-#   CGO_ENABLED=0 go test -toolexec=/path/to/usdt-toolexec -run='^$' -bench=. -benchmem -count=10 ./internal/bench
-#   CGO_ENABLED=1 go test -run='^$' -bench=. -benchmem -count=10 ./internal/bench
+#   CGO_ENABLED=0 go test -toolexec=/path/to/usdt-toolexec -run='^$' -bench=. -benchmem -count=10 ./internal/testing/bench
+#   CGO_ENABLED=1 go test -run='^$' -bench=. -benchmem -count=10 ./internal/testing/bench
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 COUNT=${COUNT:-10}
 BENCH=${BENCH:-.}
 BENCHTIME=${BENCHTIME:-}
@@ -46,8 +48,8 @@ mkdir -p "$bin"
 
 echo "# building usdt-toolexec and the two test binaries into $bin" >&2
 go build -o "$bin/usdt-toolexec" ./cmd/usdt-toolexec
-CGO_ENABLED=0 go test -c -toolexec="$bin/usdt-toolexec" -ldflags="$LDFLAGS" -o "$bin/plan9.test" ./internal/bench
-CGO_ENABLED=1 go test -c -ldflags="$LDFLAGS" -o "$bin/cgo.test" ./internal/bench
+CGO_ENABLED=0 go test -c -toolexec="$bin/usdt-toolexec" -ldflags="$LDFLAGS" -o "$bin/plan9.test" ./internal/testing/bench
+CGO_ENABLED=1 go test -c -ldflags="$LDFLAGS" -o "$bin/cgo.test" ./internal/testing/bench
 
 args=(-test.run='^$' -test.benchmem -test.count=1)
 if [[ -n $BENCHTIME ]]; then
@@ -58,7 +60,7 @@ routes=(plan9 cgo)
 for r in "${routes[@]}"; do
 	: >"$OUT/$r.txt"
 done
-mapfile -t benches < <(cd internal/bench && "$bin/plan9.test" -test.list="$BENCH" | grep '^Benchmark')
+mapfile -t benches < <(cd internal/testing/bench && "$bin/plan9.test" -test.list="$BENCH" | grep '^Benchmark')
 if ((${#benches[@]} == 0)); then
 	echo "no benchmark matches BENCH=$BENCH" >&2
 	exit 1
@@ -74,7 +76,7 @@ for ((i = 1; i <= COUNT; i++)); do
 		for r in "${order[@]}"; do
 			# The test binary runs in its package directory, as
 			# go test would run it.
-			(cd internal/bench && "$bin/$r.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$r.txt"
+			(cd internal/testing/bench && "$bin/$r.test" "${args[@]}" -test.bench="^${benches[j]}\$") >>"$OUT/$r.txt"
 		done
 	done
 done
@@ -88,7 +90,7 @@ echo
 # benchmarks: the medians over the passes of their per-call medians.
 for r in "${routes[@]}"; do
 	echo "== route $r ($(grep -m1 '^cpu:' "$OUT/$r.txt" || echo 'cpu: ?'))"
-	awk '
+	awk "$SORTMED"'
 	/^Benchmark/ {
 		name = $1
 		sub(/^Benchmark/, "", name)
@@ -104,22 +106,12 @@ for r in "${routes[@]}"; do
 			sum[name, unit] += $f
 		}
 	}
-	# median sorts the samples of name and unit, and sets lo and hi.
-	function median(name, unit,    i, j, t, a, k) {
-		k = n[name, unit]
-		for (i = 1; i <= k; i++) {
+	# median is the median of the samples of name and unit; it sets lo and hi.
+	function median(name, unit,    i, a) {
+		for (i = 1; i <= n[name, unit]; i++) {
 			a[i] = v[name, unit, i]
 		}
-		for (i = 2; i <= k; i++) {
-			t = a[i]
-			for (j = i - 1; j >= 1 && a[j] > t; j--) {
-				a[j + 1] = a[j]
-			}
-			a[j + 1] = t
-		}
-		lo = a[1]
-		hi = a[k]
-		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+		return sortmed(a, n[name, unit])
 	}
 	END {
 		base = ("Plain" SUBSEP "ns/op") in n ? median("Plain", "ns/op") : 0
@@ -161,20 +153,7 @@ echo "ns/op is per loop iteration around one non-inlined call; +ns/call and"
 echo "ratio compare medians with BenchmarkPlain of the same route. The paired"
 echo "rows time the plain and probed loops in alternating blocks of one process."
 
-benchstat=()
-case $BENCHSTAT in
-0 | no | false) ;;
-*)
-	if command -v benchstat >/dev/null; then
-		benchstat=(benchstat)
-	elif go run golang.org/x/perf/cmd/benchstat@latest -h >/dev/null 2>&1; then
-		benchstat=(go run golang.org/x/perf/cmd/benchstat@latest)
-	else
-		echo
-		echo "(benchstat unavailable: only the summary above)"
-	fi
-	;;
-esac
+find_benchstat
 if ((${#benchstat[@]})); then
 	for r in "${routes[@]}"; do
 		echo

@@ -32,7 +32,7 @@
 # Each build runs as `/usr/bin/time -v treerss -- go build ...`. time -v's
 # "Maximum resident set size" is the largest single process of the build
 # (the go command, one compile or the link), not their sum; treerss
-# (internal/benchauto/treerss) also samples the total RSS of the whole
+# (internal/testing/benchauto/treerss) also samples the total RSS of the whole
 # process tree every 50 ms and reports its peak. Wall and CPU (user+system,
 # all processes) times come from treerss.
 #
@@ -49,6 +49,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 COUNT=${COUNT:-3}
 REPEAT=${REPEAT:-5}
 read -r -a configs <<<"${CONFIGS:-plain wrapper module json std}"
@@ -71,7 +73,7 @@ fi
 
 echo "# building usdt-toolexec and treerss into $bin" >&2
 go build -o "$bin/usdt-toolexec" ./cmd/usdt-toolexec
-go build -o "$bin/treerss" ./internal/benchauto/treerss
+go build -o "$bin/treerss" ./internal/testing/benchauto/treerss
 
 echo "# fetching golang.org/x/tools@$VERSION through the module proxy" >&2
 dir=$(go mod download -json "golang.org/x/tools@$VERSION" | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",*$/\1/p')
@@ -178,7 +180,7 @@ echo
 # the plain build of the same run and repetition, which ran within a minute
 # of it, so that a noisy stretch of the machine affects both). Goals: cold
 # at most 1.5x, warm at most 1.2x (wall time), peak memory at most 2x.
-awk -F'\t' -v configs="${configs[*]}" '
+awk -F'\t' -v configs="${configs[*]}" "$SORTMED"'
 NR > 1 {
 	key = $1 SUBSEP $2
 	k = ++cnt[key]
@@ -187,22 +189,6 @@ NR > 1 {
 		v[key, f, k] = $f
 		at[$1, $2, $3, f] = $f
 	}
-}
-# sortmed sorts a[1..k] and returns its median; it sets lo and hi.
-function sortmed(a, k,    i, j, t) {
-	if (!k) {
-		return ""
-	}
-	for (i = 2; i <= k; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] > t; j--) {
-			a[j + 1] = a[j]
-		}
-		a[j + 1] = t
-	}
-	lo = a[1]
-	hi = a[k]
-	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
 }
 function med(key, f,    i, a) {
 	for (i = 1; i <= cnt[key]; i++) {

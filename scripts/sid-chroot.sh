@@ -10,7 +10,7 @@
 #   scripts/sid-chroot.sh --umount   undo the mounts
 #
 # The directory is $USDT_SID_CHROOT, default /var/cache/go-usdt/sid; the
-# tests look there too (internal/tracetest).
+# tests look there too (internal/testing/tracetest).
 set -euo pipefail
 
 dir=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}

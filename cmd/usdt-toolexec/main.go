@@ -28,24 +28,21 @@ package main
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/inspect"
+	"github.com/go-usdt/usdt/internal/toolexec"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
-}
-
-type options struct {
-	verbose bool
-	rules   string
-	// exec is another toolexec wrapper that runs each tool after this one
-	// has changed its arguments.
-	exec []string
 }
 
 const usage = `usage:
@@ -83,9 +80,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			var err error
 			if args[0] == "bt" {
-				err = bt(args[1], args[2:], stdout, stderr)
+				err = inspect.BT(args[1], args[2:], stdout, stderr)
 			} else {
-				err = list(args[1], stdout)
+				err = inspect.List(args[1], stdout)
 			}
 			if err != nil {
 				fmt.Fprintln(stderr, "usdt-toolexec:", err)
@@ -99,42 +96,35 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 0
 		}
 	}
-	var opt options
-	all := args
-	for len(args) > 0 && strings.HasPrefix(args[0], "-") {
-		switch {
-		case args[0] == "-v":
-			opt.verbose = true
-		case args[0] == "-rules" && len(args) > 1:
-			opt.rules = args[1]
-			args = args[1:]
-		case strings.HasPrefix(args[0], "-rules="):
-			opt.rules = strings.TrimPrefix(args[0], "-rules=")
-		case args[0] == "-exec" && len(args) > 1:
-			opt.exec = strings.Fields(args[1])
-			args = args[1:]
-		case strings.HasPrefix(args[0], "-exec="):
-			opt.exec = strings.Fields(strings.TrimPrefix(args[0], "-exec="))
-		default:
-			fmt.Fprintf(stderr, "usdt-toolexec: unknown flag %s\n%s", args[0], usage)
+	fs := flag.NewFlagSet("usdt-toolexec", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, usage) }
+	var opt toolexec.Options
+	fs.BoolVar(&opt.Verbose, "v", false, "")
+	fs.StringVar(&opt.Rules, "rules", "", "")
+	fs.Func("exec", "", func(v string) error { opt.Exec = strings.Fields(v); return nil })
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	all, args := args, fs.Args()
+	if len(args) > 0 && args[0] == "go" {
+		if len(args) < 2 || !slices.Contains(toolexec.GoSubcommands, args[1]) {
+			fmt.Fprintf(stderr, "usdt-toolexec: go needs one of %s after it\n%s", strings.Join(toolexec.GoSubcommands, ", "), usage)
 			return 2
 		}
-		args = args[1:]
-	}
-	if len(args) > 0 && args[0] == "go" {
-		return frontEnd(opt, args[1:], stderr)
+		return toolexec.FrontEnd(opt, args[1:], stderr)
 	}
 	if len(args) == 0 || !filepath.IsAbs(args[0]) {
 		fmt.Fprint(stderr, usage)
 		return 2
 	}
 	if len(args) > 1 && strings.HasPrefix(args[1], "-V=full") {
-		if msg := misusedGoTool(all, len(all)-len(args)); msg != "" {
+		if msg := toolexec.MisusedGoTool(all, len(all)-len(args)); msg != "" {
 			fmt.Fprintln(stderr, "usdt-toolexec:", msg)
 			return 2
 		}
 	}
-	if err := wrap(opt, args[0], args[1:], stdout, stderr); err != nil {
+	if err := toolexec.Run(opt, args[0], args[1:], stdout, stderr); err != nil {
 		var exit *exec.ExitError
 		if errors.As(err, &exit) {
 			return exit.ExitCode()
@@ -143,52 +133,4 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-// wrap runs one tool of the Go toolchain, changing what it does where probes
-// need it.
-func wrap(opt options, tool string, args []string, stdout, stderr io.Writer) error {
-	name := strings.TrimSuffix(filepath.Base(tool), ".exe")
-	if len(args) > 0 && strings.HasPrefix(args[0], "-V=full") {
-		return toolVersion(opt, tool, args, stdout, stderr)
-	}
-	args, err := expandResponseFiles(args)
-	if err != nil {
-		return err
-	}
-	switch name {
-	case "compile":
-		return compile(opt, tool, args, stdout, stderr)
-	case "link":
-		return link(opt, tool, args, stdout, stderr)
-	case "vet":
-		return vet(opt, tool, args, stdout, stderr)
-	}
-	return opt.runTool(tool, args, stdout, stderr)
-}
-
-// runTool runs a tool of the toolchain, through the -exec wrapper if any.
-func (opt options) runTool(tool string, args []string, stdout, stderr io.Writer) error {
-	if len(opt.exec) > 0 {
-		args = append(append(append([]string{}, opt.exec[1:]...), tool), args...)
-		tool = opt.exec[0]
-	}
-	cmd := exec.Command(tool, args...)
-	cmd.Stdin = os.Stdin
-	cmd.Stdout = stdout
-	cmd.Stderr = stderr
-	return cmd.Run()
-}
-
-// flagValue returns the value of -name in a tool's arguments.
-func flagValue(args []string, name string) string {
-	for i, a := range args {
-		if a == "-"+name && i+1 < len(args) {
-			return args[i+1]
-		}
-		if v, ok := strings.CutPrefix(a, "-"+name+"="); ok {
-			return v
-		}
-	}
-	return ""
 }

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/go-usdt/usdt/internal/gomod"
 	"github.com/go-usdt/usdt/internal/provider"
 	"github.com/go-usdt/usdt/internal/usdtgen"
 )
@@ -67,7 +68,7 @@ func generate(source, dir, pkg, importPath string, verbose bool, stdout io.Write
 		}
 	}
 	if importPath == "" {
-		importPath = usdtgen.ImportPath(dir)
+		importPath = gomod.ImportPath(dir)
 	}
 	files, err := usdtgen.Generate(usdtgen.Config{Source: filepath.Base(source), Providers: providers, Package: pkg, ImportPath: importPath})
 	if err != nil {

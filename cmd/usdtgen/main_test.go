@@ -5,7 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/go-usdt/usdt/internal/clitest"
+	"github.com/go-usdt/usdt/internal/testing/clitest"
 	"github.com/rogpeppe/go-internal/testscript"
 )
 

@@ -1,9 +1,22 @@
-// Package autoprobe knows the names usdt-toolexec gives the probes it
+// Package autoprobe owns the names usdt-toolexec gives the probes it
 // splices into functions: "entry__<pkg>__<Func>", "exit__<pkg>__<Type>__<Method>".
-// The link step, the bpftrace script writer and the tracer all read them.
+// The rewriter builds them, the link step renames those of packages that
+// share a name, and the bpftrace script writer and the tracer read them.
 package autoprobe
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/probe"
+)
+
+// Name is the automatic probe of kind ("entry" or "exit") for the function
+// fn ("Func" or "Type.Method", or the fn part Split returns) of the package
+// pkg: its name, or the import path where two packages of a binary share
+// that name.
+func Name(kind, pkg, fn string) string {
+	return kind + "__" + probe.Ident(pkg) + "__" + probe.Ident(strings.ReplaceAll(fn, ".", "__"))
+}
 
 // Split splits an automatic probe name "kind__pkg__Func" (or
 // "kind__pkg__Type__Method").

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-usdt/usdt/internal/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // These tests run the real consumers on patched executables: a layout that

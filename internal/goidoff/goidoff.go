@@ -21,6 +21,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/diskcache"
 )
 
 // Offset returns the offset of g.goid for goarch in the runtime under
@@ -36,29 +38,16 @@ func Offset(goroot, goarch string) (int64, error) {
 	h.Write(runtime2)
 	key := hex.EncodeToString(h.Sum(nil)[:16])
 
-	cache := ""
-	if dir, err := os.UserCacheDir(); err == nil {
-		cache = filepath.Join(dir, "usdt-toolexec", "goid-"+key)
-		if data, err := os.ReadFile(cache); err == nil {
-			if off, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
-				return off, nil
-			}
+	if data, ok := diskcache.Get("goid-" + key); ok {
+		if off, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
+			return off, nil
 		}
 	}
 	off, err := compute(goroot, goarch)
 	if err != nil {
 		return 0, err
 	}
-	if cache != "" {
-		// A lost race or a read-only cache only costs the next compile
-		// the same computation.
-		if os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
-			tmp := fmt.Sprintf("%s.%d", cache, os.Getpid())
-			if os.WriteFile(tmp, []byte(strconv.FormatInt(off, 10)+"\n"), 0o644) == nil {
-				os.Rename(tmp, cache)
-			}
-		}
-	}
+	diskcache.Put("goid-"+key, []byte(strconv.FormatInt(off, 10)+"\n"))
 	return off, nil
 }
 

@@ -7,6 +7,7 @@ package probe
 import (
 	"fmt"
 	"regexp"
+	"strings"
 )
 
 // MaxArgs is the most arguments a stapsdt note may describe; every consumer
@@ -105,3 +106,14 @@ var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // ValidName reports whether s may be a provider or probe name: every consumer
 // accepts [A-Za-z_][A-Za-z0-9_]*, and perf rejects anything else.
 func ValidName(s string) bool { return identRE.MatchString(s) }
+
+// Ident makes s usable inside a probe name or a Go or C identifier: every
+// character outside [A-Za-z0-9_] becomes '_'.
+func Ident(s string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
+			return r
+		}
+		return '_'
+	}, s)
+}

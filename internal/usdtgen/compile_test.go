@@ -14,6 +14,8 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/gomod"
 )
 
 // repoRoot is the directory of this module's go.mod.
@@ -23,9 +25,8 @@ func repoRoot(t *testing.T) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
-	if err != nil || modulePath(data) != "github.com/go-usdt/usdt" {
-		t.Fatalf("%s is not the root of github.com/go-usdt/usdt (%v)", root, err)
+	if gomod.ImportPath(root) != "github.com/go-usdt/usdt" {
+		t.Fatalf("%s is not the root of github.com/go-usdt/usdt", root)
 	}
 	return root
 }

@@ -205,16 +205,7 @@ type genData struct {
 }
 
 func identBase(source string) string {
-	base := strings.TrimSuffix(filepath.Base(source), filepath.Ext(source))
-	var b strings.Builder
-	for _, r := range base {
-		if r == '_' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' {
-			b.WriteRune(r)
-		} else {
-			b.WriteByte('_')
-		}
-	}
-	return b.String()
+	return probe.Ident(strings.TrimSuffix(filepath.Base(source), filepath.Ext(source)))
 }
 
 // Generate returns the files for cfg, in a fixed order. It writes nothing.

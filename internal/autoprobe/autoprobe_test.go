@@ -1,0 +1,37 @@
+package autoprobe
+
+import "testing"
+
+func TestName(t *testing.T) {
+	tests := []struct{ kind, pkg, fn, want string }{
+		{"entry", "main", "Shop.Order", "entry__main__Shop__Order"},
+		{"exit", "json", "Marshal", "exit__json__Marshal"},
+		// The link step's rename: an import path for the package, and the
+		// fn part of a name it split.
+		{"exit", "example.com/b/util", "Sep__Between", "exit__example_com_b_util__Sep__Between"},
+		{"entry", "my-pkg", "Fé", "entry__my_pkg__F_"},
+	}
+	for _, tt := range tests {
+		if got := Name(tt.kind, tt.pkg, tt.fn); got != tt.want {
+			t.Errorf("Name(%q, %q, %q) = %q, want %q", tt.kind, tt.pkg, tt.fn, got, tt.want)
+		}
+	}
+}
+
+func TestSplit(t *testing.T) {
+	tests := []struct {
+		name          string
+		kind, pkg, fn string
+		ok            bool
+	}{
+		{"entry__main__Shop__Order", "entry", "main", "Shop__Order", true},
+		{"exit__json__Marshal", "exit", "json", "Marshal", true},
+		{"job__done", "", "", "", false},
+	}
+	for _, tt := range tests {
+		kind, pkg, fn, ok := Split(tt.name)
+		if kind != tt.kind || pkg != tt.pkg || fn != tt.fn || ok != tt.ok {
+			t.Errorf("Split(%q) = %q %q %q %v", tt.name, kind, pkg, fn, ok)
+		}
+	}
+}

@@ -1,0 +1,67 @@
+// Package gomod answers, without running the go command, the two questions
+// the tool asks of a module's layout: where the module (or workspace) root
+// above a directory is, and what import path a directory has.
+package gomod
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Root walks up from the directory dir to the first directory holding the
+// file name (go.mod, go.work), as the go command does to find the main
+// module or workspace, and returns it, or "" at the root of the file system.
+func Root(dir, name string) string {
+	dir, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	for {
+		if fi, err := os.Stat(filepath.Join(dir, name)); err == nil && !fi.IsDir() {
+			return dir
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return ""
+		}
+		dir = parent
+	}
+}
+
+// ImportPath derives dir's import path from the nearest go.mod above it.
+// It returns "" outside a module.
+func ImportPath(dir string) string {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return ""
+	}
+	root := Root(abs, "go.mod")
+	if root == "" {
+		return ""
+	}
+	data, err := os.ReadFile(filepath.Join(root, "go.mod"))
+	if err != nil {
+		return ""
+	}
+	mod := modulePath(data)
+	if mod == "" {
+		return ""
+	}
+	rel, err := filepath.Rel(root, abs)
+	if err != nil || rel == "." {
+		return mod
+	}
+	return mod + "/" + filepath.ToSlash(rel)
+}
+
+func modulePath(gomod []byte) string {
+	for _, line := range strings.Split(string(gomod), "\n") {
+		line = strings.TrimSpace(line)
+		if rest, ok := strings.CutPrefix(line, "module"); ok && rest != "" && (rest[0] == ' ' || rest[0] == '\t') {
+			rest, _, _ = strings.Cut(rest, "//") // a trailing comment
+			return strings.Trim(strings.TrimSpace(rest), `"`)
+		}
+	}
+	return ""
+}

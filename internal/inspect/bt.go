@@ -1,0 +1,112 @@
+package inspect
+
+import (
+	"fmt"
+	"io"
+	"path"
+	"sort"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+)
+
+// bpftraceLimit is bpftrace's default for both BPFTRACE_MAX_PROBES and
+// BPFTRACE_MAX_BPF_PROGS: a script with more probes does not load unless
+// they are raised.
+const bpftraceLimit = 512
+
+// bt prints a starter bpftrace script for a binary's automatic probes: a
+// latency histogram per function, from its exit probe alone, whose arg1 is
+// the nanoseconds since the same call's entry. patterns, if any, keep the
+// functions whose name (pkg.Func, pkg.Type.Method) or exit probe name
+// matches one of them as a path.Match glob. warn gets what the user must do
+// for the script to load.
+func BT(bin string, patterns []string, w, warn io.Writer) error {
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			return fmt.Errorf("bad pattern %q: %v (a glob such as 'orders.*' or 'exit__orders__*')", p, err)
+		}
+	}
+	notes, err := readNotes(bin)
+	if err != nil {
+		return err
+	}
+	type fn struct{ provider, exit, label string }
+	var fns []fn
+	for _, n := range notes {
+		kind, pkg, name, ok := autoprobe.Split(n.Name)
+		if !ok || kind != "exit" {
+			continue
+		}
+		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name)}
+		if selected(patterns, f.label, f.exit) {
+			fns = append(fns, f)
+		}
+	}
+	if len(fns) == 0 {
+		if len(patterns) > 0 {
+			return fmt.Errorf("%s: no exit__ probe matches %s (patterns match pkg.Func, pkg.Type.Method or the probe name; see usdt-toolexec list %s)", bin, strings.Join(patterns, " "), bin)
+		}
+		return fmt.Errorf("%s: no function has an exit__ probe (build it with usdt-toolexec and a rules file)", bin)
+	}
+	sort.Slice(fns, func(i, j int) bool { return fns[i].label < fns[j].label })
+	// bpftrace 0.17 fails to load one map keyed on string literals of
+	// different lengths ("misaligned stack access"): every label is padded
+	// to the longest.
+	width := 0
+	seen := map[string]bool{}
+	for i := range fns {
+		fns[i].label = shorten(fns[i].label, seen)
+		width = max(width, len(fns[i].label))
+	}
+	fmt.Fprintf(w, "// Latency of %d instrumented functions of %s, in microseconds.\n", len(fns), bin)
+	run := fmt.Sprintf("bpftrace THIS_FILE -c '%s'   (or -p PID)", bin)
+	if len(fns) > bpftraceLimit {
+		env := fmt.Sprintf("BPFTRACE_MAX_PROBES=%d BPFTRACE_MAX_BPF_PROGS=%d", len(fns), len(fns))
+		run = env + " " + run
+		fmt.Fprintf(warn, "usdt-toolexec: the script has %d probes, more than bpftrace's default limit of %d: run it with %s, or narrow it with patterns (usdt-toolexec bt BINARY PATTERN...)\n", len(fns), bpftraceLimit, env)
+	}
+	fmt.Fprintf(w, "// usage: %s\n", run)
+	fmt.Fprintf(w, "// An exit probe's arg1 is the nanoseconds since the same call's entry: no\n// entry probe, no pairing, recursion and panics included.\n")
+	for _, f := range fns {
+		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[\"%-*s\"] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, width, f.label)
+	}
+	return nil
+}
+
+// selected reports whether a function passes the patterns: all do when
+// there are none.
+func selected(patterns []string, names ...string) bool {
+	if len(patterns) == 0 {
+		return true
+	}
+	for _, p := range patterns {
+		for _, n := range names {
+			if ok, _ := path.Match(p, n); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// maxLabel is the longest string literal bpftrace 0.17 accepts ("String is
+// too long (over 64 bytes)" with the NUL).
+const maxLabel = 63
+
+// shorten returns label, or if it is longer than maxLabel, its start and
+// end around a marker that makes it differ from every label in seen, to
+// which it adds the result.
+func shorten(label string, seen map[string]bool) string {
+	short := label
+	for n := 0; len(short) > maxLabel || seen[short]; n++ {
+		mid := "..."
+		if n > 0 {
+			mid = fmt.Sprintf(".%d.", n)
+		}
+		tail := (maxLabel - len(mid)) / 2
+		short = label[:min(len(label), maxLabel-len(mid)-tail)] + mid + label[max(0, len(label)-tail):]
+	}
+	seen[short] = true
+	return short
+}

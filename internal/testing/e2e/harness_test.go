@@ -1,0 +1,279 @@
+package e2e
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
+)
+
+var (
+	repoRoot string // this module's root
+	toolsDir string // usdtgen and usdt-toolexec, built by TestMain
+)
+
+func TestMain(m *testing.M) {
+	os.Exit(runMain(m))
+}
+
+func runMain(m *testing.M) int {
+	wd, err := os.Getwd()
+	if err != nil {
+		panic(err)
+	}
+	repoRoot = filepath.Dir(filepath.Dir(filepath.Dir(wd)))
+	dir, err := os.MkdirTemp("", "usdt-e2e-tools-")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	toolsDir = dir
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec")
+	cmd.Dir = repoRoot
+	if out, err := cmd.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "building the tools: %v\n%s", err, out)
+		return 1
+	}
+	if err := tracetest.MountTracefs(); err != nil {
+		fmt.Fprintln(os.Stderr, "e2e: tracefs:", err)
+	}
+	return m.Run()
+}
+
+// copyTestdata copies testdata/name, subdirectories included, into a new
+// directory and returns it.
+func copyTestdata(t *testing.T, name string) string {
+	t.Helper()
+	dir := t.TempDir()
+	if err := os.CopyFS(dir, os.DirFS(filepath.Join("testdata", name))); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// userModule copies testdata/name into a new module, modPath, that
+// requires this repository through a replace directive.
+func userModule(t *testing.T, name, modPath string) string {
+	t.Helper()
+	dir := copyTestdata(t, name)
+	gomod := fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", modPath, repoRoot)
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, filepath.Join(repoRoot, "go.sum"), filepath.Join(dir, "go.sum"))
+	return dir
+}
+
+// fixture makes a user module of testdata/name and runs go generate there,
+// which runs usdtgen from PATH as a user's //go:generate line would.
+func fixture(t *testing.T, name string) string {
+	t.Helper()
+	dir := userModule(t, name, "example.com/"+name)
+	goCmd(t, dir, nil, "generate", "./...")
+	return dir
+}
+
+func env(extra ...string) []string {
+	e := append(os.Environ(), "PATH="+toolsDir+string(os.PathListSeparator)+os.Getenv("PATH"), "GOFLAGS=-mod=mod")
+	return append(e, extra...)
+}
+
+// goCmd runs the go command in dir and fails the test if it fails.
+func goCmd(t *testing.T, dir string, extraEnv []string, args ...string) string {
+	t.Helper()
+	out, err := goRun(dir, extraEnv, args...)
+	if err != nil {
+		t.Fatalf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+func goRun(dir string, extraEnv []string, args ...string) (string, error) {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = env(extraEnv...)
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// route is one way of building a program with probes.
+type route struct {
+	name     string
+	cgo      bool
+	toolexec bool
+	flags    []string
+}
+
+func (r route) env() []string {
+	if r.cgo {
+		return []string{"CGO_ENABLED=1"}
+	}
+	return []string{"CGO_ENABLED=0"}
+}
+
+func (r route) buildArgs(out string) []string {
+	args := []string{"build", "-o", out}
+	if r.toolexec {
+		args = append(args, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec"))
+	}
+	return append(append(args, r.flags...), ".")
+}
+
+func build(t *testing.T, dir string, r route) string {
+	t.Helper()
+	out := filepath.Join(t.TempDir(), "bin")
+	goCmd(t, dir, r.env(), r.buildArgs(out)...)
+	return out
+}
+
+// note is a probe as readelf -n prints it.
+type note struct {
+	provider, name            string
+	pc, base, semaphore, args string
+}
+
+var (
+	noteProvider = regexp.MustCompile(`^\s*Provider: (\S+)`)
+	noteName     = regexp.MustCompile(`^\s*Name: (\S+)`)
+	noteLocation = regexp.MustCompile(`^\s*Location: (0x[0-9a-f]+), Base: (0x[0-9a-f]+), Semaphore: (0x[0-9a-f]+)`)
+	noteArgs     = regexp.MustCompile(`^\s*Arguments: ?(.*)$`)
+)
+
+func readelfNotes(t *testing.T, bin string) []note {
+	t.Helper()
+	tracetest.Require(t, "readelf")
+	out, err := exec.Command("readelf", "-n", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("readelf -n %s: %v\n%s", bin, err, out)
+	}
+	var notes []note
+	var cur *note
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		line := sc.Text()
+		if m := noteProvider.FindStringSubmatch(line); m != nil {
+			notes = append(notes, note{provider: m[1]})
+			cur = &notes[len(notes)-1]
+			continue
+		}
+		if cur == nil {
+			continue
+		}
+		if m := noteName.FindStringSubmatch(line); m != nil {
+			cur.name = m[1]
+		} else if m := noteLocation.FindStringSubmatch(line); m != nil {
+			cur.pc, cur.base, cur.semaphore = m[1], m[2], m[3]
+		} else if m := noteArgs.FindStringSubmatch(line); m != nil {
+			cur.args = m[1]
+		}
+	}
+	return notes
+}
+
+// bpftrace runs a script with bt against a fresh run of cmd and returns
+// its output.
+func bpftrace(t *testing.T, bt tracetest.Bpftrace, script string, cmd string) string {
+	t.Helper()
+	bt.RequireAttach(t)
+	out, err := bt.Output(90*time.Second, "", "-e", script, "-c", cmd)
+	if err != nil {
+		t.Fatalf("bpftrace: %v", err)
+	}
+	return out
+}
+
+// eachBpftrace runs test once with every bpftrace the probes must work
+// with, as subtests named after them.
+func eachBpftrace(t *testing.T, test func(*testing.T, tracetest.Bpftrace)) {
+	t.Helper()
+	for _, bt := range tracetest.Bpftraces() {
+		t.Run(bt.Name, func(t *testing.T) { test(t, bt) })
+	}
+}
+
+// process is a fixture program running in the background, its stdout read
+// line by line.
+type process struct {
+	cmd   *exec.Cmd
+	lines chan string
+}
+
+func start(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = os.Stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &process{cmd: cmd, lines: make(chan string, 100)}
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			p.lines <- sc.Text()
+		}
+		close(p.lines)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	return p
+}
+
+// expect waits for the process to print want.
+func (p *process) expect(t *testing.T, want string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.After(timeout)
+	for {
+		select {
+		case line, ok := <-p.lines:
+			if !ok {
+				t.Fatalf("process exited before printing %q", want)
+			}
+			if line == want {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("process did not print %q within %v", want, timeout)
+		}
+	}
+}
+
+func copyFile(t *testing.T, src, dst string) {
+	t.Helper()
+	in, err := os.Open(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o755)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		t.Fatal(err)
+	}
+	if err := out.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func requireAMD64(t *testing.T) {
+	if runtime.GOARCH != "amd64" {
+		t.Skipf("argument checks are written for amd64, this is %s", runtime.GOARCH)
+	}
+}

@@ -1,0 +1,326 @@
+package toolexec
+
+import (
+	"fmt"
+	"go/parser"
+	"go/token"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/goidoff"
+	"github.com/go-usdt/usdt/internal/gomod"
+	"github.com/go-usdt/usdt/internal/usdtgen"
+	"github.com/go-usdt/usdt/rewrite"
+)
+
+// compileFlags are the compiler's arguments this wrapper reads.
+type compileFlags struct {
+	pkg       string // -p, the symbol prefix: "main" for a command
+	output    string // -o, the package archive
+	importCfg string
+	lang      string
+	trimpath  string
+	symabis   string
+	// pic holds -shared and -dynlink: position-independent code reaches
+	// thread-local storage differently, so the stubs must be assembled
+	// as the package is.
+	pic     []string
+	goFiles []string
+}
+
+func parseCompileFlags(args []string) compileFlags {
+	f := compileFlags{
+		pkg:       flagValue(args, "p"),
+		output:    flagValue(args, "o"),
+		importCfg: flagValue(args, "importcfg"),
+		lang:      flagValue(args, "lang"),
+		trimpath:  flagValue(args, "trimpath"),
+		symabis:   flagValue(args, "symabis"),
+	}
+	for _, a := range args {
+		switch {
+		case a == "-shared" || a == "-dynlink":
+			f.pic = append(f.pic, a)
+		case strings.HasSuffix(a, ".go"):
+			f.goFiles = append(f.goFiles, a)
+		}
+	}
+	return f
+}
+
+// compile runs the compiler, first instrumenting the functions the rules
+// select and defining the sentinel of usdtgen's no-cgo files: this wrapper
+// writes the notes those need at link time.
+func (inv Invocation) compile() error {
+	args, f := inv.Args, parseCompileFlags(inv.Args)
+	if f.output == "" {
+		return inv.run(inv.Tool, args...)
+	}
+	objdir := filepath.Dir(f.output)
+	for _, a := range f.goFiles {
+		if !strings.HasSuffix(a, usdtgen.NoCgoSuffix) {
+			continue
+		}
+		extra, err := writeSentinel(a, objdir)
+		if err != nil {
+			return err
+		}
+		args, f.goFiles = append(args, extra), append(f.goFiles, extra)
+		break
+	}
+	matchPath := f.pkg
+	if f.pkg == "main" {
+		matchPath = mainImportPath(f.goFiles, objdir)
+	}
+	r := inv.Rules
+	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
+		return inv.run(inv.Tool, args...)
+	}
+	goarch := os.Getenv("GOARCH")
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	// The tool is $GOROOT/pkg/tool/GOOS_GOARCH/compile.
+	goroot := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(inv.Tool))))
+	cfg := rewrite.Config{
+		ImportPath: f.pkg,
+		MatchPath:  matchPath,
+		Files:      f.goFiles,
+		ImportCfg:  f.importCfg,
+		GOARCH:     goarch,
+		GoVersion:  f.lang,
+		Rules:      r,
+		OutDir:     objdir,
+	}
+	var err error
+	if cfg.GoidOffset, err = goidoff.Offset(goroot, goarch); err != nil {
+		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", f.pkg, err)
+	}
+	res, err := rewrite.Package(cfg)
+	if err != nil {
+		return err
+	}
+	if res == nil {
+		return inv.run(inv.Tool, args...)
+	}
+	if res.Skipped != "" {
+		if inv.Verbose {
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", f.pkg, res.Skipped)
+		}
+		return inv.run(inv.Tool, args...)
+	}
+	if inv.Verbose {
+		for _, fn := range res.Funcs {
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", f.pkg, fn.Name, fn.Entry, fn.Exit)
+			if fn.Traced != "" {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
+			}
+			if fn.Dropped > 0 {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d arguments over the 12-argument limit not passed\n", f.pkg, fn.Name, fn.Dropped)
+			}
+		}
+	}
+	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Asm: res.Asm}.Run()
+}
+
+// mainImportPath is the import path of the main package being compiled:
+// the compiler only gets "main", but rules name main packages by path. The
+// go command says it in $TOOLEXEC_IMPORTPATH ("example.com/cmd", or
+// "example.com/cmd [example.com/cmd.test]" for its test variant, and
+// "example.com/cmd.test" for the generated test main). Without it, the
+// directory comes from the files: the go command passes the package's own
+// Go files by absolute path, and the files that cgo or cover wrote into
+// objdir in their place begin with a //line directive naming the original.
+// The test main has neither, and stays "main".
+func mainImportPath(files []string, objdir string) string {
+	if p, _, _ := strings.Cut(os.Getenv("TOOLEXEC_IMPORTPATH"), " "); p != "" {
+		return p
+	}
+	for _, f := range files {
+		src := f
+		if filepath.Dir(f) == filepath.Clean(objdir) {
+			src = lineDirectiveFile(f)
+		}
+		if !filepath.IsAbs(src) {
+			continue
+		}
+		if p := gomod.ImportPath(filepath.Dir(src)); p != "" {
+			return p
+		}
+		break
+	}
+	return "main"
+}
+
+// lineDirectiveFile returns the file named by a //line directive at the
+// start of a line in the first lines of the Go file at path, or "".
+func lineDirectiveFile(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	head := make([]byte, 4096)
+	n, _ := io.ReadFull(f, head)
+	for _, line := range strings.Split(string(head[:n]), "\n") {
+		rest, ok := strings.CutPrefix(line, "//line ")
+		if !ok {
+			continue
+		}
+		// //line file:line or //line file:line:col
+		for range 2 {
+			if i := strings.LastIndexByte(rest, ':'); i > 0 && isDigits(rest[i+1:]) {
+				rest = rest[:i]
+			}
+		}
+		return rest
+	}
+	return ""
+}
+
+func isDigits(s string) bool {
+	if s == "" {
+		return false
+	}
+	for _, c := range s {
+		if c < '0' || c > '9' {
+			return false
+		}
+	}
+	return true
+}
+
+// Step builds a package from instrumented Go files and the assembly of
+// their probe stubs, into the archive the compiler's -o names (-pack): the
+// stubs' ABI symbols first (asm -gensymabis), then the Go files, then the
+// stubs' object, added to the archive. Adding the object directly is what
+// lets a cgo package carry Plan9 stubs: the go command's rule against
+// assembly in cgo packages applies to source files only.
+type Step struct {
+	Runner
+	// Compile is the compiler's path; asm is beside it.
+	Compile string
+	// Args are the compiler's arguments; Files replace their Go files.
+	Args  []string
+	Files []string
+	// Asm is the stubs' Plan9 assembly.
+	Asm []byte
+}
+
+// Run builds the package.
+func (s Step) Run() error {
+	f := parseCompileFlags(s.Args)
+	objdir := filepath.Dir(f.output)
+	asm := filepath.Join(filepath.Dir(s.Compile), "asm")
+	asmFile := filepath.Join(objdir, "usdt_auto_probes.s")
+	if err := os.WriteFile(asmFile, s.Asm, 0o644); err != nil {
+		return err
+	}
+	asmArgs := []string{"-p", f.pkg}
+	if f.trimpath != "" {
+		asmArgs = append(asmArgs, "-trimpath", f.trimpath)
+	}
+	asmArgs = append(asmArgs, f.pic...)
+	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
+	if err := s.run(asm, append(slices.Clone(asmArgs), "-gensymabis", "-o", symabis, asmFile)...); err != nil {
+		return err
+	}
+	if f.symabis != "" {
+		merged, err := mergeFiles(filepath.Join(objdir, "usdt_merged.symabis"), f.symabis, symabis)
+		if err != nil {
+			return err
+		}
+		symabis = merged
+	}
+
+	var args []string
+	for i := 0; i < len(s.Args); i++ {
+		switch a := s.Args[i]; {
+		case a == "-complete":
+			// The package now has assembly (the stubs).
+		case a == "-symabis" && i+1 < len(s.Args):
+			i++
+		case strings.HasPrefix(a, "-symabis="), strings.HasSuffix(a, ".go"):
+		default:
+			args = append(args, a)
+		}
+	}
+	args = append(append(args, "-symabis", symabis), s.Files...)
+	if err := s.run(s.Compile, args...); err != nil {
+		return err
+	}
+
+	obj := filepath.Join(objdir, "usdt_auto_probes.o")
+	if err := s.run(asm, append(asmArgs, "-o", obj, asmFile)...); err != nil {
+		return err
+	}
+	return appendToArchive(f.output, "usdt_probes.o", obj)
+}
+
+// appendToArchive adds a member to the package archive the compiler wrote,
+// as `go tool pack r` would (that tool is no longer shipped prebuilt). The
+// header fields are fixed so that builds stay reproducible.
+func appendToArchive(archive, member, obj string) error {
+	data, err := os.ReadFile(obj)
+	if err != nil {
+		return err
+	}
+	f, err := os.OpenFile(archive, os.O_RDWR, 0)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	magic := make([]byte, 8)
+	if _, err := io.ReadFull(f, magic); err != nil || string(magic) != "!<arch>\n" {
+		return fmt.Errorf("%s is not an archive", archive)
+	}
+	end, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	var b []byte
+	if end%2 == 1 {
+		b = append(b, '\n')
+	}
+	b = fmt.Appendf(b, "%-16s%-12d%-6d%-6d%-8o%-10d`\n", member, 0, 0, 0, 0o644, len(data))
+	b = append(b, data...)
+	if len(data)%2 == 1 {
+		b = append(b, '\n')
+	}
+	if _, err := f.Write(b); err != nil {
+		return err
+	}
+	return f.Close()
+}
+
+func mergeFiles(dst string, srcs ...string) (string, error) {
+	var all []byte
+	for _, s := range srcs {
+		data, err := os.ReadFile(s)
+		if err != nil {
+			return "", err
+		}
+		all = append(all, data...)
+		if len(data) > 0 && data[len(data)-1] != '\n' {
+			all = append(all, '\n')
+		}
+	}
+	return dst, os.WriteFile(dst, all, 0o644)
+}
+
+// writeSentinel writes the defining file into the package's private work
+// directory, whose path the go command already trims out of everything the
+// compiler records.
+func writeSentinel(generated, objdir string) (string, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), generated, nil, parser.PackageClauseOnly)
+	if err != nil {
+		return "", err
+	}
+	path := filepath.Join(objdir, "usdt_toolexec_sentinel.go")
+	src := fmt.Sprintf("package %s\n\nconst %s = 0\n", f.Name.Name, usdtgen.Sentinel)
+	return path, os.WriteFile(path, []byte(src), 0o644)
+}

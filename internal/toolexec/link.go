@@ -1,0 +1,126 @@
+package toolexec
+
+import (
+	"debug/elf"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/elfpatch"
+	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/rules"
+)
+
+// link runs the linker, then writes the notes for every probe table in the
+// executable. If that fails the executable is removed: a binary without the
+// probes it was built for must not look like a successful build.
+func (inv Invocation) link() error {
+	if err := inv.run(inv.Tool, inv.Args...); err != nil {
+		return err
+	}
+	out := flagValue(inv.Args, "o")
+	if out == "" {
+		return nil
+	}
+	sites, err := writeNotes(out)
+	if err != nil {
+		os.Remove(out)
+		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
+	}
+	if inv.Verbose {
+		summarize(inv.Rules, sites, inv.Stderr)
+	}
+	return nil
+}
+
+func writeNotes(path string) ([]probetable.Site, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		// Not an ELF executable (another GOOS): nothing to do.
+		if _, ok := err.(*elf.FormatError); ok {
+			return nil, nil
+		}
+		return nil, err
+	}
+	sites, err := probetable.Scan(f)
+	f.Close()
+	if err != nil || len(sites) == 0 {
+		return nil, err
+	}
+	disambiguate(sites)
+	patch := make([]elfpatch.Site, len(sites))
+	for i, s := range sites {
+		patch[i] = elfpatch.Site{Provider: s.Provider, Name: s.Name, Args: s.Args, PC: s.Stub, Semaphore: s.Semaphore}
+	}
+	return sites, elfpatch.AddNotes(path, patch)
+}
+
+// disambiguate renames the automatic probes of packages that share a
+// package name with another package of the binary: their <pkg> part becomes
+// the whole import path with every other character than [A-Za-z0-9]
+// replaced by '_' (encoding/json -> encoding_json). Only the link step sees
+// every package, so only it can tell.
+func disambiguate(sites []probetable.Site) {
+	paths := map[string]map[string]bool{} // package name -> import paths
+	for _, s := range sites {
+		if _, pkg, _, ok := autoprobe.Split(s.Name); ok && s.Package != "" {
+			if paths[pkg] == nil {
+				paths[pkg] = map[string]bool{}
+			}
+			paths[pkg][s.Package] = true
+		}
+	}
+	for i, s := range sites {
+		kind, pkg, fn, ok := autoprobe.Split(s.Name)
+		if !ok || s.Package == "" || len(paths[pkg]) < 2 {
+			continue
+		}
+		sites[i].Name = autoprobe.Name(kind, s.Package, fn)
+	}
+}
+
+// summarize prints what the binary carries and which rules selected nothing
+// in it.
+func summarize(r *rules.Rules, sites []probetable.Site, w io.Writer) {
+	funcs := map[string]map[string]bool{}
+	generated := 0
+	for _, s := range sites {
+		_, _, fn, ok := autoprobe.Split(s.Name)
+		if s.Package == "" || !ok {
+			generated++
+			continue
+		}
+		if funcs[s.Package] == nil {
+			funcs[s.Package] = map[string]bool{}
+		}
+		funcs[s.Package][strings.ReplaceAll(fn, "__", ".")] = true
+	}
+	var pkgs []string
+	total := 0
+	for p, fs := range funcs {
+		pkgs = append(pkgs, p)
+		total += len(fs)
+	}
+	sort.Strings(pkgs)
+	// The go command heads this output with the package being linked; the
+	// output path is a temporary one.
+	fmt.Fprintf(w, "usdt-toolexec: linked %d probes: %d from usdtgen, %d functions instrumented in %d packages\n",
+		len(sites), generated, total, len(pkgs))
+	for _, p := range pkgs {
+		fmt.Fprintf(w, "usdt-toolexec:   %s: %d functions\n", p, len(funcs[p]))
+	}
+	if r == nil {
+		return
+	}
+	for _, p := range pkgs {
+		for fn := range funcs[p] {
+			r.Match(p, fn)
+		}
+	}
+	for _, rule := range r.Unused() {
+		fmt.Fprintf(w, "usdt-toolexec: warning: %s selected no function in this binary\n", rule.String())
+	}
+}

@@ -1,0 +1,289 @@
+package rewrite
+
+import (
+	"go/ast"
+	"go/importer"
+	"go/parser"
+	"go/token"
+	"go/types"
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/probe"
+)
+
+// parseFuncs parses src and returns its function declarations by the name
+// rules match (funcName).
+func parseFuncs(t *testing.T, src string) (*ast.File, map[string]*ast.FuncDecl) {
+	t.Helper()
+	f, err := parser.ParseFile(token.NewFileSet(), "a.go", src, parser.ParseComments|parser.SkipObjectResolution)
+	if err != nil {
+		t.Fatal(err)
+	}
+	decls := map[string]*ast.FuncDecl{}
+	for _, d := range f.Decls {
+		if fd, ok := d.(*ast.FuncDecl); ok {
+			decls[funcName(fd)] = fd
+		}
+	}
+	return f, decls
+}
+
+// TestSpliced: edits apply at offsets of the original text, and of two
+// insertions at one offset the one listed first reads first.
+func TestSpliced(t *testing.T) {
+	tests := []struct {
+		name  string
+		src   string
+		edits []splice
+		want  string
+	}{
+		{"none", "func f() {}", nil, "func f() {}"},
+		{"insert", "func f() {}", []splice{{at: 10, text: "p()"}}, "func f() {p()}"},
+		{"same offset in order", "ab", []splice{{at: 1, text: "1"}, {at: 1, text: "2"}}, "a12b"},
+		{"offsets of the original", "abcd", []splice{{at: 3, text: "X"}, {at: 1, text: "Y"}}, "aYbcXd"},
+		{"delete and insert", "f(int)", []splice{{at: 2, del: 3, text: "a int"}}, "f(a int)"},
+		{"parenthesize a result", "func f() int {", []splice{{at: 9, text: "("}, {at: 12, text: ")"}}, "func f() (int) {"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := string(spliced([]byte(tt.src), tt.edits)); got != tt.want {
+				t.Errorf("spliced = %q, want %q", got, tt.want)
+			}
+		})
+	}
+	// applySplices keeps the edits inside [start, end], both ends included,
+	// and shifts them.
+	if got := applySplices([]byte("0123456789"), 2, 5, []splice{{at: 1, text: "A"}, {at: 2, text: "B"}, {at: 5, text: "C"}, {at: 6, text: "D"}}); got != "B234C" {
+		t.Errorf("applySplices = %q, want %q", got, "B234C")
+	}
+}
+
+// TestFuncs: which declarations may be instrumented at all, and the names
+// rules match them by.
+func TestFuncs(t *testing.T) {
+	src := `package p
+
+type T[K any] struct{}
+type U struct{}
+
+func Plain() {}
+func (T[K]) Generic() {}
+func (*U) Ptr() {}
+func (u (U)) Paren() {}
+func init() {}
+func (U) init() {}
+func _() {}
+func NoBody()
+
+//go:nosplit
+func NoSplit() {}
+
+//go:noinline
+func NoInline() {}
+
+//go:systemstack
+func System() {}
+
+//go:nowritebarrierrec
+func NoWB() {}
+
+//go:uintptrescapes
+func Escapes(uintptr) {}
+
+//go:cgo_unsafe_args
+func CgoArgs() {}
+
+//go:linkname Linked runtime.x
+func Linked() {}
+`
+	f, _ := parseFuncs(t, src)
+	got := map[string]bool{}
+	for _, fd := range funcs(f) {
+		got[funcName(fd)] = true
+	}
+	want := map[string]bool{
+		"Plain": true, "T.Generic": true, "U.Ptr": true, "U.Paren": true,
+		"U.init":   true, // a method named init is an ordinary method
+		"NoInline": true, "Linked": true,
+	}
+	for name := range want {
+		if !got[name] {
+			t.Errorf("%s is not instrumentable, want it to be", name)
+		}
+	}
+	for name := range got {
+		if !want[name] {
+			t.Errorf("%s is instrumentable, want it left alone", name)
+		}
+	}
+}
+
+// TestSplittable: which functions get an untraced copy of themselves
+// (see instrument).
+func TestSplittable(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want bool
+	}{
+		{"small", "func F(a int) int { return a + 1 }", true},
+		{"noinline", "//go:noinline\nfunc F(a int) int { return a }", true},
+		{"norace", "//go:norace\nfunc F() {}", true},
+		{"linkname", "//go:linkname F x.F\nfunc F() {}", false},
+		{"type in body", "func F() { type t int; _ = t(1) }", false},
+		{"recover", "func F() { recover() }", false},
+		{"recover in parentheses", "func F() { (recover)() }", false},
+		{"blank type parameter", "func F[_ any]() {}", false},
+		{"named type parameter", "func F[K any](k K) K { return k }", true},
+		// The body's nodes: the block, 2 per a++ (statement, identifier),
+		// and the return's 3 (statement, unary, identifier) or 2.
+		{"16 nodes", "func F(a int) int { a++; a++; a++; a++; a++; a++; return -a }", true},
+		{"17 nodes", "func F(a int) int { a++; a++; a++; a++; a++; a++; a++; return a }", false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, decls := parseFuncs(t, "package p\n\n"+tt.src+"\n")
+			if got := splittable(decls["F"]); got != tt.want {
+				t.Errorf("splittable = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestConvert: how a value of each type reaches a probe (README, "Probe
+// contract").
+func TestConvert(t *testing.T) {
+	src := `package p
+
+import "unsafe"
+
+type (
+	Named    int32
+	Float    float64
+	Str      string
+	Iface    interface{ M() }
+	Struct   struct{ a, b int }
+)
+
+var (
+	vBool    bool
+	vInt     int
+	vInt8    int8
+	vUint16  uint16
+	vUint    uint
+	vUintptr uintptr
+	vNamed   Named
+	vStr     Str
+	vF32     float32
+	vFloat   Float
+	vC128    complex128
+	vPtr     *int
+	vUnsafe  unsafe.Pointer
+	vMap     map[int]int
+	vChan    chan int
+	vFunc    func()
+	vAny     any
+	vIface   Iface
+	vSlice   []byte
+	vArray   [2]int
+	vStruct  Struct
+)
+`
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "p.go", src, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := (&types.Config{Importer: importer.Default()}).Check("p", fset, []*ast.File{f}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		v    string
+		kind probe.Kind
+		expr string
+	}{
+		{"vBool", probe.Bool, "bool(x)"},
+		{"vInt", probe.Int64, "int64(x)"},
+		{"vInt8", probe.Int8, "int8(x)"},
+		{"vUint16", probe.Uint16, "uint16(x)"},
+		{"vUint", probe.Uint64, "uint64(x)"},
+		{"vUintptr", probe.Uintptr, "uintptr(x)"},
+		{"vNamed", probe.Int32, "int32(x)"},
+		{"vStr", probe.String, "string(x)"},
+		{"vF32", probe.Uint32, "gF32(float32(x))"},
+		{"vFloat", probe.Uint64, "gF64(float64(x))"},
+		{"vC128", probe.Uint64, "0"},
+		{"vPtr", probe.Pointer, "gData(x)"},
+		{"vUnsafe", probe.Pointer, "gData(x)"},
+		{"vMap", probe.Pointer, "gData(x)"},
+		{"vChan", probe.Pointer, "gData(x)"},
+		{"vFunc", probe.Pointer, "gData(x)"},
+		{"vAny", probe.Pointer, "gType(x)"},
+		{"vIface", probe.Pointer, "gType(x)"},
+		{"vSlice", probe.Int64, "gLen(x)"},
+		{"vArray", probe.Uint64, "0"},
+		{"vStruct", probe.Uint64, "0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.v, func(t *testing.T) {
+			typ := pkg.Scope().Lookup(tt.v).Type()
+			kind, expr := convertNamed(typ, "x", func(name string) string { return name }, "g")
+			if kind != tt.kind || expr != tt.expr {
+				t.Errorf("convert(%s) = %v %q, want %v %q", typ, kind, expr, tt.kind, tt.expr)
+			}
+		})
+	}
+}
+
+// TestProbeCode: cgo's glue and usdtgen's output are never instrumented.
+func TestProbeCode(t *testing.T) {
+	tests := []struct {
+		path, src string
+		want      bool
+	}{
+		{"a.go", "package p\n", false},
+		{"_cgo_gotypes.go", "package p\n", true},
+		{"a_usdt_gen.go", "// Code generated by usdtgen from a.d. DO NOT EDIT.\n\npackage p\n", true},
+		{"b.go", "// Code generated by stringer. DO NOT EDIT.\n\npackage p\n", false},
+		{"c.go", "package p\n\n// Code generated by usdtgen, after the package clause.\n", false},
+	}
+	for _, tt := range tests {
+		f, err := parser.ParseFile(token.NewFileSet(), tt.path, tt.src, parser.ParseComments)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := probeCode(&file{path: tt.path, src: []byte(tt.src), ast: f}); got != tt.want {
+			t.Errorf("probeCode(%s) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
+
+// TestExcluded: the runtime and what it is built from are never
+// instrumented, whatever the rules say; the rest of the standard library
+// may be.
+func TestExcluded(t *testing.T) {
+	tests := []struct {
+		path string
+		want bool
+	}{
+		{"runtime", true},
+		{"runtime/debug", true},
+		{"internal/runtime/atomic", true},
+		{"internal/abi", true},
+		{"sync/atomic", true},
+		{"unsafe", true},
+		{"github.com/go-usdt/usdt/runtime", true},
+		{"sync", false},
+		{"strings", false},
+		{"internal/poll", false},
+		{"example.com/runtime", false},
+		{"github.com/go-usdt/usdt/runtime/sub", false},
+		{"main", false},
+	}
+	for _, tt := range tests {
+		if got := Excluded(tt.path); got != tt.want {
+			t.Errorf("Excluded(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}

@@ -1,0 +1,45 @@
+# Sourced by the benchmark scripts (bench.sh, bench-auto.sh, bench-fire.sh,
+# build-cost.sh) for what their summaries share.
+
+# SORTMED is an awk function to put in front of a summary program:
+# sortmed(a, k) sorts a[1..k] numerically and returns its median, or ""
+# when k is 0, and sets the globals lo and hi to the extremes.
+# shellcheck disable=SC2034 # used by the scripts that source this file
+SORTMED='
+function sortmed(a, k,    i, j, t) {
+	if (!k) {
+		return ""
+	}
+	for (i = 2; i <= k; i++) {
+		t = a[i]
+		for (j = i - 1; j >= 1 && a[j] > t; j--) {
+			a[j + 1] = a[j]
+		}
+		a[j + 1] = t
+	}
+	lo = a[1]
+	hi = a[k]
+	return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+}
+'
+
+# find_benchstat sets the array benchstat to a benchstat command: the one on
+# PATH, else `go run golang.org/x/perf/cmd/benchstat@latest`. It stays
+# empty when $BENCHSTAT is 0, no or false, or when neither works (saying
+# so).
+find_benchstat() {
+	benchstat=()
+	case ${BENCHSTAT:-auto} in
+	0 | no | false) ;;
+	*)
+		if command -v benchstat >/dev/null; then
+			benchstat=(benchstat)
+		elif go run golang.org/x/perf/cmd/benchstat@latest -h >/dev/null 2>&1; then
+			benchstat=(go run golang.org/x/perf/cmd/benchstat@latest)
+		else
+			echo
+			echo "(benchstat unavailable: only the summary above)"
+		fi
+		;;
+	esac
+}
