@@ -256,3 +256,48 @@ func TestDecodeOlder(t *testing.T) {
 		})
 	}
 }
+
+// FuzzDecode feeds Decode tables of two probes whose strings, where every
+// part of the format is read, are the fuzzer's (the checksum made right):
+// whatever it decodes, Build must lay out again and Decode read back the
+// same, and nothing may panic (the tracer runs as root on binaries it did
+// not build).
+func FuzzDecode(f *testing.F) {
+	named := probe.Probe{
+		Provider: "go", Name: "exit__main__f", Spec: "-8@8(%rsp) 8@16(%rsp)", Slot: 1,
+		Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "", Type: "string", Kind: probe.String}},
+		Dropped: []probe.Arg{{Name: "_", Type: "[]byte"}},
+	}
+	img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)})
+	if err != nil {
+		f.Fatal(err)
+	}
+	l := img.Layout
+	base := link(img)[:l.StringsOffset]
+	f.Add(img.Bytes[l.StringsOffset:])
+	f.Add([]byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00"))
+	f.Fuzz(func(t *testing.T, strs []byte) {
+		b := append(append([]byte(nil), base...), strs...)
+		b = append(b, make([]byte, pad8(len(b))-len(b))...)
+		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+		probes, _, err := Decode(b, 0x500000)
+		if err != nil {
+			return
+		}
+		img, err := Build(probes[0].Package, probes)
+		if err != nil {
+			t.Fatalf("Build of what Decode read: %v", err)
+		}
+		again, _, err := Decode(link(img), 0x500000)
+		if err != nil {
+			t.Fatalf("Decode of what Build laid out again: %v", err)
+		}
+		for i := range probes {
+			probes[i].PC, again[i].PC = 0, 0
+		}
+		if !reflect.DeepEqual(again, probes) {
+			t.Errorf("read back\n%+v\nwant\n%+v", again, probes)
+		}
+	})
+}
