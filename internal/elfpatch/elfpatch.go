@@ -62,7 +62,8 @@ const (
 var le = binary.LittleEndian
 
 // AddNotes rewrites the ELF executable at path so that every USDT consumer
-// (bpftrace, bcc, perf, gdb, readelf) sees sites as stapsdt probes. Notes
+// (bpftrace, bcc, perf, gdb, readelf) sees sites as stapsdt probes, from
+// their Provider, Name, Spec, PC and Semaphore address. Notes
 // already in the file (a cgo binary whose C objects carried sys/sdt.h
 // probes) are kept, each probe appearing once. With no sites the file is
 // left untouched. The file is replaced atomically: a failure leaves the

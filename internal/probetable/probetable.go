@@ -1,5 +1,6 @@
-// Package probetable defines the record that carries Plan9-stub probes from
-// the compiler to the link step.
+// Package probetable encodes the table that carries Plan9-stub probes
+// (probe.Probe records) from the compiler to the link step, and on to the
+// tracers that read a linked executable.
 //
 // Go's internal linker drops every non-allocated section, so a package
 // compiled without the C toolchain cannot bring its own .note.stapsdt. It
@@ -17,7 +18,7 @@
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
 //	..  slot of each probe [count]uint16, padded to 8 bytes
-//	..  strings: "package\0", then per probe "provider\0name\0args\0", then
+//	..  strings: "package\0", then per probe "provider\0name\0spec\0", then
 //	    "kinds\0" and per probe "kind,kind...\0", then "names\0" and per
 //	    probe "count\0" and count times "name\0type\0", padded to 8 bytes
 //
@@ -33,10 +34,10 @@
 // Kinds are the probe.Kind names of a probe's arguments, comma-separated: a
 // tracer needs them to tell a string's pointer from an integer, which the
 // argument spec does not. Tables written before kinds existed end after the
-// args; their decoders ignore the kinds, and for them a probe has no Args.
+// specs; their decoders ignore the kinds, and for them a probe has no Args.
 //
 // Names are each argument's declared name and Go type, for a tracer to
-// show, in decimal count and then pairs: the first pairs are the arguments
+// show, as a decimal count and then pairs: the first pairs are the arguments
 // the probe passes, one per kind, and any further ones the arguments it
 // dropped (probe.Probe.Dropped). Tables written before names existed end
 // after the kinds, and decoders that predate names ignore them; from such a
