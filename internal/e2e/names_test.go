@@ -47,6 +47,28 @@ var namesCases = []namesCase{
 		json: []string{"id kind depth", "id kind worker wait_ns", "id kind run_ns ok"},
 	},
 	{
+		// The cgo route's notes come from the C assembler, with no probe
+		// table: bpftrace's argN, and integers.
+		name: "usdtgen cgo",
+		build: func(t *testing.T) string {
+			bin := filepath.Join(t.TempDir(), "jobs")
+			goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeB.env(), routeB.buildArgs(bin)...)
+			return bin
+		},
+		run: []string{"-jobs", "1", "-workers", "1"},
+		list: map[string]string{
+			"job__enqueued": "arg0, arg1, arg2",
+			"job__started":  "arg0, arg1, arg2, arg3",
+			"job__done":     "arg0, arg1, arg2, arg3",
+		},
+		trace: []string{
+			`jobs:job__enqueued\(arg0=1, arg1=\d+, arg2=\d+\)`,
+			`jobs:job__started\(arg0=1, arg1=\d+, arg2=0, arg3=\d+\)`,
+			`jobs:job__done\(arg0=1, arg1=\d+, arg2=\d+, arg3=[01]\)`,
+		},
+		json: []string{"arg0 arg1 arg2", "arg0 arg1 arg2 arg3", "arg0 arg1 arg2 arg3"},
+	},
+	{
 		name: "automatic",
 		build: func(t *testing.T) string {
 			dir := fixture(t, "names")

@@ -189,8 +189,8 @@ func (p *printer) json(t time.Time, tgid, tid int, s *site, auto bool, gid uint6
 	p.w.Write(append(b, '\n'))
 }
 
-// object is a JSON object whose keys keep their order: the arguments'
-// as declared.
+// object is a JSON object that keeps its keys in order, so that arguments
+// come as they are declared.
 type object []field
 
 type field struct {

@@ -21,7 +21,7 @@ type site struct {
 	// records them, else nil: then every argument shows as an integer.
 	kinds []probe.Kind
 	strs  []bool // which arguments are strings
-	// names are what each shown value is called (see label), and
+	// names are what each shown value is called (see argLabel), and
 	// dropped, the arguments the probe has no room for.
 	names, dropped []string
 	pc             uint64 // link-time address, what the probe table records
