@@ -25,13 +25,9 @@ type namesCase struct {
 
 var namesCases = []namesCase{
 	{
-		name: "usdtgen",
-		build: func(t *testing.T) string {
-			bin := filepath.Join(t.TempDir(), "jobs")
-			goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
-			return bin
-		},
-		run: []string{"-jobs", "1", "-workers", "1"},
+		name:  "usdtgen",
+		build: buildJobs(routeA),
+		run:   []string{"-jobs", "1", "-workers", "1"},
 		// provider.d's parameter names, with the Go types of usdtgen's
 		// functions.
 		list: map[string]string{
@@ -49,13 +45,9 @@ var namesCases = []namesCase{
 	{
 		// The cgo route's notes come from the C assembler, with no probe
 		// table: bpftrace's argN, and integers.
-		name: "usdtgen cgo",
-		build: func(t *testing.T) string {
-			bin := filepath.Join(t.TempDir(), "jobs")
-			goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeB.env(), routeB.buildArgs(bin)...)
-			return bin
-		},
-		run: []string{"-jobs", "1", "-workers", "1"},
+		name:  "usdtgen cgo",
+		build: buildJobs(routeB),
+		run:   []string{"-jobs", "1", "-workers", "1"},
 		list: map[string]string{
 			"job__enqueued": "arg0, arg1, arg2",
 			"job__started":  "arg0, arg1, arg2, arg3",
@@ -118,6 +110,15 @@ var namesCases = []namesCase{
 		trace: []string{`old:hit\(arg0=7, arg1="seven"\)`},
 		json:  []string{"arg0 arg1"},
 	},
+}
+
+// buildJobs builds examples/provider on route r.
+func buildJobs(r route) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		bin := filepath.Join(t.TempDir(), "jobs")
+		goCmd(t, filepath.Join(repoRoot, "examples", "provider"), r.env(), r.buildArgs(bin)...)
+		return bin
+	}
 }
 
 // listArgs runs usdt-toolexec list on bin and returns each probe's ARGS
