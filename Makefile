@@ -59,6 +59,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./internal/provider
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./rules
 	$(GO) test -run='^$$' -fuzz=FuzzInstrument -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./rewrite
+	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZTIME) -fuzzminimizetime=5s ./internal/probetable
 
 clean:
 	rm -rf $(BIN)

@@ -21,14 +21,6 @@ type Stub struct {
 	Semaphore string
 }
 
-func kinds(p probe.Probe) []probe.Kind {
-	ks := make([]probe.Kind, len(p.Args))
-	for i, a := range p.Args {
-		ks[i] = a.Kind
-	}
-	return ks
-}
-
 // nop is the probe site. Go's NOP pseudo-instruction assembles to nothing,
 // so the instruction is spelled out. On amd64 it is the 5-byte NOP (nopl
 // 0x0(%rax,%rax,1)) rather than the 1-byte one: Linux (6.18 and later)
@@ -62,14 +54,15 @@ const (
 func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetable.Layout, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
-	entries := make([]probetable.Entry, len(stubs))
+	probes := make([]probe.Probe, len(stubs))
 	for i, s := range stubs {
-		f := GoArgs(arch, kinds(s.Probe))
-		entries[i] = probetable.Entry{Provider: s.Probe.Provider, Name: s.Probe.Name, Args: strings.Join(f.Specs, " "), Semaphore: i, Kinds: kinds(s.Probe)}
+		f := GoArgs(arch, s.Probe.Kinds())
+		probes[i] = s.Probe
+		probes[i].Spec, probes[i].Slot = strings.Join(f.Specs, " "), i
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}
-	l, err := writeTable(&b, pkg, table, entries, func(i int) string { return stubs[i].Symbol })
+	l, err := writeTable(&b, pkg, table, probes, func(i int) string { return stubs[i].Symbol })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}
@@ -77,10 +70,10 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 }
 
 // writeTable writes the DATA and GLOBL directives of the probe table of
-// entries, the address of probe i's site being symbol(i) (a symbol, plus an
+// probes, the address of probe i's site being symbol(i) (a symbol, plus an
 // offset if need be), which the linker relocates.
-func writeTable(b *bytes.Buffer, pkg, table string, entries []probetable.Entry, symbol func(i int) string) (probetable.Layout, error) {
-	img, err := probetable.Build(pkg, entries)
+func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, symbol func(i int) string) (probetable.Layout, error) {
+	img, err := probetable.Build(pkg, probes)
 	if err != nil {
 		return probetable.Layout{}, err
 	}
@@ -151,7 +144,7 @@ _.stapsdt.base:
 .Lusdt_desc_end_%[5]d:
 	.balign 4
 	.popsection
-`, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, kinds(s.Probe)), gnuNop[arch])
+`, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, s.Probe.Kinds()), gnuNop[arch])
 	}
 	b.WriteString("\n\t.section .note.GNU-stack, \"\", %progbits\n")
 	return b.Bytes()

@@ -24,13 +24,11 @@ type Trampoline struct {
 	Kinds  []probe.Kind
 }
 
-// Site is one probe behind a trampoline.
+// Site is one probe behind a trampoline. Its Probe's Slot is its
+// semaphore's; probes may share one.
 type Site struct {
 	Probe      probe.Probe
 	Trampoline int
-	// Semaphore is the probe's slot in the table's semaphore array;
-	// probes may share one.
-	Semaphore int
 }
 
 // siteCode is one site: the NOP the tracer patches, then a return to the
@@ -71,24 +69,19 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, tramps []Trampoline
 		fmt.Fprintf(&b, "\nTEXT ·%s(SB), %d, $0-%d\n", t.Symbol, flagNOSPLIT|flagNOFRAME, frames[i].Size)
 		fmt.Fprintf(&b, jump[arch], sites)
 	}
-	entries := make([]probetable.Entry, len(probes))
+	laid := make([]probe.Probe, len(probes))
 	for i, s := range probes {
-		if s.Trampoline < 0 || s.Trampoline >= len(tramps) || !slices.Equal(kinds(s.Probe), tramps[s.Trampoline].Kinds) {
+		if s.Trampoline < 0 || s.Trampoline >= len(tramps) || !slices.Equal(s.Probe.Kinds(), tramps[s.Trampoline].Kinds) {
 			return nil, probetable.Layout{}, fmt.Errorf("asmgen: probe %s:%s does not match its trampoline", s.Probe.Provider, s.Probe.Name)
 		}
-		entries[i] = probetable.Entry{
-			Provider:  s.Probe.Provider,
-			Name:      s.Probe.Name,
-			Args:      strings.Join(frames[s.Trampoline].Specs[1:], " "),
-			Semaphore: s.Semaphore,
-			Kinds:     kinds(s.Probe),
-		}
+		laid[i] = s.Probe
+		laid[i].Spec = strings.Join(frames[s.Trampoline].Specs[1:], " ")
 	}
 	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\nTEXT ·%s(SB), %d, $0-0\n", sc.size, sites, flagNOSPLIT|flagNOFRAME)
 	for _, s := range probes {
 		fmt.Fprintf(&b, "\t%s // %s:%s\n", sc.code, s.Probe.Provider, s.Probe.Name)
 	}
-	l, err := writeTable(&b, pkg, table, entries, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
+	l, err := writeTable(&b, pkg, table, laid, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}

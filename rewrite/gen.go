@@ -125,15 +125,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	for i, kinds := range g.fires {
 		tramps[i] = asmgen.Trampoline{Symbol: fmt.Sprintf("usdtAutoTramp%d", i), Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
 	}
-	sites := make([]asmgen.Site, len(g.probes))
-	for i, p := range g.probes {
-		args := []probe.Arg{{Name: "goid", Kind: probe.Int64}}
-		for j, k := range p.args {
-			args = append(args, probe.Arg{Name: fmt.Sprintf("a%d", j+1), Kind: k})
-		}
-		sites[i] = asmgen.Site{Probe: probe.Probe{Provider: g.provider, Name: p.name, Args: args}, Trampoline: p.fire, Semaphore: p.semaphore}
-	}
-	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", tramps, sites)
+	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", tramps, g.probes)
 	if err != nil {
 		return nil, nil, err
 	}

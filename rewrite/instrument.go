@@ -7,19 +7,11 @@ import (
 	"go/types"
 	"strings"
 
+	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rules"
 )
-
-// autoProbe is one generated probe. Its site index is its index in
-// generator.probes.
-type autoProbe struct {
-	name      string
-	args      []probe.Kind
-	semaphore int
-	fire      int // index in generator.fires
-}
 
 // exitShape is a generated type whose fire method reads the results of a
 // returning function through the addresses it holds and fires an exit
@@ -34,7 +26,9 @@ type exitShape struct {
 type generator struct {
 	pkg      *types.Package
 	provider string
-	probes   []autoProbe
+	// probes are the generated probes, behind the trampolines of the
+	// fire functions; a probe's site index is its index here.
+	probes []asmgen.Site
 	// semaphores counts the semaphore slots: one per instrumented
 	// function, shared by its entry and exit probes.
 	semaphores int
@@ -81,16 +75,41 @@ func (g *generator) exit(fire, fields int, args []string) int {
 	return len(g.exits) - 1
 }
 
-func (g *generator) add(name string, args []probe.Kind, semaphore int) (site, fire int) {
-	fire = g.fire(args)
-	g.probes = append(g.probes, autoProbe{name: name, args: args, semaphore: semaphore, fire: fire})
+// add adds the probe name, which passes the goroutine id and then args
+// and has no room for dropped, with its semaphore in slot.
+func (g *generator) add(name string, args, dropped []probe.Arg, slot int) (site, fire int) {
+	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot}
+	fire = g.fire(p.Kinds()[1:])
+	g.probes = append(g.probes, asmgen.Site{Probe: p, Trampoline: fire})
 	return len(g.probes) - 1, fire
 }
 
-// value is a variable a probe passes: its name once the signature has one.
+// goidArg and elapsedArg are what every automatic probe, and every exit
+// probe, pass ahead of the function's values.
+var (
+	goidArg    = probe.Arg{Name: "goid", Type: "int64", Kind: probe.Int64}
+	elapsedArg = probe.Arg{Name: "elapsed", Type: "time.Duration", Kind: probe.Int64}
+)
+
+// value is a variable a probe passes: its name once the signature has one,
+// and declared, its name in the source ("_" for a blank one, empty for an
+// unnamed one).
 type value struct {
-	name string
-	typ  types.Type
+	name, declared string
+	typ            types.Type
+}
+
+// arg describes v for the probe table, its type as the package writes it.
+func (g *generator) arg(v value, k probe.Kind) probe.Arg {
+	qualify := func(p *types.Package) string {
+		if p == g.pkg {
+			return ""
+		}
+		return p.Name()
+	}
+	// A struct tag may hold a NUL, which the table cannot.
+	typ := strings.ReplaceAll(types.TypeString(v.typ, qualify), "\x00", `\x00`)
+	return probe.Arg{Name: v.declared, Type: typ, Kind: k}
 }
 
 // instrumented is what instrument does to one function: edits of its
@@ -129,7 +148,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			if len(field.Names) == 0 {
 				n := fmt.Sprintf("%s%d", prefix, i)
 				*edits = append(*edits, splice{at: off(field.Type.Pos()), text: n + " "})
-				vals = append(vals, value{n, vars.At(i).Type()})
+				vals = append(vals, value{n, "", vars.At(i).Type()})
 				i++
 				continue
 			}
@@ -139,7 +158,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 					n = fmt.Sprintf("%s%d", prefix, i)
 					*edits = append(*edits, splice{at: off(id.Pos()), del: 1, text: n})
 				}
-				vals = append(vals, value{n, vars.At(i).Type()})
+				vals = append(vals, value{n, id.Name, vars.At(i).Type()})
 				i++
 			}
 		}
@@ -164,10 +183,10 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		if rule.Args {
 			vals = append(append(vals, recv...), params...)
 		}
-		kinds, exprs, dropped := g.pass(vals)
-		fn.Dropped += dropped
+		args, exprs, dropped := g.pass(vals)
+		fn.Dropped += len(dropped)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
-		site, fireFn := g.add(fn.Entry, kinds, sem)
+		site, fireFn := g.add(fn.Entry, args, dropped, sem)
 		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
 	if rule.Exit {
@@ -180,12 +199,12 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			}
 			vals = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
 		}
-		kinds, exprs, ptrs, dropped := g.passAt(vals)
-		fn.Dropped += dropped
+		args, exprs, ptrs, dropped := g.passAt(vals)
+		fn.Dropped += len(dropped)
 		fn.Exit = autoprobe.Name("exit", g.pkg.Name(), name)
-		kinds = append([]probe.Kind{probe.Int64}, kinds...)
+		args = append([]probe.Arg{elapsedArg}, args...)
 		exprs = append([]string{"usdtAutoNanotime() - x.start"}, exprs...)
-		site, fireFn := g.add(fn.Exit, kinds, sem)
+		site, fireFn := g.add(fn.Exit, args, dropped, sem)
 		shape := g.exit(fireFn, len(ptrs), exprs)
 		// Registered first, the deferred call runs last: after any
 		// recover in the function has set the final results. It is a
@@ -363,33 +382,42 @@ func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
 
 // pass converts values to probe arguments, keeping room for the goroutine
 // id in arg0 and dropping what does not fit the note.
-func (g *generator) pass(vals []value) (kinds []probe.Kind, exprs []string, dropped int) {
+func (g *generator) pass(vals []value) (args []probe.Arg, exprs []string, dropped []probe.Arg) {
 	for i, v := range vals {
 		if i >= probe.MaxArgs-1 {
-			return kinds, exprs, len(vals) - i
+			return args, exprs, g.drop(vals[i:])
 		}
 		k, e := g.convert(v.typ, v.name)
-		kinds = append(kinds, k)
+		args = append(args, g.arg(v, k))
 		exprs = append(exprs, e)
 	}
-	return kinds, exprs, 0
+	return args, exprs, nil
+}
+
+// drop describes values a probe has no room for.
+func (g *generator) drop(vals []value) []probe.Arg {
+	args := make([]probe.Arg, len(vals))
+	for i, v := range vals {
+		args[i] = g.arg(v, probe.Invalid)
+	}
+	return args
 }
 
 // passAt is pass for the exit probe's deferred call: each value is read
 // through its address, held in a field of the generated usdtAutoExitN
 // type. It returns the addresses to store, in field order. Room is kept
 // for the goroutine id and the elapsed time in arg0 and arg1.
-func (g *generator) passAt(vals []value) (kinds []probe.Kind, exprs, ptrs []string, dropped int) {
+func (g *generator) passAt(vals []value) (args []probe.Arg, exprs, ptrs []string, dropped []probe.Arg) {
 	for i, v := range vals {
 		if i >= probe.MaxArgs-2 {
-			return kinds, exprs, ptrs, len(vals) - i
+			return args, exprs, ptrs, g.drop(vals[i:])
 		}
 		k, e, ok := convertAt(v.typ, fmt.Sprintf("usdtAutoData(x.a%d)", len(ptrs)+1))
 		if ok {
 			ptrs = append(ptrs, "&"+v.name)
 		}
-		kinds = append(kinds, k)
+		args = append(args, g.arg(v, k))
 		exprs = append(exprs, e)
 	}
-	return kinds, exprs, ptrs, 0
+	return args, exprs, ptrs, nil
 }

@@ -19,8 +19,8 @@ TEXT ·usdtStubJobsJobDone(SB), 516, $0-25
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtJobsTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtJobsTable+8(SB)/8, $0x0000014000000003
-DATA ·usdtJobsTable+16(SB)/8, $0x00000003d151b15d
+DATA ·usdtJobsTable+8(SB)/8, $0x000001c800000003
+DATA ·usdtJobsTable+16(SB)/8, $0x0000000322b21fc9
 DATA ·usdtJobsTable+32(SB)/8, $·usdtStubJobsJobEnqueued(SB)
 DATA ·usdtJobsTable+40(SB)/8, $·usdtStubJobsJobStarted(SB)
 DATA ·usdtJobsTable+48(SB)/8, $·usdtStubJobsJobDone(SB)
@@ -56,5 +56,22 @@ DATA ·usdtJobsTable+280(SB)/8, $0x6e692c3631746e69
 DATA ·usdtJobsTable+288(SB)/8, $0x36746e6900343674
 DATA ·usdtJobsTable+296(SB)/8, $0x676e697274732c34
 DATA ·usdtJobsTable+304(SB)/8, $0x622c3436746e692c
-DATA ·usdtJobsTable+312(SB)/8, $0x00000000006c6f6f
-GLOBL ·usdtJobsTable(SB), 16, $320
+DATA ·usdtJobsTable+312(SB)/8, $0x656d616e006c6f6f
+DATA ·usdtJobsTable+320(SB)/8, $0x6900646900330073
+DATA ·usdtJobsTable+328(SB)/8, $0x6e696b003436746e
+DATA ·usdtJobsTable+336(SB)/8, $0x676e697274730064
+DATA ·usdtJobsTable+344(SB)/8, $0x6900687470656400
+DATA ·usdtJobsTable+352(SB)/8, $0x690034003233746e
+DATA ·usdtJobsTable+360(SB)/8, $0x003436746e690064
+DATA ·usdtJobsTable+368(SB)/8, $0x72747300646e696b
+DATA ·usdtJobsTable+376(SB)/8, $0x6b726f7700676e69
+DATA ·usdtJobsTable+384(SB)/8, $0x31746e6975007265
+DATA ·usdtJobsTable+392(SB)/8, $0x6e5f746961770036
+DATA ·usdtJobsTable+400(SB)/8, $0x003436746e690073
+DATA ·usdtJobsTable+408(SB)/8, $0x746e690064690034
+DATA ·usdtJobsTable+416(SB)/8, $0x00646e696b003436
+DATA ·usdtJobsTable+424(SB)/8, $0x7200676e69727473
+DATA ·usdtJobsTable+432(SB)/8, $0x6e6900736e5f6e75
+DATA ·usdtJobsTable+440(SB)/8, $0x62006b6f00343674
+DATA ·usdtJobsTable+448(SB)/8, $0x00000000006c6f6f
+GLOBL ·usdtJobsTable(SB), 16, $456

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // The test program: package p owns the probe (a Plan9 NOP stub and a
@@ -369,9 +371,9 @@ func fresh(t *testing.T, v variant) (string, *built) {
 
 // sites is what the tests add: one probe with the first semaphore, and a
 // second at the same pc with the second semaphore, so .probes spans both.
-func (b *built) sites(v variant) []Site {
-	return []Site{
-		{Provider: "elfpatchtest", Name: "fire", Args: v.args, PC: b.pc, Semaphore: b.table + 8},
-		{Provider: "elfpatchtest", Name: "fire2", Args: v.args, PC: b.pc, Semaphore: b.table + 10},
+func (b *built) sites(v variant) []probe.Probe {
+	return []probe.Probe{
+		{Provider: "elfpatchtest", Name: "fire", Spec: v.args, PC: b.pc, Semaphore: b.table + 8},
+		{Provider: "elfpatchtest", Name: "fire2", Spec: v.args, PC: b.pc, Semaphore: b.table + 10},
 	}
 }

@@ -37,15 +37,9 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
-
-// Site is a probe site found in the executable; Semaphore is its link-time
-// virtual address (0 = none).
-type Site struct {
-	Provider, Name, Args string
-	PC, Semaphore        uint64
-}
 
 // Names of the sections this package adds or reuses.
 const (
@@ -68,12 +62,13 @@ const (
 var le = binary.LittleEndian
 
 // AddNotes rewrites the ELF executable at path so that every USDT consumer
-// (bpftrace, bcc, perf, gdb, readelf) sees sites as stapsdt probes. Notes
+// (bpftrace, bcc, perf, gdb, readelf) sees sites as stapsdt probes, from
+// their Provider, Name, Spec, PC and Semaphore address. Notes
 // already in the file (a cgo binary whose C objects carried sys/sdt.h
 // probes) are kept, each probe appearing once. With no sites the file is
 // left untouched. The file is replaced atomically: a failure leaves the
 // original in place.
-func AddNotes(path string, sites []Site) error {
+func AddNotes(path string, sites []probe.Probe) error {
 	if len(sites) == 0 {
 		return nil
 	}
@@ -83,7 +78,7 @@ func AddNotes(path string, sites []Site) error {
 	return nil
 }
 
-func addNotes(path string, sites []Site) error {
+func addNotes(path string, sites []probe.Probe) error {
 	// Patch the file a symlink points to, not replace the link with a copy.
 	target, err := filepath.EvalSymlinks(path)
 	if err != nil {
@@ -256,11 +251,11 @@ func (im *image) named(name string) []*shdr {
 	return out
 }
 
-func siteName(s Site) string { return s.Provider + ":" + s.Name }
+func siteName(s probe.Probe) string { return s.Provider + ":" + s.Name }
 
 // patch returns data with the notes for sites added. It is a pure function
 // of its input, so the same executable and sites give the same bytes.
-func patch(data []byte, sites []Site) ([]byte, error) {
+func patch(data []byte, sites []probe.Probe) ([]byte, error) {
 	im, err := load(data)
 	if err != nil {
 		return nil, err
@@ -269,7 +264,7 @@ func patch(data []byte, sites []Site) ([]byte, error) {
 		if s.Provider == "" || s.Name == "" {
 			return nil, fmt.Errorf("probe %q has an empty provider or name", siteName(s))
 		}
-		if strings.ContainsRune(s.Provider+s.Name+s.Args, 0) {
+		if strings.ContainsRune(s.Provider+s.Name+s.Spec, 0) {
 			return nil, fmt.Errorf("probe %q: names and arguments must not contain NUL bytes", siteName(s))
 		}
 	}
@@ -335,7 +330,7 @@ func patch(data []byte, sites []Site) ([]byte, error) {
 			continue
 		}
 		seen[k] = true
-		notes = append(notes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Args,
+		notes = append(notes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Spec,
 			PC: s.PC, Base: base, Semaphore: s.Semaphore})
 	}
 	noteData := sdtnote.Encode(notes, le)
@@ -399,7 +394,7 @@ func patch(data []byte, sites []Site) ([]byte, error) {
 // codeSection checks that every pc lies in executable code and returns the
 // section holding the lowest one. All pcs must share its address-offset
 // delta, since every note shares one base.
-func (im *image) codeSection(sites []Site) (*shdr, error) {
+func (im *image) codeSection(sites []probe.Probe) (*shdr, error) {
 	var text *shdr
 	lowest := ^uint64(0)
 	for _, s := range sites {
@@ -421,7 +416,7 @@ func (im *image) codeSection(sites []Site) (*shdr, error) {
 // semaphoreOverlay checks the semaphores and returns the .probes header to
 // add, or nil when no site has a semaphore or an existing .probes already
 // covers them all.
-func (im *image) semaphoreOverlay(sites []Site) (*shdr, error) {
+func (im *image) semaphoreOverlay(sites []probe.Probe) (*shdr, error) {
 	var sec *shdr
 	var lo, hi uint64
 	for _, s := range sites {

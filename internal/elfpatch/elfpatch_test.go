@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
@@ -137,7 +138,7 @@ func TestAddNotesLayout(t *testing.T) {
 			}
 			wantNotes := append([]sdtnote.Note(nil), oldNotes...)
 			for _, s := range sites {
-				wantNotes = append(wantNotes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Args,
+				wantNotes = append(wantNotes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Spec,
 					PC: s.PC, Base: base.Addr, Semaphore: s.Semaphore})
 			}
 			if !reflect.DeepEqual(got, wantNotes) {
@@ -183,10 +184,10 @@ func TestAddNotesLayout(t *testing.T) {
 func TestAddNotesSharedSemaphore(t *testing.T) {
 	v := exeVariant
 	path, b := fresh(t, v)
-	sites := []Site{
-		{Provider: "elfpatchtest", Name: "entry", Args: v.args, PC: b.pc, Semaphore: b.table + 8},
-		{Provider: "elfpatchtest", Name: "exit", Args: v.args, PC: b.pc, Semaphore: b.table + 8},
-		{Provider: "elfpatchtest", Name: "other", Args: v.args, PC: b.pc, Semaphore: b.table + 10},
+	sites := []probe.Probe{
+		{Provider: "elfpatchtest", Name: "entry", Spec: v.args, PC: b.pc, Semaphore: b.table + 8},
+		{Provider: "elfpatchtest", Name: "exit", Spec: v.args, PC: b.pc, Semaphore: b.table + 8},
+		{Provider: "elfpatchtest", Name: "other", Spec: v.args, PC: b.pc, Semaphore: b.table + 10},
 	}
 	if err := AddNotes(path, sites); err != nil {
 		t.Fatal(err)
@@ -205,9 +206,9 @@ func TestAddNotesSharedSemaphore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var got []Site
+	var got []probe.Probe
 	for _, n := range notes {
-		got = append(got, Site{Provider: n.Provider, Name: n.Name, Args: n.Args, PC: n.PC, Semaphore: n.Semaphore})
+		got = append(got, probe.Probe{Provider: n.Provider, Name: n.Name, Spec: n.Args, PC: n.PC, Semaphore: n.Semaphore})
 	}
 	if !reflect.DeepEqual(got, sites) {
 		t.Errorf("notes:\n got %+v\nwant %+v", got, sites)
@@ -233,8 +234,8 @@ func TestAddNotesErrors(t *testing.T) {
 		}
 		return s.Addr
 	}
-	site := func(pc, sema uint64) []Site {
-		return []Site{{Provider: "p", Name: "n", Args: v.args, PC: pc, Semaphore: sema}}
+	site := func(pc, sema uint64) []probe.Probe {
+		return []probe.Probe{{Provider: "p", Name: "n", Spec: v.args, PC: pc, Semaphore: sema}}
 	}
 	poke := func(off int, val ...byte) func([]byte) []byte {
 		return func(d []byte) []byte { copy(d[off:], val); return d }
@@ -242,7 +243,7 @@ func TestAddNotesErrors(t *testing.T) {
 	tests := []struct {
 		name   string
 		mutate func([]byte) []byte // applied to the file before patching
-		sites  []Site
+		sites  []probe.Probe
 		want   string
 	}{
 		{"not ELF", func([]byte) []byte { return []byte("#!/bin/sh\necho hi\n") }, site(b.pc, 0), "not an ELF file"},
@@ -257,8 +258,8 @@ func TestAddNotesErrors(t *testing.T) {
 		{"semaphore read-only", nil, site(b.pc, addr(".rodata")), "not writable"},
 		{"semaphores in two sections", nil, append(site(b.pc, b.table+8), site(b.pc, addr(".data"))...), "one .probes section must cover them all"},
 		{"pc outside code", nil, site(addr(".rodata"), b.table+8), "not inside an executable section"},
-		{"empty name", nil, []Site{{Provider: "p", PC: b.pc}}, "empty provider or name"},
-		{"NUL in args", nil, []Site{{Provider: "p", Name: "n", Args: "8@%rdi\x00", PC: b.pc}}, "NUL"},
+		{"empty name", nil, []probe.Probe{{Provider: "p", PC: b.pc}}, "empty provider or name"},
+		{"NUL in args", nil, []probe.Probe{{Provider: "p", Name: "n", Spec: "8@%rdi\x00", PC: b.pc}}, "NUL"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,8 +298,8 @@ func assertNoTemp(t *testing.T, dir string) {
 func TestAddNotesNoSites(t *testing.T) {
 	tests := []struct {
 		name  string
-		sites []Site
-	}{{"nil", nil}, {"empty", []Site{}}}
+		sites []probe.Probe
+	}{{"nil", nil}, {"empty", []probe.Probe{}}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Not even an ELF file: with nothing to add, nothing is read.

@@ -6,8 +6,11 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"strings"
 	"text/tabwriter"
 
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
@@ -21,19 +24,34 @@ func readNotes(path string) ([]sdtnote.Note, error) {
 	return sdtnote.Read(f)
 }
 
-// list prints the probes of a binary the way tracers will see them.
+// List prints the probes of a binary the way tracers will see them, with
+// the names and Go types of their arguments where the binary's probe
+// tables record them.
 func List(path string, w io.Writer) error {
-	notes, err := readNotes(path)
+	f, err := elf.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	notes, err := sdtnote.Read(f)
 	if err != nil {
 		return err
 	}
 	if len(notes) == 0 {
 		return fmt.Errorf("%s: no USDT probes", path)
 	}
+	byPC, err := probetable.ByPC(f)
+	if err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS")
+	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS\tSPEC")
 	for _, n := range notes {
-		fmt.Fprintf(tw, "%s\t%s\t%#x\t%#x\t%s\n", n.Provider, n.Name, n.PC, n.Semaphore, n.Args)
+		p, ok := byPC[n.PC]
+		if specs := len(strings.Fields(n.Args)); !ok || len(p.Args) != specs {
+			p = probe.Probe{Args: make([]probe.Arg, specs)}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%#x\t%#x\t%s\t%s\n", n.Provider, n.Name, n.PC, n.Semaphore, p.Params(), n.Args)
 	}
 	return tw.Flush()
 }

@@ -86,19 +86,84 @@ func (k Kind) Size() int { return kindInfo[k].size }
 // Signed reports whether the note marks the argument signed ("-N@...").
 func (k Kind) Signed() bool { return kindInfo[k].signed }
 
-// Arg is one probe argument. Name is informational (generated parameter
-// names, documentation); consumers only ever see positions.
+// Arg is one probe argument. Consumers of the note only ever see
+// positions; the probe table carries Name and Type so that a tracer can
+// show them.
 type Arg struct {
+	// Name is the argument's name as declared: "_" for a blank Go
+	// parameter, empty for an unnamed one.
 	Name string
+	// Type is the Go type the value has where it is declared, qualified by
+	// package name, not path (context.Context); empty where unknown.
+	Type string
 	Kind Kind
 }
 
-// Probe is one probe as its provider declares it. Provider and Name are kept
-// exactly as declared: they are what `bpftrace -l` shows.
+// Probe is one probe, from the declaration that makes it to the note that
+// describes it. Provider and Name are kept exactly as declared: they are what
+// `bpftrace -l` shows. The parser or rewriter fills in what the declaration
+// says; Spec and Slot come with the code generated for an architecture, and
+// Package, PC and Semaphore from the linked executable's probe table.
 type Probe struct {
 	Provider string
 	Name     string
 	Args     []Arg
+	// Dropped are declared arguments the note has no room for, in order
+	// after Args: the probe does not pass them.
+	Dropped []Arg
+
+	// Spec is the stapsdt argument spec ("8@%rax -4@%rbx").
+	Spec string
+	// Slot is the index of the probe's semaphore in its table's semaphore
+	// array; probes with the same slot share the semaphore.
+	Slot int
+
+	// Package is the import path of the package usdt-toolexec
+	// instrumented, empty for usdtgen's probes.
+	Package string
+	// PC is the link-time address of the probe's NOP, Semaphore that of
+	// its semaphore (the Slot-th of its table).
+	PC, Semaphore uint64
+}
+
+// Kinds are the kinds of p's arguments, in order.
+func (p Probe) Kinds() []Kind {
+	ks := make([]Kind, len(p.Args))
+	for i, a := range p.Args {
+		ks[i] = a.Kind
+	}
+	return ks
+}
+
+// Params shows p's arguments as a Go parameter list does, "name type": a
+// blank one as "_ T", an unnamed one as its type alone. An argument whose
+// name and type are unknown (its table predates names, or the probe has no
+// table) shows as "argN", N its position in the note, and its kind when
+// known. Dropped arguments follow "dropped:".
+func (p Probe) Params() string {
+	show := func(i int, a Arg) string {
+		switch {
+		case a.Type == "" && a.Name == "" && a.Kind.valid():
+			return fmt.Sprintf("arg%d %s", i, a.Kind.GoType())
+		case a.Type == "" && a.Name == "":
+			return fmt.Sprintf("arg%d", i)
+		case a.Name == "":
+			return a.Type
+		}
+		return strings.TrimSpace(a.Name + " " + a.Type)
+	}
+	var out []string
+	for i, a := range p.Args {
+		out = append(out, show(i, a))
+	}
+	if len(p.Dropped) > 0 {
+		var dropped []string
+		for i, a := range p.Dropped {
+			dropped = append(dropped, show(len(p.Args)+i, a))
+		}
+		out = append(out, "dropped: "+strings.Join(dropped, ", "))
+	}
+	return strings.Join(out, ", ")
 }
 
 var identRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)

@@ -1,5 +1,6 @@
-// Package probetable defines the record that carries Plan9-stub probes from
-// the compiler to the link step.
+// Package probetable encodes the table that carries Plan9-stub probes
+// (probe.Probe records) from the compiler to the link step, and on to the
+// tracers that read a linked executable.
 //
 // Go's internal linker drops every non-allocated section, so a package
 // compiled without the C toolchain cannot bring its own .note.stapsdt. It
@@ -17,8 +18,9 @@
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
 //	..  slot of each probe [count]uint16, padded to 8 bytes
-//	..  strings: "package\0", then per probe "provider\0name\0args\0", then
-//	    "kinds\0" and per probe "kind,kind...\0", padded to 8 bytes
+//	..  strings: "package\0", then per probe "provider\0name\0spec\0", then
+//	    "kinds\0" and per probe "kind,kind...\0", then "names\0" and per
+//	    probe "count\0" and count times "name\0type\0", padded to 8 bytes
 //
 // The checksum is FNV-1a over the slot array and the strings, padding
 // included: everything from the slot array to the end of the table.
@@ -32,7 +34,14 @@
 // Kinds are the probe.Kind names of a probe's arguments, comma-separated: a
 // tracer needs them to tell a string's pointer from an integer, which the
 // argument spec does not. Tables written before kinds existed end after the
-// args; their decoders ignore the kinds, and for them Kinds is nil.
+// specs; their decoders ignore the kinds, and for them a probe has no Args.
+//
+// Names are each argument's declared name and Go type, for a tracer to
+// show, as a decimal count and then pairs: the first pairs are the arguments
+// the probe passes, one per kind, and any further ones the arguments it
+// dropped (probe.Probe.Dropped). Tables written before names existed end
+// after the kinds, and decoders that predate names ignore them; from such a
+// table a probe's Args have kinds but neither names nor types.
 //
 // The package is the import path of the package whose functions
 // usdt-toolexec instrumented, and empty for usdtgen's tables.
@@ -44,6 +53,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -59,16 +70,6 @@ const headerSize = 24
 // maxCount bounds a table's probes and semaphore slots: a slot index is a
 // uint16.
 const maxCount = 1 << 16
-
-// Entry is one probe in a table. Args is the stapsdt argument spec for the
-// architecture the table is assembled for. Semaphore is the index of the
-// probe's semaphore slot; probes with the same index share a semaphore.
-// Kinds are the arguments' kinds, one per spec of Args.
-type Entry struct {
-	Provider, Name, Args string
-	Semaphore            int
-	Kinds                []probe.Kind
-}
 
 // Layout gives the offsets of a table's parts, which the Go declaration of
 // the table's symbol must reproduce exactly.
@@ -114,65 +115,78 @@ type Image struct {
 	Bytes  []byte
 }
 
-// Build lays out a table for entries of package pkg. The table has as many
-// semaphore slots as the highest slot index of entries plus one.
-func Build(pkg string, entries []Entry) (Image, error) {
-	if len(entries) > maxCount {
-		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(entries), maxCount)
+// Build lays out a table for probes of package pkg, from each probe's
+// Provider, Name, Spec, Slot, Args and Dropped. The table has as many
+// semaphore slots as the highest Slot of probes plus one.
+func Build(pkg string, probes []probe.Probe) (Image, error) {
+	if len(probes) > maxCount {
+		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(probes), maxCount)
 	}
 	var s strings.Builder
-	s.WriteString(pkg + "\x00")
+	field := func(f string) error {
+		if strings.IndexByte(f, 0) >= 0 {
+			return fmt.Errorf("probetable: NUL byte in %q", f)
+		}
+		s.WriteString(f + "\x00")
+		return nil
+	}
+	if err := field(pkg); err != nil {
+		return Image{}, err
+	}
 	slots := 0
-	for _, e := range entries {
-		for _, f := range []string{pkg, e.Provider, e.Name, e.Args} {
-			if strings.IndexByte(f, 0) >= 0 {
-				return Image{}, fmt.Errorf("probetable: NUL byte in %q", f)
+	for _, p := range probes {
+		if p.Slot < 0 || p.Slot >= maxCount {
+			return Image{}, fmt.Errorf("probetable: probe %s:%s has semaphore slot %d, outside [0, %d)", p.Provider, p.Name, p.Slot, maxCount)
+		}
+		slots = max(slots, p.Slot+1)
+		for _, f := range []string{p.Provider, p.Name, p.Spec} {
+			if err := field(f); err != nil {
+				return Image{}, err
 			}
 		}
-		if e.Semaphore < 0 || e.Semaphore >= maxCount {
-			return Image{}, fmt.Errorf("probetable: probe %s:%s has semaphore slot %d, outside [0, %d)", e.Provider, e.Name, e.Semaphore, maxCount)
-		}
-		slots = max(slots, e.Semaphore+1)
-		s.WriteString(e.Provider + "\x00" + e.Name + "\x00" + e.Args + "\x00")
 	}
 	s.WriteString(kindsMarker + "\x00")
-	for _, e := range entries {
-		names := make([]string, len(e.Kinds))
-		for i, k := range e.Kinds {
-			names[i] = k.String()
+	for _, p := range probes {
+		names := make([]string, len(p.Args))
+		for i, a := range p.Args {
+			names[i] = a.Kind.String()
 		}
 		s.WriteString(strings.Join(names, ",") + "\x00")
 	}
-	l := newLayout(len(entries), slots, pad8(s.Len()))
+	s.WriteString(namesMarker + "\x00")
+	for _, p := range probes {
+		args := append(slices.Clip(p.Args), p.Dropped...)
+		s.WriteString(strconv.Itoa(len(args)) + "\x00")
+		for _, a := range args {
+			if err := field(a.Name); err != nil {
+				return Image{}, err
+			}
+			if err := field(a.Type); err != nil {
+				return Image{}, err
+			}
+		}
+	}
+	l := newLayout(len(probes), slots, pad8(s.Len()))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.Size))
 	binary.LittleEndian.PutUint32(b[20:], uint32(slots))
-	for i, e := range entries {
-		binary.LittleEndian.PutUint16(b[l.SlotsOffset+2*i:], uint16(e.Semaphore))
+	for i, p := range probes {
+		binary.LittleEndian.PutUint16(b[l.SlotsOffset+2*i:], uint16(p.Slot))
 	}
 	copy(b[l.StringsOffset:], s.String())
 	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
 	return Image{Layout: l, Bytes: b}, nil
 }
 
-// Site is a probe found in a linked table. Entry.Semaphore is the probe's
-// slot index; Semaphore is the slot's address, which other sites of the
-// table may share.
-type Site struct {
-	Entry
-	Package   string // import path of an instrumented package, or empty
-	Stub      uint64 // address of the stub's NOP
-	Semaphore uint64 // address of the semaphore
-}
-
 // ErrNotTable reports bytes that start with the magic but are no table.
 var ErrNotTable = errors.New("probetable: not a table")
 
 // Decode reads the table at the start of b, which was loaded at address
-// addr. It returns the table's size so a scanner can skip past it.
-func Decode(b []byte, addr uint64) ([]Site, int, error) {
+// addr. Its probes have all the fields Build reads, and Package, PC and
+// Semaphore. It returns the table's size so a scanner can skip past it.
+func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 	if len(b) < headerSize || [8]byte(b[:8]) != Magic {
 		return nil, 0, ErrNotTable
 	}
@@ -189,62 +203,77 @@ func Decode(b []byte, addr uint64) ([]Site, int, error) {
 	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, 0, ErrNotTable
 	}
-	fields := make([]string, 0, 1+4*n)
-	rest := b[l.StringsOffset:size]
-	for len(fields) < 1+3*n {
-		i := bytes.IndexByte(rest, 0)
-		if i < 0 {
+	r := strs{rest: b[l.StringsOffset:size]}
+	pkg := r.next()
+	probes := make([]probe.Probe, n)
+	for i := range probes {
+		p := &probes[i]
+		p.Provider, p.Name, p.Spec = r.next(), r.next(), r.next()
+		p.Package = pkg
+		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
+		if p.Slot >= slots {
 			return nil, 0, ErrNotTable
 		}
-		fields = append(fields, string(rest[:i]))
-		rest = rest[i+1:]
+		p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
+		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
-	kinds, err := decodeKinds(rest, n)
-	if err != nil {
-		return nil, 0, err
+	if r.marker(kindsMarker) {
+		decodeKinds(&r, probes)
 	}
-	pkg, fields := fields[0], fields[1:]
-	sites := make([]Site, n)
-	for i := range sites {
-		slot := int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
-		if slot >= slots {
-			return nil, 0, ErrNotTable
-		}
-		sites[i] = Site{
-			Package:   pkg,
-			Entry:     Entry{Provider: fields[3*i], Name: fields[3*i+1], Args: fields[3*i+2], Semaphore: slot, Kinds: kinds[i]},
-			Stub:      binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:]),
-			Semaphore: addr + uint64(l.SemaphoreOffset(slot)),
+	if r.marker(namesMarker) {
+		decodeNames(&r, probes)
+	}
+	if r.bad {
+		return nil, 0, ErrNotTable
+	}
+	for _, p := range probes {
+		if p.PC == 0 {
+			return nil, 0, fmt.Errorf("probetable: probe %s:%s has no stub address", p.Provider, p.Name)
 		}
 	}
-	for _, s := range sites {
-		if s.Stub == 0 {
-			return nil, 0, fmt.Errorf("probetable: probe %s:%s has no stub address", s.Provider, s.Name)
-		}
-	}
-	return sites, size, nil
+	return probes, size, nil
 }
 
-// kindsMarker starts the kinds: what follows the args in an older table is
-// padding.
-const kindsMarker = "kinds"
+// Markers start the optional parts of the strings: what follows the last
+// part in an older table is padding.
+const (
+	kindsMarker = "kinds"
+	namesMarker = "names"
+)
 
-// decodeKinds reads the kinds of n probes from the rest of a table's
-// strings. A table without them gives nil kinds.
-// Kinds may be Invalid where this decoder does not know their name.
-func decodeKinds(rest []byte, n int) ([][]probe.Kind, error) {
-	kinds := make([][]probe.Kind, n)
-	rest, ok := bytes.CutPrefix(rest, []byte(kindsMarker+"\x00"))
-	if !ok {
-		return kinds, nil
+// strs reads a table's NUL-terminated strings. Running out of them makes
+// the table bad, not a panic: the bytes may be data that merely passed the
+// checksum.
+type strs struct {
+	rest []byte
+	bad  bool
+}
+
+func (r *strs) next() string {
+	i := bytes.IndexByte(r.rest, 0)
+	if i < 0 {
+		r.bad = true
+		return ""
 	}
-	for i := range kinds {
-		j := bytes.IndexByte(rest, 0)
-		if j < 0 {
-			return nil, ErrNotTable
-		}
-		field := string(rest[:j])
-		rest = rest[j+1:]
+	s := string(r.rest[:i])
+	r.rest = r.rest[i+1:]
+	return s
+}
+
+// marker consumes the marker m if the strings continue with it.
+func (r *strs) marker(m string) bool {
+	rest, ok := bytes.CutPrefix(r.rest, []byte(m+"\x00"))
+	if ok {
+		r.rest = rest
+	}
+	return ok
+}
+
+// decodeKinds gives every probe one argument per kind.
+// Kinds may be Invalid where this decoder does not know their name.
+func decodeKinds(r *strs, probes []probe.Probe) {
+	for i := range probes {
+		field := r.next()
 		if field == "" {
 			continue
 		}
@@ -252,8 +281,32 @@ func decodeKinds(rest []byte, n int) ([][]probe.Kind, error) {
 			// A kind newer than this decoder stays Invalid: a tracer shows
 			// it as an integer.
 			k, _ := probe.KindNamed(name)
-			kinds[i] = append(kinds[i], k)
+			probes[i].Args = append(probes[i].Args, probe.Arg{Kind: k})
 		}
 	}
-	return kinds, nil
 }
+
+// decodeNames names the arguments decodeKinds made, and adds the dropped
+// ones.
+func decodeNames(r *strs, probes []probe.Probe) {
+	for i := range probes {
+		p := &probes[i]
+		count, err := strconv.Atoi(r.next())
+		if err != nil || count < len(p.Args) || count > maxArgs {
+			r.bad = true
+			return
+		}
+		for j := range count {
+			a := probe.Arg{Name: r.next(), Type: r.next()}
+			if j < len(p.Args) {
+				p.Args[j].Name, p.Args[j].Type = a.Name, a.Type
+			} else {
+				p.Dropped = append(p.Dropped, a)
+			}
+		}
+	}
+}
+
+// maxArgs bounds the arguments one probe declares, passed and dropped: a
+// Go function has fewer than this many parameters or results.
+const maxArgs = 1 << 16

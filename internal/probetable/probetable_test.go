@@ -1,6 +1,7 @@
 package probetable
 
 import (
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -19,19 +20,34 @@ func link(img Image) []byte {
 	return append(b, 0xff, 0xff) // whatever follows in the section
 }
 
+// entry is a probe as a code generator hands it to Build, its arguments
+// of kinds ks and unnamed.
+func entry(provider, name, spec string, slot int, ks ...probe.Kind) probe.Probe {
+	p := probe.Probe{Provider: provider, Name: name, Spec: spec, Slot: slot}
+	for _, k := range ks {
+		p.Args = append(p.Args, probe.Arg{Kind: k})
+	}
+	return p
+}
+
 func TestRoundTrip(t *testing.T) {
 	tests := []struct {
 		name    string
-		entries []Entry
+		entries []probe.Probe
 		slots   int // semaphore slots, unrounded
 	}{
 		{"empty", nil, 0},
-		{"one", []Entry{{"shop", "order__placed", "-8@8(%rsp) 8@16(%rsp)", 0, []probe.Kind{probe.Int64, probe.String}}}, 1},
-		{"no args", []Entry{{"p", "a", "", 0, nil}, {"p", "b", "", 1, nil}}, 2},
-		{"five", []Entry{{"a", "b", "1@8(%rsp)", 0, []probe.Kind{probe.Bool}}, {"a", "c", "", 1, nil}, {"a", "d", "8@8(%rsp)", 2, nil}, {"x", "y", "-2@8(%rsp)", 3, []probe.Kind{probe.Int16}}, {"x", "z", "", 4, nil}}, 5},
-		{"shared", []Entry{{"go", "entry__f", "-8@8(%rsp)", 0, nil}, {"go", "exit__f", "-8@8(%rsp)", 0, nil}, {"go", "entry__g", "", 1, nil}}, 2},
-		{"exit first", []Entry{{"go", "exit__f", "", 1, nil}, {"go", "entry__f", "", 1, nil}}, 2},
-		{"sparse", []Entry{{"p", "a", "", 6, nil}}, 7},
+		{"one", []probe.Probe{entry("shop", "order__placed", "-8@8(%rsp) 8@16(%rsp)", 0, probe.Int64, probe.String)}, 1},
+		{"no args", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", 1)}, 2},
+		{"five", []probe.Probe{entry("a", "b", "1@8(%rsp)", 0, probe.Bool), entry("a", "c", "", 1), entry("a", "d", "8@8(%rsp)", 2), entry("x", "y", "-2@8(%rsp)", 3, probe.Int16), entry("x", "z", "", 4)}, 5},
+		{"shared", []probe.Probe{entry("go", "entry__f", "-8@8(%rsp)", 0), entry("go", "exit__f", "-8@8(%rsp)", 0), entry("go", "entry__g", "", 1)}, 2},
+		{"exit first", []probe.Probe{entry("go", "exit__f", "", 1), entry("go", "entry__f", "", 1)}, 2},
+		{"sparse", []probe.Probe{entry("p", "a", "", 6)}, 7},
+		{"names", []probe.Probe{{
+			Provider: "go", Name: "entry__main__Cache__Get", Spec: "-8@8(%rsp) 8@16(%rsp) 8@24(%rsp) -8@32(%rsp)",
+			Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "c", Type: "*Cache", Kind: probe.Pointer}, {Name: "key", Type: "string", Kind: probe.String}, {Name: "_", Type: "int", Kind: probe.Int64}},
+			Dropped: []probe.Arg{{Name: "", Type: "map[string]struct{a, b int}", Kind: probe.Invalid}},
+		}}, 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -74,13 +90,15 @@ func TestRoundTrip(t *testing.T) {
 				if s.Package != "example.com/pkg" {
 					t.Errorf("site %d: package %q", i, s.Package)
 				}
-				if !reflect.DeepEqual(s.Entry, tt.entries[i]) {
-					t.Errorf("site %d: %+v, want %+v", i, s.Entry, tt.entries[i])
+				built := s
+				built.Package, built.PC, built.Semaphore = "", 0, 0
+				if !reflect.DeepEqual(built, tt.entries[i]) {
+					t.Errorf("site %d: %+v, want %+v", i, built, tt.entries[i])
 				}
-				if s.Stub != 0x401000+uint64(i) {
-					t.Errorf("site %d: stub %#x", i, s.Stub)
+				if s.PC != 0x401000+uint64(i) {
+					t.Errorf("site %d: stub %#x", i, s.PC)
 				}
-				if want := uint64(0x500000 + 24 + 2*tt.entries[i].Semaphore); s.Semaphore != want || s.Semaphore%2 != 0 {
+				if want := uint64(0x500000 + 24 + 2*tt.entries[i].Slot); s.Semaphore != want || s.Semaphore%2 != 0 {
 					t.Errorf("site %d: semaphore %#x, want %#x", i, s.Semaphore, want)
 				}
 			}
@@ -91,7 +109,7 @@ func TestRoundTrip(t *testing.T) {
 // TestSharedSemaphore checks the case the format exists for: sites with one
 // slot share a semaphore address, and only they do.
 func TestSharedSemaphore(t *testing.T) {
-	img, err := Build("example.com/pkg", []Entry{{"go", "entry__f", "", 0, nil}, {"go", "exit__f", "", 0, nil}, {"go", "entry__g", "", 1, nil}})
+	img, err := Build("example.com/pkg", []probe.Probe{entry("go", "entry__f", "", 0), entry("go", "exit__f", "", 0), entry("go", "entry__g", "", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +126,7 @@ func TestSharedSemaphore(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	img, err := Build("", []Entry{{"p", "n", "8@8(%rsp)", 0, nil}, {"p", "m", "", 1, nil}})
+	img, err := Build("", []probe.Probe{entry("p", "n", "8@8(%rsp)", 0), entry("p", "m", "", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,6 +178,11 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			resum(b)
 		}), ErrNotTable},
+		{"names run short", with(func(b []byte) {
+			i := bytes.LastIndex(b[:l.Size], []byte("names\x00"))
+			copy(b[i:], "names\x003\x00")
+			resum(b)
+		}), ErrNotTable},
 		{"unrelocated stub", img.Bytes, nil},
 	}
 	for _, tt := range tests {
@@ -180,11 +203,12 @@ func TestDecodeRejects(t *testing.T) {
 func TestBuildRejects(t *testing.T) {
 	tests := []struct {
 		name    string
-		entries []Entry
+		entries []probe.Probe
 	}{
-		{"NUL byte", []Entry{{"p", "a\x00b", "", 0, nil}}},
-		{"negative slot", []Entry{{"p", "a", "", 0, nil}, {"p", "b", "", -1, nil}}},
-		{"slot too large", []Entry{{"p", "a", "", 1 << 16, nil}}},
+		{"NUL byte", []probe.Probe{entry("p", "a\x00b", "", 0)}},
+		{"negative slot", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", -1)}},
+		{"slot too large", []probe.Probe{entry("p", "a", "", 1<<16)}},
+		{"NUL in a type", []probe.Probe{{Provider: "p", Name: "a", Args: []probe.Arg{{Name: "x", Type: "struct{a string \"\x00\"}", Kind: probe.Int64}}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -193,31 +217,87 @@ func TestBuildRejects(t *testing.T) {
 			}
 		})
 	}
-	if _, err := Build("", []Entry{{"p", "a", "", 1<<16 - 1, nil}}); err != nil {
+	if _, err := Build("", []probe.Probe{entry("p", "a", "", 1<<16-1)}); err != nil {
 		t.Errorf("the highest slot: %v", err)
 	}
 }
 
-// TestDecodeWithoutKinds reads a table as usdtgen wrote them before kinds
-// existed: the strings end after the args.
-func TestDecodeWithoutKinds(t *testing.T) {
-	entries := []Entry{{"p", "a", "-8@8(%rsp)", 0, []probe.Kind{probe.Int64}}, {"p", "b", "", 1, nil}}
-	img, err := Build("", entries)
+// TestDecodeOlder reads tables as usdtgen wrote them before kinds, then
+// names, existed: the strings end after the args, or after the kinds.
+func TestDecodeOlder(t *testing.T) {
+	img, err := Build("", []probe.Probe{entry("p", "a", "-8@8(%rsp)", 0, probe.Int64), entry("p", "b", "", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := link(img)
+	args := "\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00"
+	tests := []struct {
+		name    string
+		strings string
+		args    []probe.Arg // of probe a; b has none
+	}{
+		{"without kinds", args, nil},
+		{"without names", args + "kinds\x00int64\x00\x00", []probe.Arg{{Kind: probe.Int64}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := link(img)
+			l := img.Layout
+			old := tt.strings + string(make([]byte, pad8(len(tt.strings))-len(tt.strings)))
+			b = append(b[:l.StringsOffset:l.StringsOffset], old...)
+			binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+			binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+			sites, _, err := Decode(b, 0x500000)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(sites) != 2 || sites[0].Spec != "-8@8(%rsp)" || !reflect.DeepEqual(sites[0].Args, tt.args) || sites[1].Args != nil {
+				t.Errorf("got %+v, want probe a with args %+v", sites, tt.args)
+			}
+		})
+	}
+}
+
+// FuzzDecode feeds Decode tables of two probes whose strings, where every
+// part of the format is read, are the fuzzer's (the checksum made right):
+// whatever it decodes, Build must lay out again and Decode read back the
+// same, and nothing may panic (the tracer runs as root on binaries it did
+// not build).
+func FuzzDecode(f *testing.F) {
+	named := probe.Probe{
+		Provider: "go", Name: "exit__main__f", Spec: "-8@8(%rsp) 8@16(%rsp)", Slot: 1,
+		Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "", Type: "string", Kind: probe.String}},
+		Dropped: []probe.Arg{{Name: "_", Type: "[]byte"}},
+	}
+	img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)})
+	if err != nil {
+		f.Fatal(err)
+	}
 	l := img.Layout
-	old := "\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00"
-	old += string(make([]byte, pad8(len(old))-len(old)))
-	b = append(b[:l.StringsOffset:l.StringsOffset], old...)
-	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
-	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
-	sites, _, err := Decode(b, 0x500000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(sites) != 2 || sites[0].Args != "-8@8(%rsp)" || sites[0].Kinds != nil || sites[1].Kinds != nil {
-		t.Errorf("got %+v, want the two probes without kinds", sites)
-	}
+	base := link(img)[:l.StringsOffset]
+	f.Add(img.Bytes[l.StringsOffset:])
+	f.Add([]byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00"))
+	f.Fuzz(func(t *testing.T, strs []byte) {
+		b := append(append([]byte(nil), base...), strs...)
+		b = append(b, make([]byte, pad8(len(b))-len(b))...)
+		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+		probes, _, err := Decode(b, 0x500000)
+		if err != nil {
+			return
+		}
+		img, err := Build(probes[0].Package, probes)
+		if err != nil {
+			t.Fatalf("Build of what Decode read: %v", err)
+		}
+		again, _, err := Decode(link(img), 0x500000)
+		if err != nil {
+			t.Fatalf("Decode of what Build laid out again: %v", err)
+		}
+		for i := range probes {
+			probes[i].PC, again[i].PC = 0, 0
+		}
+		if !reflect.DeepEqual(again, probes) {
+			t.Errorf("read back\n%+v\nwant\n%+v", again, probes)
+		}
+	})
 }

@@ -4,13 +4,15 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // Scan finds every probe table in the writable, file-backed sections of an
 // executable. Tables are 8-byte aligned symbols, so only aligned offsets are
 // candidates; a candidate that fails to decode is skipped.
-func Scan(f *elf.File) ([]Site, error) {
-	var sites []Site
+func Scan(f *elf.File) ([]probe.Probe, error) {
+	var sites []probe.Probe
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
 			continue
@@ -42,4 +44,19 @@ func Scan(f *elf.File) ([]Site, error) {
 		}
 	}
 	return sites, nil
+}
+
+// ByPC indexes the probes of f's tables by PC, the address their notes
+// give: a note's probe describes the note's arguments. Notes without a
+// table (those of C objects) have no entry.
+func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
+	found, err := Scan(f)
+	if err != nil {
+		return nil, err
+	}
+	byPC := make(map[uint64]probe.Probe, len(found))
+	for _, p := range found {
+		byPC[p.PC] = p
+	}
+	return byPC, nil
 }

@@ -354,7 +354,7 @@ func (p *parser) parseProbe(provider string, seen map[string]Pos) (Probe, bool) 
 		if !gotoken.IsIdentifier(name) || name == "_" || (argNRE.MatchString(name) && name != fmt.Sprintf("arg%d", i)) {
 			name = fmt.Sprintf("arg%d", i)
 		}
-		pr.Args = append(pr.Args, probe.Arg{Name: name, Kind: a.kind})
+		pr.Args = append(pr.Args, probe.Arg{Name: name, Type: a.kind.GoType(), Kind: a.kind})
 		pr.ArgTypes = append(pr.ArgTypes, a.text)
 	}
 	return pr, ok

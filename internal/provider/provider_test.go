@@ -26,7 +26,7 @@ type arg struct {
 func mkProbe(provider, name string, pos Pos, args ...arg) Probe {
 	p := Probe{Probe: probe.Probe{Provider: provider, Name: name}, Pos: pos}
 	for _, a := range args {
-		p.Args = append(p.Args, probe.Arg{Name: a.name, Kind: a.kind})
+		p.Args = append(p.Args, probe.Arg{Name: a.name, Type: a.kind.GoType(), Kind: a.kind})
 		p.ArgTypes = append(p.ArgTypes, a.ctype)
 	}
 	return p

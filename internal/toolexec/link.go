@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/elfpatch"
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/rules"
 )
@@ -36,7 +37,7 @@ func (inv Invocation) link() error {
 	return nil
 }
 
-func writeNotes(path string) ([]probetable.Site, error) {
+func writeNotes(path string) ([]probe.Probe, error) {
 	f, err := elf.Open(path)
 	if err != nil {
 		// Not an ELF executable (another GOOS): nothing to do.
@@ -51,11 +52,7 @@ func writeNotes(path string) ([]probetable.Site, error) {
 		return nil, err
 	}
 	disambiguate(sites)
-	patch := make([]elfpatch.Site, len(sites))
-	for i, s := range sites {
-		patch[i] = elfpatch.Site{Provider: s.Provider, Name: s.Name, Args: s.Args, PC: s.Stub, Semaphore: s.Semaphore}
-	}
-	return sites, elfpatch.AddNotes(path, patch)
+	return sites, elfpatch.AddNotes(path, sites)
 }
 
 // disambiguate renames the automatic probes of packages that share a
@@ -63,7 +60,7 @@ func writeNotes(path string) ([]probetable.Site, error) {
 // the whole import path with every other character than [A-Za-z0-9]
 // replaced by '_' (encoding/json -> encoding_json). Only the link step sees
 // every package, so only it can tell.
-func disambiguate(sites []probetable.Site) {
+func disambiguate(sites []probe.Probe) {
 	paths := map[string]map[string]bool{} // package name -> import paths
 	for _, s := range sites {
 		if _, pkg, _, ok := autoprobe.Split(s.Name); ok && s.Package != "" {
@@ -84,7 +81,7 @@ func disambiguate(sites []probetable.Site) {
 
 // summarize prints what the binary carries and which rules selected nothing
 // in it.
-func summarize(r *rules.Rules, sites []probetable.Site, w io.Writer) {
+func summarize(r *rules.Rules, sites []probe.Probe, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {

@@ -3,14 +3,14 @@ package toolexec
 import (
 	"testing"
 
-	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 func TestDisambiguate(t *testing.T) {
-	site := func(pkg, name string) probetable.Site {
-		return probetable.Site{Package: pkg, Entry: probetable.Entry{Provider: "go", Name: name}}
+	site := func(pkg, name string) probe.Probe {
+		return probe.Probe{Package: pkg, Provider: "go", Name: name}
 	}
-	sites := []probetable.Site{
+	sites := []probe.Probe{
 		site("example.com/a/util", "entry__util__Join"),
 		site("example.com/b/util", "entry__util__Join"),
 		site("example.com/b/util", "exit__util__Sep__Between"),

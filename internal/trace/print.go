@@ -147,10 +147,10 @@ func (p *printer) event(b []byte) {
 		if i > 0 {
 			line.WriteString(", ")
 		}
-		if !s.exit {
-			fmt.Fprintf(&line, "arg%d=", i+firstArg(auto))
-		}
-		line.WriteString(v.String())
+		line.WriteString(s.names[i] + "=" + v.String())
+	}
+	if len(s.dropped) > 0 {
+		line.WriteString("; dropped: " + strings.Join(s.dropped, ", "))
 	}
 	line.WriteString(")")
 	if s.exit {
@@ -158,15 +158,6 @@ func (p *printer) event(b []byte) {
 	}
 	line.WriteByte('\n')
 	p.w.WriteString(line.String())
-}
-
-// firstArg is the note position of the first argument shown: automatic
-// probes pass the goroutine id in arg0.
-func firstArg(auto bool) int {
-	if auto {
-		return 1
-	}
-	return 0
 }
 
 func (p *printer) json(t time.Time, tgid, tid int, s *site, auto bool, gid uint64, elapsed time.Duration, vals []value) {
@@ -177,9 +168,12 @@ func (p *printer) json(t time.Time, tgid, tid int, s *site, auto bool, gid uint6
 		"provider": s.Provider,
 		"probe":    s.Name,
 	}
-	args := make([]any, len(vals))
+	args := make(object, len(vals))
 	for i, v := range vals {
-		args[i] = v.json()
+		args[i] = field{s.names[i], v.json()}
+	}
+	if len(s.dropped) > 0 {
+		ev["dropped"] = s.dropped
 	}
 	if auto {
 		ev["goroutine"] = gid
@@ -193,6 +187,34 @@ func (p *printer) json(t time.Time, tgid, tid int, s *site, auto bool, gid uint6
 	}
 	b, _ := json.Marshal(ev)
 	p.w.Write(append(b, '\n'))
+}
+
+// object is a JSON object that keeps its keys in order, so that arguments
+// come as they are declared.
+type object []field
+
+type field struct {
+	key   string
+	value any
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range o {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		k, err := json.Marshal(f.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(f.value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
 }
 
 // finish prints the latency histograms, powers of two of nanoseconds.

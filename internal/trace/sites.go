@@ -21,7 +21,10 @@ type site struct {
 	// records them, else nil: then every argument shows as an integer.
 	kinds []probe.Kind
 	strs  []bool // which arguments are strings
-	pc    uint64 // link-time address, what the probe table records
+	// names are what each shown value is called (see argLabel), and
+	// dropped, the arguments the probe has no room for.
+	names, dropped []string
+	pc             uint64 // link-time address, what the probe table records
 	// fn is the Go function label of an automatic probe ("main.Cache.Get")
 	// and exit whether it is the function's exit probe; fn is empty for
 	// usdtgen probes.
@@ -134,31 +137,69 @@ func selectSites(sites []site, patterns []string) ([]site, error) {
 	return out, nil
 }
 
-// readKinds finds the argument kinds of sites in the probe tables of the
-// executable. Probes without a table (the cgo route's notes come from the
-// C assembler) or from a table older than kinds keep integers.
-func readKinds(file string, sites []site) error {
+// readTables finds the argument kinds and names of sites in the probe
+// tables of the executable. Probes without a table (the cgo route's notes
+// come from the C assembler) keep integers, and they and those of a table
+// older than names show argN.
+func readTables(file string, sites []site) error {
 	f, err := elf.Open(file)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	found, err := probetable.Scan(f)
+	byPC, err := probetable.ByPC(f)
 	if err != nil {
 		return fmt.Errorf("%s: %w", file, err)
 	}
-	byStub := map[uint64][]probe.Kind{}
-	for _, t := range found {
-		byStub[t.Stub] = t.Kinds
-	}
 	for i := range sites {
 		s := &sites[i]
-		if k := byStub[s.pc]; len(k) == len(s.args) {
-			s.kinds = k
-			for j, k := range k {
+		decl := make([]probe.Arg, len(s.args))
+		if p := byPC[s.pc]; len(p.Args) == len(s.args) {
+			decl = p.Args
+			s.kinds = p.Kinds()
+			for j, k := range s.kinds {
 				s.strs[j] = k == probe.String
 			}
+			for j, a := range p.Dropped {
+				s.dropped = append(s.dropped, s.argLabel(a, len(decl)+j))
+			}
+		}
+		used := map[string]bool{}
+		for j := s.firstShown(); j < len(decl); j++ {
+			name := s.argLabel(decl[j], j)
+			// A blank parameter's argN may be another's declared name.
+			for used[name] {
+				name += "_"
+			}
+			used[name] = true
+			s.names = append(s.names, name)
 		}
 	}
 	return nil
+}
+
+// argLabel is what the tracer calls a, the argument at note position i of
+// s: its declared name; where it has none, rN for the Nth result of a
+// function, else argN, as bpftrace calls it.
+func (s *site) argLabel(a probe.Arg, i int) string {
+	switch {
+	case a.Name != "" && a.Name != "_":
+		return a.Name
+	case s.fn != "" && s.exit:
+		return fmt.Sprintf("r%d", i-s.firstShown()+1)
+	}
+	return fmt.Sprintf("arg%d", i)
+}
+
+// firstShown is the note position of the first value an event shows:
+// automatic probes pass the goroutine id in arg0, and exit probes the
+// elapsed time in arg1.
+func (s *site) firstShown() int {
+	switch {
+	case s.fn == "":
+		return 0
+	case s.exit:
+		return min(2, len(s.args))
+	}
+	return min(1, len(s.args))
 }

@@ -57,7 +57,7 @@ func Run(opt Options) error {
 	if err != nil {
 		return err
 	}
-	if err := readKinds(opt.Binary, sites); err != nil {
+	if err := readTables(opt.Binary, sites); err != nil {
 		return err
 	}
 	if err := rlimit.RemoveMemlock(); err != nil {

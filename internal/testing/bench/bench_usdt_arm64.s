@@ -14,8 +14,8 @@ TEXT ·usdtStubBenchStr(SB), 516, $0-16
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtBenchTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtBenchTable+8(SB)/8, $0x0000008800000002
-DATA ·usdtBenchTable+16(SB)/8, $0x000000028b4a012c
+DATA ·usdtBenchTable+8(SB)/8, $0x000000b000000002
+DATA ·usdtBenchTable+16(SB)/8, $0x00000002c0346ddd
 DATA ·usdtBenchTable+32(SB)/8, $·usdtStubBenchHit(SB)
 DATA ·usdtBenchTable+40(SB)/8, $·usdtStubBenchStr(SB)
 DATA ·usdtBenchTable+48(SB)/8, $0x0000000000010000
@@ -28,5 +28,10 @@ DATA ·usdtBenchTable+96(SB)/8, $0x70735b40382d205d
 DATA ·usdtBenchTable+104(SB)/8, $0x696b005d3631202c
 DATA ·usdtBenchTable+112(SB)/8, $0x36746e690073646e
 DATA ·usdtBenchTable+120(SB)/8, $0x676e697274730034
-DATA ·usdtBenchTable+128(SB)/8, $0x00003436746e692c
-GLOBL ·usdtBenchTable(SB), 16, $136
+DATA ·usdtBenchTable+128(SB)/8, $0x6e003436746e692c
+DATA ·usdtBenchTable+136(SB)/8, $0x6e00310073656d61
+DATA ·usdtBenchTable+144(SB)/8, $0x32003436746e6900
+DATA ·usdtBenchTable+152(SB)/8, $0x6e69727473007300
+DATA ·usdtBenchTable+160(SB)/8, $0x36746e69006e0067
+DATA ·usdtBenchTable+168(SB)/8, $0x0000000000000034
+GLOBL ·usdtBenchTable(SB), 16, $176

@@ -70,11 +70,11 @@ func TestTraceTypes(t *testing.T) {
 	// The values fire() passes in testdata/types/main.go; a string is cut to
 	// 256 bytes, as the probe's copy is.
 	want := []string{
-		"types:ints(arg0=-128, arg1=255, arg2=-32768, arg3=65535, arg4=-2147483648, arg5=4294967295)",
-		"types:wide(arg0=-9223372036854775808, arg1=18446744073709551615, arg2=0xdeadbeef, arg3=true, arg4=false, arg5=" + ptr[1] + ")",
-		`types:strs(arg0="", arg1="héllo, 世界", arg2="` + strings.Repeat("0123456789", 30)[:256] + `", arg3="plain")`,
-		"types:chars(arg0=-5, arg1=-6, arg2=250, arg3=-7, arg4=1099511627776, arg5=9223372036854775808)",
-		"types:twelve(arg0=0, arg1=-1, arg2=2, arg3=-3, arg4=4, arg5=-5, arg6=6, arg7=-7, arg8=8, arg9=-9, arg10=10, arg11=-11)",
+		"types:ints(a=-128, b=255, c=-32768, d=65535, e=-2147483648, f=4294967295)",
+		"types:wide(a=-9223372036854775808, b=18446744073709551615, c=0xdeadbeef, t=true, f=false, p=" + ptr[1] + ")",
+		`types:strs(empty="", utf8="héllo, 世界", long300="` + strings.Repeat("0123456789", 30)[:256] + `", plain="plain")`,
+		"types:chars(c=-5, s=-6, u=250, n=-7, o=1099511627776, x=9223372036854775808)",
+		"types:twelve(a0=0, a1=-1, a2=2, a3=-3, a4=4, a5=-5, a6=6, a7=-7, a8=8, a9=-9, a10=10, a11=-11)",
 		"types:tick()",
 	}
 	var got []string
@@ -96,7 +96,7 @@ func TestTraceTypes(t *testing.T) {
 		Provider, Probe string
 		PID, TID        int
 		Time            time.Time
-		Args            []any
+		Args            map[string]any
 	}
 	var events []event
 	dec := json.NewDecoder(strings.NewReader(out))
@@ -110,10 +110,10 @@ func TestTraceTypes(t *testing.T) {
 	if len(events) != 2 || events[0].Probe != "strs" || events[1].Probe != "twelve" {
 		t.Fatalf("-json events %+v, want strs and twelve", events)
 	}
-	if s := events[0].Args; len(s) != 4 || s[1] != "héllo, 世界" {
+	if s := events[0].Args; len(s) != 4 || s["utf8"] != "héllo, 世界" {
 		t.Errorf("strs args %q", s)
 	}
-	if a := events[1].Args; len(a) != 12 || a[11] != -11.0 {
+	if a := events[1].Args; len(a) != 12 || a["a11"] != -11.0 {
 		t.Errorf("twelve args %v", a)
 	}
 }
@@ -140,18 +140,18 @@ func traceDemo(t *testing.T, bin string) {
 		t.Fatalf("the fixture did not print its goroutine ids:\n%s", errOut)
 	}
 	want := []string{
-		"g=" + mainG[1] + " orders.Cents.Minus(arg1=100, arg2=250)",
-		"g=" + mainG[1] + " orders.Cents.Minus = (-150) ELAPSED",
+		"g=" + mainG[1] + " orders.Cents.Minus(c=100, d=250)",
+		"g=" + mainG[1] + " orders.Cents.Minus = (r1=-150) ELAPSED",
 	}
 	for _, m := range minus {
 		want = append(want,
-			"g="+m[2]+" orders.Cents.Minus(arg1=5, arg2="+m[1]+")",
-			"g="+m[2]+" orders.Cents.Minus = ("+m[3]+") ELAPSED")
+			"g="+m[2]+" orders.Cents.Minus(c=5, d="+m[1]+")",
+			"g="+m[2]+" orders.Cents.Minus = (r1="+m[3]+") ELAPSED")
 	}
 	want = append(want,
-		"g="+mainG[1]+` orders.Check(arg1="gift wrap", arg2=12, arg3=true)`,
+		"g="+mainG[1]+` orders.Check(arg1="gift wrap", limit=12, arg3=true)`,
 		// error nil: the interface's type word is 0.
-		"g="+mainG[1]+" orders.Check = (true, 0x0) ELAPSED")
+		"g="+mainG[1]+" orders.Check = (r1=true, err=0x0) ELAPSED")
 	events, hist, _ := strings.Cut(out, "\n\n")
 	clock := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} `)
 	elapsed := regexp.MustCompile(` [0-9.]+(ns|µs|ms|s)$`)

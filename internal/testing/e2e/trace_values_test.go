@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -121,8 +122,8 @@ type traceJSON struct {
 	Probe     string
 	Goroutine *uint64
 	Function  string
-	Args      []any
-	Results   []any
+	Args      jsonObject
+	Results   jsonObject
 	ElapsedNS *int64 `json:"elapsed_ns"`
 }
 
@@ -267,7 +268,10 @@ func TestTracePairs(t *testing.T) {
 		tids[g][e.TID] = true
 		if e.ElapsedNS == nil {
 			entries++
-			args := jsonInts(t, e.Args)
+			if keys := e.Args.keys(); keys != "gid worker round" {
+				t.Fatalf("entry arguments named %q, want hop's parameters gid worker round", keys)
+			}
+			args := jsonInts(t, e.Args.values())
 			if len(args) != 3 || uint64(args[0]) != g || workerG[fmt.Sprint(args[1])] != fmt.Sprint(g) {
 				t.Fatalf("entry on g=%d with arguments %v: want its own goroutine id and worker", g, e.Args)
 			}
@@ -283,7 +287,10 @@ func TestTracePairs(t *testing.T) {
 			t.Fatalf("exit on g=%d without an entry: %+v", g, e)
 		}
 		delete(open, g)
-		if res := jsonInts(t, e.Results); len(res) != 1 || res[0] != int64(c.worker*1000+c.round) {
+		if keys := e.Results.keys(); keys != "r1" {
+			t.Fatalf("exit results named %q, want hop's one unnamed result r1", keys)
+		}
+		if res := jsonInts(t, e.Results.values()); len(res) != 1 || res[0] != int64(c.worker*1000+c.round) {
 			t.Errorf("g=%d hop(worker %d, round %d) = %v, want %d", g, c.worker, c.round, e.Results, c.worker*1000+c.round)
 		}
 		elapsed := time.Duration(*e.ElapsedNS)
@@ -311,6 +318,52 @@ func TestTracePairs(t *testing.T) {
 		t.Errorf("no goroutine changed threads: the test proves nothing")
 	}
 	t.Logf("%d of 50 goroutines ran on more than one thread; elapsed vs timestamps: median %v, worst %v", hopped, skew[len(skew)/2], skew[len(skew)-1])
+}
+
+// jsonObject is a -json object's fields in the order trace writes them,
+// arguments as declared, which a map would lose.
+type jsonObject []jsonField
+
+type jsonField struct {
+	Key   string
+	Value any
+}
+
+func (o *jsonObject) UnmarshalJSON(b []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return fmt.Errorf("%s is no JSON object", b)
+	}
+	for dec.More() {
+		key, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		f := jsonField{Key: key.(string)}
+		if err := dec.Decode(&f.Value); err != nil {
+			return err
+		}
+		*o = append(*o, f)
+	}
+	return nil
+}
+
+// keys are the object's keys in order, separated by spaces.
+func (o jsonObject) keys() string {
+	var keys []string
+	for _, f := range o {
+		keys = append(keys, f.Key)
+	}
+	return strings.Join(keys, " ")
+}
+
+func (o jsonObject) values() []any {
+	var vals []any
+	for _, f := range o {
+		vals = append(vals, f.Value)
+	}
+	return vals
 }
 
 // jsonInts converts -json integer values.

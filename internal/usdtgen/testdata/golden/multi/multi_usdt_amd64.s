@@ -29,8 +29,8 @@ TEXT ·usdtStubShopCacheHit(SB), 516, $0-16
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtMultiTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtMultiTable+8(SB)/8, $0x0000019800000005
-DATA ·usdtMultiTable+16(SB)/8, $0x00000005185144ad
+DATA ·usdtMultiTable+8(SB)/8, $0x0000022800000005
+DATA ·usdtMultiTable+16(SB)/8, $0x00000005df0a2631
 DATA ·usdtMultiTable+40(SB)/8, $·usdtStubHttpRequestStart(SB)
 DATA ·usdtMultiTable+48(SB)/8, $·usdtStubHttpRequestDone(SB)
 DATA ·usdtMultiTable+56(SB)/8, $·usdtStubDbRequestStart(SB)
@@ -76,4 +76,23 @@ DATA ·usdtMultiTable+368(SB)/8, $0x2c3436746e697500
 DATA ·usdtMultiTable+376(SB)/8, $0x6f622c3436746e69
 DATA ·usdtMultiTable+384(SB)/8, $0x6e69727473006c6f
 DATA ·usdtMultiTable+392(SB)/8, $0x3436746e69752c67
-GLOBL ·usdtMultiTable(SB), 16, $408
+DATA ·usdtMultiTable+400(SB)/8, $0x330073656d616e00
+DATA ·usdtMultiTable+408(SB)/8, $0x746e697500646900
+DATA ·usdtMultiTable+416(SB)/8, $0x6f6874656d003436
+DATA ·usdtMultiTable+424(SB)/8, $0x676e697274730064
+DATA ·usdtMultiTable+432(SB)/8, $0x7473006874617000
+DATA ·usdtMultiTable+440(SB)/8, $0x69003200676e6972
+DATA ·usdtMultiTable+448(SB)/8, $0x3436746e69750064
+DATA ·usdtMultiTable+456(SB)/8, $0x0073757461747300
+DATA ·usdtMultiTable+464(SB)/8, $0x0032003233746e69
+DATA ·usdtMultiTable+472(SB)/8, $0x36746e6975006469
+DATA ·usdtMultiTable+480(SB)/8, $0x7473006c71730034
+DATA ·usdtMultiTable+488(SB)/8, $0x69003300676e6972
+DATA ·usdtMultiTable+496(SB)/8, $0x3436746e69750064
+DATA ·usdtMultiTable+504(SB)/8, $0x6e690073776f7200
+DATA ·usdtMultiTable+512(SB)/8, $0x62006b6f00343674
+DATA ·usdtMultiTable+520(SB)/8, $0x656b0032006c6f6f
+DATA ·usdtMultiTable+528(SB)/8, $0x676e697274730079
+DATA ·usdtMultiTable+536(SB)/8, $0x697500657a697300
+DATA ·usdtMultiTable+544(SB)/8, $0x000000003436746e
+GLOBL ·usdtMultiTable(SB), 16, $552

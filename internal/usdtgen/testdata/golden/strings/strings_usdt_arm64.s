@@ -19,8 +19,8 @@ TEXT ·usdtStubLogMsg(SB), 516, $0-8
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
 DATA ·usdtStringsTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtStringsTable+8(SB)/8, $0x000001a000000003
-DATA ·usdtStringsTable+16(SB)/8, $0x0000000397fdbc97
+DATA ·usdtStringsTable+8(SB)/8, $0x0000026800000003
+DATA ·usdtStringsTable+16(SB)/8, $0x0000000384c5546e
 DATA ·usdtStringsTable+32(SB)/8, $·usdtStubLogLine(SB)
 DATA ·usdtStringsTable+40(SB)/8, $·usdtStubLogField(SB)
 DATA ·usdtStringsTable+48(SB)/8, $·usdtStubLogMsg(SB)
@@ -69,4 +69,28 @@ DATA ·usdtStringsTable+384(SB)/8, $0x692c676e69727473
 DATA ·usdtStringsTable+392(SB)/8, $0x7274732c3631746e
 DATA ·usdtStringsTable+400(SB)/8, $0x6c6f6f622c676e69
 DATA ·usdtStringsTable+408(SB)/8, $0x00676e6972747300
-GLOBL ·usdtStringsTable(SB), 16, $416
+DATA ·usdtStringsTable+416(SB)/8, $0x32310073656d616e
+DATA ·usdtStringsTable+424(SB)/8, $0x6e69727473006100
+DATA ·usdtStringsTable+432(SB)/8, $0x6972747300620067
+DATA ·usdtStringsTable+440(SB)/8, $0x727473006300676e
+DATA ·usdtStringsTable+448(SB)/8, $0x7473006400676e69
+DATA ·usdtStringsTable+456(SB)/8, $0x73006500676e6972
+DATA ·usdtStringsTable+464(SB)/8, $0x006600676e697274
+DATA ·usdtStringsTable+472(SB)/8, $0x6700676e69727473
+DATA ·usdtStringsTable+480(SB)/8, $0x00676e6972747300
+DATA ·usdtStringsTable+488(SB)/8, $0x676e697274730068
+DATA ·usdtStringsTable+496(SB)/8, $0x6e69727473006900
+DATA ·usdtStringsTable+504(SB)/8, $0x69727473006a0067
+DATA ·usdtStringsTable+512(SB)/8, $0x727473006b00676e
+DATA ·usdtStringsTable+520(SB)/8, $0x7473006c00676e69
+DATA ·usdtStringsTable+528(SB)/8, $0x6c003500676e6972
+DATA ·usdtStringsTable+536(SB)/8, $0x6e6975006c657665
+DATA ·usdtStringsTable+544(SB)/8, $0x730079656b003874
+DATA ·usdtStringsTable+552(SB)/8, $0x697700676e697274
+DATA ·usdtStringsTable+560(SB)/8, $0x31746e6900687464
+DATA ·usdtStringsTable+568(SB)/8, $0x0065756c61760036
+DATA ·usdtStringsTable+576(SB)/8, $0x7100676e69727473
+DATA ·usdtStringsTable+584(SB)/8, $0x6f62006465746f75
+DATA ·usdtStringsTable+592(SB)/8, $0x7865740031006c6f
+DATA ·usdtStringsTable+600(SB)/8, $0x676e697274730074
+GLOBL ·usdtStringsTable(SB), 16, $616
