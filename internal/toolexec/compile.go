@@ -109,7 +109,7 @@ func (inv Invocation) compile() error {
 	}
 	if res.Skipped != "" {
 		if inv.Verbose {
-			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", f.pkg, res.Skipped)
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
 		}
 		return inv.run(inv.Tool, args...)
 	}
@@ -120,7 +120,7 @@ func (inv Invocation) compile() error {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
 			}
 			if fn.Dropped > 0 {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d arguments over the 12-argument limit not passed\n", f.pkg, fn.Name, fn.Dropped)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n", f.pkg, fn.Name, fn.Dropped)
 			}
 		}
 	}

@@ -671,14 +671,14 @@ func (a *auto) testTooManyArgs(t *testing.T) {
 	a.bin(t, "verbose")
 	out := a.buildOutput["verbose"]
 	for _, want := range []string{
-		"usdt-toolexec: main.audit: 3 arguments over the 12-argument limit not passed\n",
-		"usdt-toolexec: main.spread: 1 arguments over the 12-argument limit not passed\n",
+		"usdt-toolexec: main.audit: 3 values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n",
+		"usdt-toolexec: main.spread: 1 values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-v does not print %q:\n%s", want, out)
 		}
 	}
-	if n := strings.Count(out, "over the 12-argument limit"); n != 2 {
+	if n := strings.Count(out, "values not passed: a probe holds 12"); n != 2 {
 		t.Errorf("-v reports dropped arguments %d times, want twice (audit, spread)", n)
 	}
 	want := map[string][]string{
