@@ -37,12 +37,7 @@ func TestBtManyFunctions(t *testing.T) {
 		fmt.Fprintf(&src, "\tsum = %s(sum)\n", btName(i))
 	}
 	src.WriteString("\tfmt.Println(\"sum\", sum)\n}\n")
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/many\n\ngo 1.24\n")
-	writeFile(t, filepath.Join(dir, "main.go"), src.String())
-	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: many\nrules:\n  - package: example.com/many\n    exclude: [main]\n")
-	bin := filepath.Join(t.TempDir(), "many")
-	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	bin := buildMain(t, "many", src.String())
 
 	bt := func(patterns ...string) (script, stderr string) {
 		t.Helper()
