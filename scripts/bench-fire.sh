@@ -18,6 +18,8 @@
 #                not optimize: the trap path of a 5-byte NOP
 #   gen-*        a usdtgen probe, fire:tick
 #   entry-*      the automatic entry probe of small, a tiny function
+#   exit-count   small's exit probe alone, count(): the fire itself, as
+#                the other cases count it
 #   exit-after   small's exit probe alone, hist(arg1): the call's latency
 #                in one fire
 #   pair-*       small's entry and exit, paired on the goroutine id (arg0)
@@ -94,9 +96,10 @@ for v in after before; do
 	add pair-$v "$OUT/$v/fire -mode call -n $N" "${pair//FN/small}"
 	add get-pair-$v "$OUT/$v/fire -mode get -n $N" "${pair//FN/Cache__Get}"
 done
+add exit-count "$OUT/after/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
 add exit-after "$OUT/after/fire -mode call -n $N" "${exitonly//FN/small}"
 add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}"
-all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before"
+all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt
