@@ -18,6 +18,8 @@
 #                not optimize: the trap path of a 5-byte NOP
 #   gen-*        a usdtgen probe, fire:tick
 #   entry-*      the automatic entry probe of small, a tiny function
+#   entry-only   lone's entry probe: a function like small whose rule asks
+#                for no exit probe, so its traced call reads no clock
 #   exit-count   small's exit probe alone, count(): the fire itself, as
 #                the other cases count it
 #   exit-after   small's exit probe alone, hist(arg1): the call's latency
@@ -96,10 +98,11 @@ for v in after before; do
 	add pair-$v "$OUT/$v/fire -mode call -n $N" "${pair//FN/small}"
 	add get-pair-$v "$OUT/$v/fire -mode get -n $N" "${pair//FN/Cache__Get}"
 done
+add entry-only "$OUT/after/fire -mode lone -n $N" 'usdt:BIN:fire:entry__main__lone { @n = count(); }'
 add exit-count "$OUT/after/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
 add exit-after "$OUT/after/fire -mode call -n $N" "${exitonly//FN/small}"
 add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}"
-all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before"
+all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt

@@ -54,9 +54,9 @@ func TestTraceScale(t *testing.T) {
 		got = append(got, regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} `).ReplaceAllString(line, ""))
 	}
 	elapsed := regexp.MustCompile(` [0-9.]+(ns|µs|ms|s)$`)
-	if len(got) != 2 || !regexp.MustCompile(`^g=\d+ main\.f0\(arg1=41\)$`).MatchString(got[0]) ||
-		!regexp.MustCompile(`^g=\d+ main\.f0 = \(41\)$`).MatchString(elapsed.ReplaceAllString(got[1], "")) {
-		t.Errorf("trace printed\n%s\nwant main.f0's entry (arg1=41) and exit (41)", out)
+	if len(got) != 2 || !regexp.MustCompile(`^g=\d+ main\.f0\(a=41\)$`).MatchString(got[0]) ||
+		!regexp.MustCompile(`^g=\d+ main\.f0 = \(r1=41\)$`).MatchString(elapsed.ReplaceAllString(got[1], "")) {
+		t.Errorf("trace printed\n%s\nwant main.f0's entry (a=41) and exit (r1=41)", out)
 	}
 }
 

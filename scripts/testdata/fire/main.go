@@ -6,6 +6,7 @@
 //	                       the same, R fires per second at most (for
 //	                       scripts/bench-trace.sh)
 //	fire -mode call -n N   small, a tiny function with automatic probes
+//	fire -mode lone -n N   lone, the same function with an entry probe only
 //	fire -mode get -n N    Cache.Get on a hit
 //
 // Cache and its Get are examples/toolexec's: scripts/bench-fire.sh copies
@@ -24,8 +25,10 @@ import (
 
 func small(i int) int { return i*3 + 1 }
 
+func lone(i int) int { return i*3 + 1 }
+
 func main() {
-	mode := flag.String("mode", "call", "gen, call or get")
+	mode := flag.String("mode", "call", "gen, call, lone or get")
 	n := flag.Int("n", 100000, "iterations")
 	rate := flag.Int("rate", 0, "gen mode: fires per second at most, 0 for no limit")
 	flag.Parse()
@@ -45,6 +48,10 @@ func main() {
 	case "call":
 		for i := 0; i < *n; i++ {
 			s += small(i)
+		}
+	case "lone":
+		for i := 0; i < *n; i++ {
+			s += lone(i)
 		}
 	case "get":
 		for i := 0; i < *n; i++ {
