@@ -133,7 +133,7 @@ func Run(opt Options) error {
 				draining = true
 				rd.SetDeadline(time.Now())
 			} else {
-				rd.SetDeadline(time.Now().Add(100 * time.Millisecond))
+				rd.SetDeadline(time.Now().Add(pollEvery))
 			}
 		}
 		err := rd.ReadInto(&rec)
@@ -158,6 +158,11 @@ func Run(opt Options) error {
 	}
 	return nil
 }
+
+// pollEvery is how often the reader looks for events that did not wake it
+// (the program wakes it only when the buffer fills up), and so how late an
+// event of a quiet process may print.
+const pollEvery = 20 * time.Millisecond
 
 func lost(m *ebpf.Map) uint64 {
 	var perCPU []uint64
