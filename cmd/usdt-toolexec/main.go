@@ -124,13 +124,19 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	if err := toolexec.Run(opt, args[0], args[1:], stdout, stderr); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode()
-		}
-		fmt.Fprintln(stderr, "usdt-toolexec:", err)
-		return 1
+	return status(toolexec.Run(opt, args[0], args[1:], stdout, stderr), stderr, "usdt-toolexec:")
+}
+
+// status is the exit status for err: a child's own when err is its exit,
+// else 1 after printing err after prefix.
+func status(err error, stderr io.Writer, prefix string) int {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
 	}
-	return 0
+	fmt.Fprintln(stderr, prefix, err)
+	return 1
 }

@@ -1,12 +1,10 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"slices"
 	"strconv"
 
@@ -50,13 +48,5 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if err := trace.Run(opt); err != nil {
-		var exit *exec.ExitError
-		if errors.As(err, &exit) {
-			return exit.ExitCode()
-		}
-		fmt.Fprintln(stderr, "usdt-toolexec trace:", err)
-		return 1
-	}
-	return 0
+	return status(trace.Run(opt), stderr, "usdt-toolexec trace:")
 }
