@@ -241,8 +241,7 @@ func TestBCCAndPerf(t *testing.T) {
 // TestExampleScripts runs the example's bpftrace scripts against it. They
 // must run without a warning too: users copy them.
 func TestExampleScripts(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "jobs")
-	goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
+	bin := buildJobs(routeA)(t)
 	for _, script := range []string{"latency.bt", "queue.bt"} {
 		copyFile(t, filepath.Join(repoRoot, "examples", "provider", script), filepath.Join(filepath.Dir(bin), script))
 	}

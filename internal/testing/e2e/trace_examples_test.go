@@ -16,8 +16,7 @@ import (
 func TestTraceExampleProvider(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	bin := filepath.Join(t.TempDir(), "jobs")
-	goCmd(t, filepath.Join(repoRoot, "examples", "provider"), routeA.env(), routeA.buildArgs(bin)...)
+	bin := buildJobs(routeA)(t)
 	const jobs, workers = 40, 4
 	out, errOut, err := usdtTrace(t, "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
 	if err != nil {
