@@ -96,7 +96,14 @@ func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, symbol
 // build) that gives each probe what sys/sdt.h gives a C probe: a nop;ret
 // function (the nop being nop's), a 2-byte semaphore in .probes, a non-allocated .note.stapsdt
 // entry, and the shared .stapsdt.base byte. The C linker keeps all of these.
-func GNU(arch Arch, header string, stubs []Stub) []byte {
+//
+// It also writes the probes' table into the non-allocated section
+// probetable.NamesSection, for the argument kinds and names a note cannot
+// carry: without them a tracer cannot tell a string from an integer. Only
+// its site addresses, which the linker resolves as it does the notes', and
+// its strings are read; the notes give the semaphores, so the table's one
+// slot stays unused.
+func GNU(arch Arch, header string, stubs []Stub) ([]byte, error) {
 	var b bytes.Buffer
 	b.WriteString(header)
 	// arm64's gas treats '@' as a comment, so section types use '%'.
@@ -146,6 +153,48 @@ _.stapsdt.base:
 	.popsection
 `, s.Probe.Provider, s.Probe.Name, s.Semaphore, s.Symbol, i, CArgs(arch, s.Probe.Kinds()), gnuNop[arch])
 	}
+	probes := make([]probe.Probe, len(stubs))
+	for i, s := range stubs {
+		probes[i] = s.Probe
+		probes[i].Spec, probes[i].Slot = CArgs(arch, s.Probe.Kinds()), 0
+	}
+	img, err := probetable.Build("", probes)
+	if err != nil {
+		return nil, err
+	}
+	l := img.Layout
+	fmt.Fprintf(&b, "\n\t/* The probe table: argument kinds and names for tracers. */\n\t.pushsection %s, \"\", %%progbits\n\t.balign 8\n", probetable.NamesSection)
+	for off := 0; off < l.StringsOffset; off += 8 {
+		if off >= l.StubsOffset && off < l.SlotsOffset {
+			fmt.Fprintf(&b, "\t.8byte .Lusdt_site_%d\n", (off-l.StubsOffset)/8)
+			continue
+		}
+		fmt.Fprintf(&b, "\t.8byte %#016x\n", binary.LittleEndian.Uint64(img.Bytes[off:]))
+	}
+	// The strings end in the last one's NUL, then padding.
+	all := img.Bytes[l.StringsOffset:]
+	strs := all[:len(bytes.TrimRight(all, "\x00"))+1]
+	for field := range bytes.SplitAfterSeq(strs, []byte{0}) {
+		if len(field) > 0 {
+			fmt.Fprintf(&b, "\t.ascii \"%s\"\n", gnuEscape(field))
+		}
+	}
+	fmt.Fprintf(&b, "\t.space %d\n", len(all)-len(strs))
+	b.WriteString("\t.popsection\n")
 	b.WriteString("\n\t.section .note.GNU-stack, \"\", %progbits\n")
-	return b.Bytes()
+	return b.Bytes(), nil
+}
+
+// gnuEscape writes b for a GNU assembler string: octal escapes, which stop
+// after three digits, where a hex escape would swallow the digits after it.
+func gnuEscape(b []byte) string {
+	var s strings.Builder
+	for _, c := range b {
+		if c >= ' ' && c <= '~' && c != '"' && c != '\\' {
+			s.WriteByte(c)
+		} else {
+			fmt.Fprintf(&s, "\\%03o", c)
+		}
+	}
+	return s.String()
 }

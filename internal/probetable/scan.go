@@ -8,6 +8,12 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
+// NamesSection is the non-allocated section where the cgo route's GNU
+// assembler files put their tables. Their probes' notes come from the same
+// files, so a tracer reads such a table for its argument kinds and names
+// only, and the link step, which scans the writable data, leaves it alone.
+const NamesSection = ".usdt.names"
+
 // Scan finds every probe table in the writable, file-backed sections of an
 // executable. Tables are 8-byte aligned symbols, so only aligned offsets are
 // candidates; a candidate that fails to decode is skipped.
@@ -17,42 +23,65 @@ func Scan(f *elf.File) ([]probe.Probe, error) {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
 			continue
 		}
-		data, err := s.Data()
+		found, err := scanSection(s, s.Addr)
 		if err != nil {
-			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
+			return nil, err
 		}
-		for off := 0; ; {
-			i := bytes.Index(data[off:], Magic[:])
-			if i < 0 {
-				break
-			}
-			at := off + i
-			if (s.Addr+uint64(at))%8 != 0 {
-				off = at + 1
-				continue
-			}
-			found, size, err := Decode(data[at:], s.Addr+uint64(at))
-			switch {
-			case err == ErrNotTable:
-				off = at + 1
-				continue
-			case err != nil:
-				return nil, fmt.Errorf("probe table at %#x in %s: %w", s.Addr+uint64(at), s.Name, err)
-			}
-			sites = append(sites, found...)
-			off = at + size
-		}
+		sites = append(sites, found...)
 	}
 	return sites, nil
 }
 
-// ByPC indexes the probes of f's tables by PC, the address their notes
-// give: a note's probe describes the note's arguments. Notes without a
-// table (those of C objects) have no entry.
+// scanSection decodes the tables of s, whose offset 0 is at address addr.
+func scanSection(s *elf.Section, addr uint64) ([]probe.Probe, error) {
+	data, err := s.Data()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", s.Name, err)
+	}
+	var sites []probe.Probe
+	for off := 0; ; {
+		i := bytes.Index(data[off:], Magic[:])
+		if i < 0 {
+			return sites, nil
+		}
+		at := off + i
+		if (addr+uint64(at))%8 != 0 {
+			off = at + 1
+			continue
+		}
+		found, size, err := Decode(data[at:], addr+uint64(at))
+		switch {
+		case err == ErrNotTable:
+			off = at + 1
+			continue
+		case err != nil:
+			return nil, fmt.Errorf("probe table at %#x in %s: %w", addr+uint64(at), s.Name, err)
+		}
+		sites = append(sites, found...)
+		off = at + size
+	}
+}
+
+// ByPC indexes the probes of f's tables, in its writable data and in
+// NamesSection, by PC, the address their notes give: a note's probe
+// describes the note's arguments. Notes without a table (those of C
+// objects) have no entry. The probes of NamesSection have no Semaphore.
 func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
 	found, err := Scan(f)
 	if err != nil {
 		return nil, err
+	}
+	if s := f.Section(NamesSection); s != nil && s.Type == elf.SHT_PROGBITS {
+		// The section has no address: its offsets keep the alignment the
+		// assembler gave the tables.
+		named, err := scanSection(s, 0)
+		if err != nil {
+			return nil, err
+		}
+		for i := range named {
+			named[i].Semaphore = 0
+		}
+		found = append(found, named...)
 	}
 	byPC := make(map[uint64]probe.Probe, len(found))
 	for _, p := range found {

@@ -138,9 +138,8 @@ func selectSites(sites []site, patterns []string) ([]site, error) {
 }
 
 // readTables finds the argument kinds and names of sites in the probe
-// tables of the executable. Probes without a table (the cgo route's notes
-// come from the C assembler) keep integers, and they and those of a table
-// older than names show argN.
+// tables of the executable. Probes without a table (those of C objects)
+// keep integers, and they and those of a table older than names show argN.
 func readTables(file string, sites []site) error {
 	f, err := elf.Open(file)
 	if err != nil {

@@ -284,8 +284,11 @@ func Generate(cfg Config) ([]File, error) {
 		files = append(files, File{fmt.Sprintf("%s_usdt_%s.s", fileBase, arch), src})
 	}
 	for _, arch := range asmgen.Arches {
-		files = append(files, File{fmt.Sprintf("%s_usdt_cgo_%s.S", fileBase, arch),
-			asmgen.GNU(arch, notice+"//go:build linux && cgo\n", stubsC)})
+		src, err := asmgen.GNU(arch, notice+"//go:build linux && cgo\n", stubsC)
+		if err != nil {
+			return nil, err
+		}
+		files = append(files, File{fmt.Sprintf("%s_usdt_cgo_%s.S", fileBase, arch), src})
 	}
 	d.Layout = layout
 	for _, t := range []struct{ suffix, tmpl string }{

@@ -49,22 +49,22 @@ var namesCases = []namesCase{
 		concurrent: true,
 	},
 	{
-		// The cgo route's notes come from the C assembler, with no probe
-		// table: bpftrace's argN, and integers.
+		// The cgo route's notes come from the C assembler, and the names
+		// from the table it assembles beside them.
 		name:  "usdtgen cgo",
 		build: buildJobs(routeB),
 		run:   []string{"-jobs", "1", "-workers", "1"},
 		list: map[string]string{
-			"job__enqueued": "arg0, arg1, arg2",
-			"job__started":  "arg0, arg1, arg2, arg3",
-			"job__done":     "arg0, arg1, arg2, arg3",
+			"job__enqueued": "id int64, kind string, depth int32",
+			"job__started":  "id int64, kind string, worker uint16, wait_ns int64",
+			"job__done":     "id int64, kind string, run_ns int64, ok bool",
 		},
 		trace: []string{
-			`jobs:job__enqueued\(arg0=1, arg1=\d+, arg2=\d+\)`,
-			`jobs:job__started\(arg0=1, arg1=\d+, arg2=0, arg3=\d+\)`,
-			`jobs:job__done\(arg0=1, arg1=\d+, arg2=\d+, arg3=[01]\)`,
+			`jobs:job__enqueued\(id=1, kind="[a-z]+", depth=\d+\)`,
+			`jobs:job__started\(id=1, kind="[a-z]+", worker=0, wait_ns=\d+\)`,
+			`jobs:job__done\(id=1, kind="[a-z]+", run_ns=\d+, ok=(true|false)\)`,
 		},
-		json:       []string{"arg0 arg1 arg2", "arg0 arg1 arg2 arg3", "arg0 arg1 arg2 arg3"},
+		json:       []string{"id kind depth", "id kind worker wait_ns", "id kind run_ns ok"},
 		concurrent: true,
 	},
 	{
