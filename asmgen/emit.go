@@ -179,7 +179,9 @@ _.stapsdt.base:
 			fmt.Fprintf(&b, "\t.ascii \"%s\"\n", gnuEscape(field))
 		}
 	}
-	fmt.Fprintf(&b, "\t.space %d\n", len(all)-len(strs))
+	if pad := len(all) - len(strs); pad > 0 {
+		fmt.Fprintf(&b, "\t.space %d\n", pad)
+	}
 	b.WriteString("\t.popsection\n")
 	b.WriteString("\n\t.section .note.GNU-stack, \"\", %progbits\n")
 	return b.Bytes(), nil

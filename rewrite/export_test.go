@@ -1,6 +1,7 @@
 package rewrite
 
 import (
+	"go/ast"
 	"go/parser"
 	"go/token"
 	"os"
@@ -24,4 +25,13 @@ func TypeCheck(cfg Config, paths []string) error {
 	}
 	_, _, err := typeCheck(cfg, fset, files)
 	return err
+}
+
+// GoMethod is goMethod on the first function declared in src.
+func GoMethod(src string) string {
+	f, err := parser.ParseFile(token.NewFileSet(), "x.go", "package p\n"+src, parser.SkipObjectResolution)
+	if err != nil {
+		return "parse error: " + err.Error()
+	}
+	return goMethod(f.Decls[0].(*ast.FuncDecl))
 }

@@ -75,10 +75,10 @@ func (g *generator) exit(fire, fields int, args []string) int {
 	return len(g.exits) - 1
 }
 
-// add adds the probe name, which passes the goroutine id and then args
-// and has no room for dropped, with its semaphore in slot.
-func (g *generator) add(name string, args, dropped []probe.Arg, slot int) (site, fire int) {
-	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot}
+// add adds the probe name of the function fd, which passes the goroutine
+// id and then args and has no room for dropped, with its semaphore in slot.
+func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int) (site, fire int) {
+	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Method: goMethod(fd)}
 	fire = g.fire(p.Kinds()[1:])
 	g.probes = append(g.probes, asmgen.Site{Probe: p, Trampoline: fire})
 	return len(g.probes) - 1, fire
@@ -186,7 +186,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		args, exprs, dropped := g.pass(vals)
 		fn.Dropped += len(dropped)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
-		site, fireFn := g.add(fn.Entry, args, dropped, sem)
+		site, fireFn := g.add(fd, fn.Entry, args, dropped, sem)
 		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
 	if rule.Exit {
@@ -204,7 +204,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		fn.Exit = autoprobe.Name("exit", g.pkg.Name(), name)
 		args = append([]probe.Arg{elapsedArg}, args...)
 		exprs = append([]string{"usdtAutoNanotime() - x.start"}, exprs...)
-		site, fireFn := g.add(fn.Exit, args, dropped, sem)
+		site, fireFn := g.add(fd, fn.Exit, args, dropped, sem)
 		shape := g.exit(fireFn, len(ptrs), exprs)
 		// Registered first, the deferred call runs last: after any
 		// recover in the function has set the final results. It is a

@@ -117,3 +117,23 @@ func compile(t *testing.T, arch, out string, res *rewrite.Result) {
 		t.Errorf("archive members %q, want the stubs' usdt_probes.o last", got)
 	}
 }
+
+// TestGoMethod checks the method names the probe table records for trace's
+// labels against the names Go's runtime gives the same methods
+// (runtime.FuncForPC), which the examples' tracebacks show.
+func TestGoMethod(t *testing.T) {
+	for _, tt := range []struct{ decl, want string }{
+		{"func F() {}", ""},
+		{"func (c Cache) Get() {}", ""},
+		{"func (c *Cache) Get() {}", "(*Cache).Get"},
+		{"func (*Cache) Get() {}", "(*Cache).Get"},
+		{"func (c (*Cache)) Get() {}", "(*Cache).Get"},
+		{"func (l List[T]) Len() {}", "List[...].Len"},
+		{"func (l *List[T]) Len() {}", "(*List[...]).Len"},
+		{"func (m *Map[K, V]) Len() {}", "(*Map[...]).Len"},
+	} {
+		if got := rewrite.GoMethod(tt.decl); got != tt.want {
+			t.Errorf("%s: %q, want %q", tt.decl, got, tt.want)
+		}
+	}
+}

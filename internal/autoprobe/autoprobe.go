@@ -28,8 +28,13 @@ func Split(name string) (kind, pkg, fn string, ok bool) {
 	return parts[0], parts[1], parts[2], true
 }
 
-// Label is the Go name of the function behind a probe's pkg and fn parts:
-// main.Cache.Get. The name does not tell a pointer receiver from a value one.
-func Label(pkg, fn string) string {
+// Label is the Go name of the function behind a probe's pkg and fn parts,
+// main.Cache.Get, or, given the probe's probe.Probe.Method, as Go's symbols
+// name it: main.(*Cache).Get. The probe name alone does not tell a pointer
+// receiver from a value one.
+func Label(pkg, fn, method string) string {
+	if method != "" {
+		return pkg + "." + method
+	}
 	return pkg + "." + strings.ReplaceAll(fn, "__", ".")
 }

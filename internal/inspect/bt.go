@@ -18,8 +18,9 @@ const bpftraceLimit = 512
 // bt prints a starter bpftrace script for a binary's automatic probes: a
 // latency histogram per function, from its exit probe alone, whose arg1 is
 // the nanoseconds since the same call's entry. patterns, if any, keep the
-// functions whose name (pkg.Func, pkg.Type.Method) or exit probe name
-// matches one of them as a path.Match glob. warn gets what the user must do
+// functions whose name (pkg.Func, pkg.Type.Method, or as Go names a
+// method, pkg.(*Type).Method) or exit probe name matches one of them as a
+// path.Match glob. warn gets what the user must do
 // for the script to load.
 func BT(bin string, patterns []string, w, warn io.Writer) error {
 	for _, p := range patterns {
@@ -27,7 +28,7 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 			return fmt.Errorf("bad pattern %q: %v (a glob such as 'orders.*' or 'exit__orders__*')", p, err)
 		}
 	}
-	notes, err := readNotes(bin)
+	notes, byPC, err := readProbes(bin)
 	if err != nil {
 		return err
 	}
@@ -38,8 +39,8 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 		if !ok || kind != "exit" {
 			continue
 		}
-		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name)}
-		if selected(patterns, f.label, f.exit) {
+		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Method)}
+		if selected(patterns, f.label, autoprobe.Label(pkg, name, ""), f.exit) {
 			fns = append(fns, f)
 		}
 	}

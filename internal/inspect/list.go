@@ -14,35 +14,32 @@ import (
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
-// readNotes returns the stapsdt notes of the executable at path.
-func readNotes(path string) ([]sdtnote.Note, error) {
+// readProbes returns the stapsdt notes of the executable at path, and the
+// probes of its tables by PC.
+func readProbes(path string) ([]sdtnote.Note, map[uint64]probe.Probe, error) {
 	f, err := elf.Open(path)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	defer f.Close()
-	return sdtnote.Read(f)
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		return nil, nil, err
+	}
+	byPC, err := probetable.ByPC(f)
+	return notes, byPC, err
 }
 
 // List prints the probes of a binary the way tracers will see them, with
 // the names and Go types of their arguments where the binary's probe
 // tables record them.
 func List(path string, w io.Writer) error {
-	f, err := elf.Open(path)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	notes, err := sdtnote.Read(f)
+	notes, byPC, err := readProbes(path)
 	if err != nil {
 		return err
 	}
 	if len(notes) == 0 {
 		return fmt.Errorf("%s: no USDT probes", path)
-	}
-	byPC, err := probetable.ByPC(f)
-	if err != nil {
-		return err
 	}
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS\tSPEC")

@@ -111,6 +111,11 @@ type Probe struct {
 	// Dropped are declared arguments the note has no room for, in order
 	// after Args: the probe does not pass them.
 	Dropped []Arg
+	// Method is how Go names the method an automatic probe instruments,
+	// package aside, where its probe name cannot tell: (*Cache).Get for
+	// a pointer receiver, List[...].Len for a generic type. It is empty
+	// for functions, value receivers and usdtgen's probes.
+	Method string
 
 	// Spec is the stapsdt argument spec ("8@%rax -4@%rbx").
 	Spec string

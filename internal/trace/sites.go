@@ -25,11 +25,15 @@ type site struct {
 	// dropped, the arguments the probe has no room for.
 	names, dropped []string
 	pc             uint64 // link-time address, what the probe table records
-	// fn is the Go function label of an automatic probe ("main.Cache.Get")
-	// and exit whether it is the function's exit probe; fn is empty for
-	// usdtgen probes.
-	fn   string
-	exit bool
+	// fn is the Go function label of an automatic probe, as Go names it
+	// ("main.(*Cache).Get"), and exit whether it is the function's exit
+	// probe; fn is empty for usdtgen probes. Patterns also match plain,
+	// the label the probe name gives ("main.Cache.Get").
+	fn, plain string
+	exit      bool
+	// table is the site's probe in the binary's probe tables: zero for a
+	// probe without one.
+	table probe.Probe
 	// offset and refCtr are file offsets, what uprobes take.
 	offset, refCtr uint64
 }
@@ -48,8 +52,12 @@ func (s *site) matches(pattern string) bool {
 	if ok, _ := path.Match(pattern, s.Provider+":"+s.Name); ok {
 		return true
 	}
-	ok, _ := path.Match(pattern, s.fn)
-	return s.fn != "" && ok
+	for _, label := range []string{s.fn, s.plain} {
+		if ok, _ := path.Match(pattern, label); ok && label != "" {
+			return true
+		}
+	}
+	return false
 }
 
 var goarch = map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}
@@ -69,6 +77,10 @@ func readSites(file string) ([]site, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
+	byPC, err := probetable.ByPC(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", file, err)
+	}
 	// Like every consumer, undo prelinking: the note records where
 	// .stapsdt.base was at link time.
 	var base uint64
@@ -81,7 +93,7 @@ func readSites(file string) ([]site, error) {
 		if base != 0 && n.Base != 0 {
 			adjust = base - n.Base
 		}
-		s := site{Provider: n.Provider, Name: n.Name, pc: n.PC}
+		s := site{Provider: n.Provider, Name: n.Name, pc: n.PC, table: byPC[n.PC]}
 		if s.args, err = parseArgs(arch, n.Args); err != nil {
 			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
 		}
@@ -95,7 +107,8 @@ func readSites(file string) ([]site, error) {
 			}
 		}
 		if kind, pkg, fn, ok := autoprobe.Split(n.Name); ok && (kind == "entry" || kind == "exit") {
-			s.fn, s.exit = autoprobe.Label(pkg, fn), kind == "exit"
+			s.fn, s.exit = autoprobe.Label(pkg, fn, s.table.Method), kind == "exit"
+			s.plain = autoprobe.Label(pkg, fn, "")
 		}
 		sites = append(sites, s)
 	}
@@ -137,23 +150,14 @@ func selectSites(sites []site, patterns []string) ([]site, error) {
 	return out, nil
 }
 
-// readTables finds the argument kinds and names of sites in the probe
-// tables of the executable. Probes without a table (those of C objects)
-// keep integers, and they and those of a table older than names show argN.
-func readTables(file string, sites []site) error {
-	f, err := elf.Open(file)
-	if err != nil {
-		return err
-	}
-	defer f.Close()
-	byPC, err := probetable.ByPC(f)
-	if err != nil {
-		return fmt.Errorf("%s: %w", file, err)
-	}
+// describe gives the selected sites the argument kinds and names of their
+// probe tables. Probes without a table (those of C objects) keep integers,
+// and they and those of a table older than names show argN.
+func describe(sites []site) {
 	for i := range sites {
 		s := &sites[i]
 		decl := make([]probe.Arg, len(s.args))
-		if p := byPC[s.pc]; len(p.Args) == len(s.args) {
+		if p := s.table; len(p.Args) == len(s.args) {
 			decl = p.Args
 			s.kinds = p.Kinds()
 			for j, k := range s.kinds {
@@ -174,7 +178,6 @@ func readTables(file string, sites []site) error {
 			s.names = append(s.names, name)
 		}
 	}
-	return nil
 }
 
 // argLabel is what the tracer calls a, the argument at note position i of

@@ -57,9 +57,7 @@ func Run(opt Options) error {
 	if err != nil {
 		return err
 	}
-	if err := readTables(opt.Binary, sites); err != nil {
-		return err
-	}
+	describe(sites)
 	if err := rlimit.RemoveMemlock(); err != nil {
 		return bpfError(err)
 	}

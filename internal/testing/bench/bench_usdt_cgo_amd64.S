@@ -107,7 +107,6 @@ usdt_9cb18d70_bench_str_stub:
 	.ascii "string\000"
 	.ascii "n\000"
 	.ascii "int64\000"
-	.space 0
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

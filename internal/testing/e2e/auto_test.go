@@ -222,7 +222,7 @@ func checkProbeSet(t *testing.T, who string, got []string, provider string, want
 		if !want[name] {
 			why := "not selected by the rules"
 			_, pkg, fn, _ := autoprobe.Split(name)
-			if r, ok := autoNever[autoprobe.Label(pkg, fn)]; ok {
+			if r, ok := autoNever[autoprobe.Label(pkg, fn, "")]; ok {
 				why = r
 			}
 			t.Errorf("%s lists %s: %s", who, p, why)
@@ -593,11 +593,25 @@ func (a *auto) testBtScript(t *testing.T, bt tracetest.Bpftrace) {
 	if !strings.Contains(out, "recovered: runtime error: integer divide by zero\n") {
 		t.Errorf("auto all did not run to its end:\n%s", out)
 	}
-	// One histogram per function with an exit probe, labelled pkg.Func or
-	// pkg.Type.Method: all of autoFuncs, which auto all calls.
+	// One histogram per function with an exit probe, labelled as Go names
+	// it: all of autoFuncs, which auto all calls.
+	labels := map[string]string{} // pkg.Type.Method -> label
+	for _, m := range regexp.MustCompile(`(?m)^@us\[(\S+) *\]:\s*\n\[`).FindAllStringSubmatch(out, -1) {
+		labels[symbolNoise.ReplaceAllString(m[1], "")] = m[1]
+	}
 	for _, fn := range autoFuncs {
-		if !regexp.MustCompile(`(?m)^@us\[` + regexp.QuoteMeta(fn) + ` *\]:\s*\n\[`).MatchString(out) {
+		if labels[fn] == "" {
 			t.Errorf("no histogram for %s", fn)
+		}
+	}
+	for fn, want := range map[string]string{
+		"orders.Store.Place": "orders.(*Store).Place",
+		"orders.Queue.Push":  "orders.(*Queue[...]).Push",
+		"orders.Queue.Len":   "orders.Queue[...].Len",
+		"orders.Cents.Minus": "orders.Cents.Minus",
+	} {
+		if labels[fn] != want {
+			t.Errorf("%s's histogram is labelled %q, want %q", fn, labels[fn], want)
 		}
 	}
 	if t.Failed() {

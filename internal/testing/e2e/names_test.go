@@ -91,8 +91,8 @@ var namesCases = []namesCase{
 		// Where there is no name, a parameter shows as bpftrace's argN
 		// (arg0 is the goroutine id) and a result as rN.
 		trace: []string{
-			`main\.Cache\.Get\(c=0x[0-9a-f]+, key="k17"\)`,
-			`main\.Cache\.Get = \(val="v17", ok=true\) ELAPSED`,
+			`main\.\(\*Cache\)\.Get\(c=0x[0-9a-f]+, key="k17"\)`,
+			`main\.\(\*Cache\)\.Get = \(val="v17", ok=true\) ELAPSED`,
 			`main\.unnamed\(arg1=3, arg2="x"\)`,
 			`main\.unnamed = \(r1=0, r2=0x[0-9a-f]+\) ELAPSED`,
 			`main\.blank\(arg1=1, label="abc"\)`,

@@ -128,7 +128,7 @@ func TestTraceExampleToolexec(t *testing.T) {
 					t.Errorf("%s on receiver %s, the cache is %s", l.label, l.vals[0], recv)
 				}
 			}
-			if l.label == "main.Cache.Put" {
+			if l.label == "main.(*Cache).Put" {
 				key := l.vals[1]
 				put[key] = true
 				if want := []string{recv, key, valueLen(key), "50000000"}; !slices.Equal(l.vals, want) {
@@ -145,8 +145,8 @@ func TestTraceExampleToolexec(t *testing.T) {
 		stacks[l.g] = s[:len(s)-1]
 		var want []string
 		switch l.label {
-		case "main.main", "main.Cache.Put":
-		case "main.Cache.Get":
+		case "main.main", "main.(*Cache).Put":
+		case "main.(*Cache).Get":
 			want = []string{valueLen(in.vals[1]), "0x0"}
 			if l.vals[0] == "0" && !isNil(l.vals[1]) {
 				want = l.vals // a miss: a nil slice and an error
@@ -168,7 +168,7 @@ func TestTraceExampleToolexec(t *testing.T) {
 			t.Errorf("g=%s: %d calls never exited", g, len(s))
 		}
 	}
-	if count["main.main"] != 1 || count["main.fetch"] != ops || count["main.Cache.Get"] != ops || count["main.load"] != count["main.Cache.Put"] {
+	if count["main.main"] != 1 || count["main.fetch"] != ops || count["main.(*Cache).Get"] != ops || count["main.load"] != count["main.(*Cache).Put"] {
 		t.Errorf("calls %v: want main once, fetch and Get %d times, as many loads as Puts", count, ops)
 	}
 	if fmt.Sprint(len(put)) != m[1] {

@@ -356,7 +356,6 @@ usdt_787776b7_types_odd_stub:
 	.ascii "uint16\000"
 	.ascii "b\000"
 	.ascii "int8\000"
-	.space 0
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

@@ -177,7 +177,6 @@ usdt_5f2ef673_log_msg_stub:
 	.ascii "1\000"
 	.ascii "text\000"
 	.ascii "string\000"
-	.space 0
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits
