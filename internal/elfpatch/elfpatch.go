@@ -86,15 +86,39 @@ func addNotes(path string, sites []probe.Probe) error {
 	if err != nil {
 		return err
 	}
-	data, err := os.ReadFile(target)
+	data, unmap, err := mapFile(target)
 	if err != nil {
 		return err
 	}
+	defer unmap()
 	e, err := patch(data, sites)
 	if err != nil {
 		return err
 	}
 	return writeAtomic(target, e)
+}
+
+// mapFile maps the file at path read-only: its pages are already in the
+// page cache, just written by the linker, and reading them into a new
+// buffer would fault in as many fresh pages.
+func mapFile(path string) (data []byte, unmap func(), err error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return nil, nil, err
+	}
+	if fi.Size() == 0 {
+		return nil, func() {}, nil
+	}
+	data, err = syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	if err != nil {
+		return nil, nil, err
+	}
+	return data, func() { syscall.Munmap(data) }, nil
 }
 
 // edit is how patch changes a file: its first keep bytes stay, but for
