@@ -195,3 +195,40 @@ func TestTraceErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestTraceUnprivileged runs trace as the unprivileged user nobody: it must
+// say in one line what it needs.
+func TestTraceUnprivileged(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t) // root, so it can become nobody
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed: cannot drop root to run trace unprivileged")
+	}
+	// A directory nobody can enter, with copies of usdt-toolexec and of
+	// a program with probes.
+	jobs := buildJobs(routeA)(t)
+	dir, err := os.MkdirTemp("", "usdt-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	bin, prog := filepath.Join(dir, "usdt-toolexec"), filepath.Join(dir, "jobs")
+	copyFile(t, filepath.Join(toolsDir, "usdt-toolexec"), bin)
+	copyFile(t, jobs, prog)
+	for _, f := range []string{bin, prog} {
+		if err := os.Chmod(f, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace", "--", prog, "-jobs", "1")
+	cmd.Dir = dir
+	out, err := cmd.CombinedOutput()
+	want := "tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)"
+	if err == nil || !strings.Contains(string(out), want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
+		t.Errorf("as nobody: err %v, output %q: want one line with %q", err, out, want)
+	}
+}
