@@ -12,7 +12,8 @@
 #          html/template, ...), with "...": 25k+
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
-# a warm build of each (the main package edited, everything else cached);
+# warm builds of each (the main package edited, everything else cached;
+# the median of three);
 # the ratios probed/plain; the size added per probe; the time of
 # `usdt-toolexec list`; and the start-up of tracers attaching to the probed
 # executable, one after the other in this run:
@@ -84,6 +85,8 @@ build() {
 	secs "$t0" "$(now)"
 }
 
+median() { printf '%s\n' "$@" | sort -g | sed -n "$(($# / 2 + 1))p"; }
+
 # same PLAIN PROBED: the testdata programs print the same under both
 # (few processes per program: on a loaded machine each fork counts).
 same() {
@@ -143,8 +146,13 @@ for prog in "${programs[@]}"; do
 	plain=$OUT/$prog-plain probed=$OUT/$prog-probed
 	pc=$(build "$prog" plain "$plain" 1)
 	qc=$(build "$prog" probed "$probed" 1)
-	pw=$(build "$prog" plain "$plain" 0)
-	qw=$(build "$prog" probed "$probed" 0)
+	# Warm builds take a second or less: the median of three, alternated.
+	pws=() qws=()
+	for _ in 1 2 3; do
+		pws+=("$(build "$prog" plain "$plain" 0)")
+		qws+=("$(build "$prog" probed "$probed" 0)")
+	done
+	pw=$(median "${pws[@]}") qw=$(median "${qws[@]}")
 	t0=$(now)
 	probes=$("$UT" list "$probed" | tail -n +2 | wc -l)
 	lt=$(secs "$t0" "$(now)")
