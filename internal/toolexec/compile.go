@@ -1,6 +1,7 @@
 package toolexec
 
 import (
+	"bytes"
 	"fmt"
 	"go/parser"
 	"go/token"
@@ -250,13 +251,23 @@ func (s Step) Run() error {
 		}
 	}
 	args = append(append(args, "-symabis", symabis), s.Files...)
-	if err := s.run(s.Compile, args...); err != nil {
-		return err
-	}
-
+	// The stubs' object does not depend on the compile: assembling it
+	// meanwhile takes the assembler off the build's critical path. Its
+	// output waits, so that it never interleaves with the compiler's.
 	obj := filepath.Join(objdir, "usdt_auto_probes.o")
-	if err := s.run(asm, append(asmArgs, "-o", obj, asmFile)...); err != nil {
-		return err
+	var asmOut bytes.Buffer
+	asmRunner := s.Runner
+	asmRunner.Stdout, asmRunner.Stderr = &asmOut, &asmOut
+	assembled := make(chan error, 1)
+	go func() { assembled <- asmRunner.run(asm, append(asmArgs, "-o", obj, asmFile)...) }()
+	compileErr := s.run(s.Compile, args...)
+	asmErr := <-assembled
+	s.Stderr.Write(asmOut.Bytes())
+	if compileErr != nil {
+		return compileErr
+	}
+	if asmErr != nil {
+		return asmErr
 	}
 	return appendToArchive(f.output, "usdt_probes.o", obj)
 }
