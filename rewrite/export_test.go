@@ -27,11 +27,11 @@ func TypeCheck(cfg Config, paths []string) error {
 	return err
 }
 
-// GoMethod is goMethod on the first function declared in src.
-func GoMethod(src string) string {
+// GoReceiver is goReceiver on the first function declared in src.
+func GoReceiver(src string) string {
 	f, err := parser.ParseFile(token.NewFileSet(), "x.go", "package p\n"+src, parser.SkipObjectResolution)
 	if err != nil {
 		return "parse error: " + err.Error()
 	}
-	return goMethod(f.Decls[0].(*ast.FuncDecl))
+	return goReceiver(f.Decls[0].(*ast.FuncDecl))
 }

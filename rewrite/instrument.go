@@ -78,7 +78,7 @@ func (g *generator) exit(fire, fields int, args []string) int {
 // add adds the probe name of the function fd, which passes the goroutine
 // id and then args and has no room for dropped, with its semaphore in slot.
 func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int) (site, fire int) {
-	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Method: goMethod(fd)}
+	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Receiver: goReceiver(fd)}
 	fire = g.fire(p.Kinds()[1:])
 	g.probes = append(g.probes, asmgen.Site{Probe: p, Trampoline: fire})
 	return len(g.probes) - 1, fire

@@ -258,38 +258,26 @@ func funcName(fd *ast.FuncDecl) string {
 	return recvTypeName(fd.Recv.List[0].Type) + "." + fd.Name.Name
 }
 
-// goMethod is how Go's symbol names show the method fd, package aside,
-// where funcName does not: "(*T).M" for a pointer receiver, "T[...].M" for
-// a generic type's; empty otherwise.
-func goMethod(fd *ast.FuncDecl) string {
+// goReceiver is what Go's symbol name for the method fd shows of its
+// receiver that funcName does not (see probe.Probe.Receiver).
+func goReceiver(fd *ast.FuncDecl) string {
 	if fd.Recv == nil || len(fd.Recv.List) == 0 {
 		return ""
 	}
-	ptr, generic := false, false
+	var ptr, generic string
 	for e := fd.Recv.List[0].Type; ; {
 		switch t := e.(type) {
 		case *ast.StarExpr:
-			ptr, e = true, t.X
+			ptr, e = "*", t.X
 			continue
 		case *ast.ParenExpr:
 			e = t.X
 			continue
 		case *ast.IndexExpr, *ast.IndexListExpr:
-			generic = true
+			generic = "[...]"
 		}
-		break
+		return ptr + generic
 	}
-	if !ptr && !generic {
-		return ""
-	}
-	recv := recvTypeName(fd.Recv.List[0].Type)
-	if generic {
-		recv += "[...]"
-	}
-	if ptr {
-		recv = "(*" + recv + ")"
-	}
-	return recv + "." + fd.Name.Name
 }
 
 func recvTypeName(e ast.Expr) string {

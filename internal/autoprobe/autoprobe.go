@@ -29,12 +29,26 @@ func Split(name string) (kind, pkg, fn string, ok bool) {
 }
 
 // Label is the Go name of the function behind a probe's pkg and fn parts,
-// main.Cache.Get, or, given the probe's probe.Probe.Method, as Go's symbols
-// name it: main.(*Cache).Get. The probe name alone does not tell a pointer
-// receiver from a value one.
-func Label(pkg, fn, method string) string {
-	if method != "" {
-		return pkg + "." + method
+// main.Cache.Get, or given the probe's probe.Probe.Receiver, as Go's
+// symbols name it: main.(*Cache).Get, main.List[...].Len. The probe name
+// alone does not tell a pointer receiver from a value one.
+func Label(pkg, fn, receiver string) string {
+	typ, method, ok := cutLast(fn, "__")
+	if receiver == "" || !ok {
+		return pkg + "." + strings.ReplaceAll(fn, "__", ".")
 	}
-	return pkg + "." + strings.ReplaceAll(fn, "__", ".")
+	typ = strings.ReplaceAll(typ, "__", ".")
+	generic, ptr := strings.CutPrefix(receiver, "*")
+	typ += generic
+	if ptr {
+		typ = "(*" + typ + ")"
+	}
+	return pkg + "." + typ + "." + method
+}
+
+func cutLast(s, sep string) (before, after string, found bool) {
+	if i := strings.LastIndex(s, sep); i >= 0 {
+		return s[:i], s[i+len(sep):], true
+	}
+	return s, "", false
 }

@@ -35,3 +35,21 @@ func TestSplit(t *testing.T) {
 		}
 	}
 }
+
+// TestLabel checks the Go names of methods against those
+// runtime.FuncForPC gives the same methods: main.(*Cache).Get,
+// main.List[...].Len, main.(*Map[...]).Size.
+func TestLabel(t *testing.T) {
+	for _, tt := range []struct{ pkg, fn, receiver, want string }{
+		{"main", "f", "", "main.f"},
+		{"main", "Cache__Get", "", "main.Cache.Get"},
+		{"main", "Cache__Get", "*", "main.(*Cache).Get"},
+		{"main", "List__Len", "[...]", "main.List[...].Len"},
+		{"main", "Map__Size", "*[...]", "main.(*Map[...]).Size"},
+		{"encoding_json", "Decoder__Decode", "*", "encoding_json.(*Decoder).Decode"},
+	} {
+		if got := Label(tt.pkg, tt.fn, tt.receiver); got != tt.want {
+			t.Errorf("Label(%q, %q, %q) = %q, want %q", tt.pkg, tt.fn, tt.receiver, got, tt.want)
+		}
+	}
+}

@@ -39,7 +39,7 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 		if !ok || kind != "exit" {
 			continue
 		}
-		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Method)}
+		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Receiver)}
 		if selected(patterns, f.label, autoprobe.Label(pkg, name, ""), f.exit) {
 			fns = append(fns, f)
 		}

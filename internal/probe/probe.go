@@ -111,11 +111,12 @@ type Probe struct {
 	// Dropped are declared arguments the note has no room for, in order
 	// after Args: the probe does not pass them.
 	Dropped []Arg
-	// Method is how Go names the method an automatic probe instruments,
-	// package aside, where its probe name cannot tell: (*Cache).Get for
-	// a pointer receiver, List[...].Len for a generic type. It is empty
-	// for functions, value receivers and usdtgen's probes.
-	Method string
+	// Receiver is what Go's name for the method an automatic probe
+	// instruments has that the probe name lacks: "*" for a pointer
+	// receiver ((*Cache).Get), "[...]" for a generic type
+	// (List[...].Len), "*[...]" for both. It is empty for functions,
+	// plain value receivers and usdtgen's probes.
+	Receiver string
 
 	// Spec is the stapsdt argument spec ("8@%rax -4@%rbx").
 	Spec string

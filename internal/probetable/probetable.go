@@ -21,7 +21,7 @@
 //	..  strings: "package\0", then per probe "provider\0name\0spec\0", then
 //	    "kinds\0" and per probe "kind,kind...\0", then "names\0" and per
 //	    probe "count\0" and count times "name\0type\0", then, if any probe
-//	    has one, "methods\0" and per probe "method\0"; padded to 8 bytes
+//	    has one, "receivers\0" and per probe "receiver\0"; padded to 8 bytes
 //
 // The checksum is FNV-1a over the slot array and the strings, padding
 // included: everything from the slot array to the end of the table.
@@ -44,7 +44,7 @@
 // after the kinds, and decoders that predate names ignore them; from such a
 // table a probe's Args have kinds but neither names nor types.
 //
-// Methods, after the names, are each probe's probe.Probe.Method, one
+// Receivers, after the names, are each probe's probe.Probe.Receiver, one
 // string per probe; a table without any has no such part.
 //
 // The package is the import path of the package whose functions
@@ -170,10 +170,10 @@ func Build(pkg string, probes []probe.Probe) (Image, error) {
 			}
 		}
 	}
-	if slices.ContainsFunc(probes, func(p probe.Probe) bool { return p.Method != "" }) {
-		s.WriteString(methodsMarker + "\x00")
+	if slices.ContainsFunc(probes, func(p probe.Probe) bool { return p.Receiver != "" }) {
+		s.WriteString(receiversMarker + "\x00")
 		for _, p := range probes {
-			if err := field(p.Method); err != nil {
+			if err := field(p.Receiver); err != nil {
 				return Image{}, err
 			}
 		}
@@ -234,9 +234,9 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 	}
 	if r.marker(namesMarker) {
 		decodeNames(&r, probes)
-		if r.marker(methodsMarker) {
+		if r.marker(receiversMarker) {
 			for i := range probes {
-				probes[i].Method = r.next()
+				probes[i].Receiver = r.next()
 			}
 		}
 	}
@@ -254,9 +254,9 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 // Markers start the optional parts of the strings: what follows the last
 // part in an older table is padding.
 const (
-	kindsMarker   = "kinds"
-	namesMarker   = "names"
-	methodsMarker = "methods"
+	kindsMarker     = "kinds"
+	namesMarker     = "names"
+	receiversMarker = "receivers"
 )
 
 // strs reads a table's NUL-terminated strings. Running out of them makes

@@ -48,10 +48,10 @@ func TestRoundTrip(t *testing.T) {
 			Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "c", Type: "*Cache", Kind: probe.Pointer}, {Name: "key", Type: "string", Kind: probe.String}, {Name: "_", Type: "int", Kind: probe.Int64}},
 			Dropped: []probe.Arg{{Name: "", Type: "map[string]struct{a, b int}", Kind: probe.Invalid}},
 		}}, 1},
-		{"methods", []probe.Probe{
-			{Provider: "go", Name: "entry__main__Cache__Get", Method: "(*Cache).Get"},
+		{"receivers", []probe.Probe{
+			{Provider: "go", Name: "entry__main__Cache__Get", Receiver: "*"},
 			{Provider: "go", Name: "entry__main__f"},
-			{Provider: "go", Name: "exit__main__List__Len", Method: "List[...].Len"},
+			{Provider: "go", Name: "exit__main__List__Len", Receiver: "[...]"},
 		}, 1},
 	}
 	for _, tt := range tests {

@@ -107,7 +107,7 @@ func readSites(file string) ([]site, error) {
 			}
 		}
 		if kind, pkg, fn, ok := autoprobe.Split(n.Name); ok && (kind == "entry" || kind == "exit") {
-			s.fn, s.exit = autoprobe.Label(pkg, fn, s.table.Method), kind == "exit"
+			s.fn, s.exit = autoprobe.Label(pkg, fn, s.table.Receiver), kind == "exit"
 			s.plain = autoprobe.Label(pkg, fn, "")
 		}
 		sites = append(sites, s)
