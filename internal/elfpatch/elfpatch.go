@@ -122,14 +122,15 @@ func mapFile(path string) (data []byte, unmap func(), err error) {
 }
 
 // edit is how patch changes a file: its first keep bytes stay, but for
-// the ELF header, which header replaces, and tail follows them. The kept
+// the ELF header, which header replaces, and the chunks of tail follow
+// them. The kept
 // bytes are most of an executable: copying them in the kernel, not through
 // a new buffer, is what makes the link step cheap (a 9 MB buffer costs
 // 100-200 ms of page faults here).
 type edit struct {
 	header []byte
 	keep   uint64
-	tail   []byte
+	tail   [][]byte
 }
 
 // shdr is one raw ELF64 section header.
@@ -357,8 +358,8 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 		provider, name string
 		pc             uint64
 	}
-	seen := make(map[key]bool)
-	notes := append([]sdtnote.Note(nil), old...)
+	seen := make(map[key]bool, len(old)+len(sites))
+	notes := append(make([]sdtnote.Note, 0, len(old)+len(sites)), old...)
 	for _, n := range old {
 		seen[key{n.Provider, n.Name, n.PC}] = true
 	}
@@ -387,17 +388,20 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 	// table, which is replaced), the note, a new .shstrtab if names had to
 	// be added, and the new section header table.
 	end := im.reusableEnd()
-	out := make([]byte, 0, uint64(len(noteData))+4096+uint64(len(im.secs)+3)*shdrSize)
-	// off is the file offset of the end of out; padTo pads it to align.
-	off := func() uint64 { return end + uint64(len(out)) }
+	var tail [][]byte
+	size := end // of the file so far
+	add := func(b []byte) {
+		tail = append(tail, b)
+		size += uint64(len(b))
+	}
 	padTo := func(align uint64) {
-		for off()%align != 0 {
-			out = append(out, 0)
+		if n := (align - size%align) % align; n > 0 {
+			add(make([]byte, n))
 		}
 	}
 	padTo(4)
-	noteOff := off()
-	out = append(out, noteData...)
+	noteOff := size
+	add(noteData)
 	newHdrs = append(newHdrs, &shdr{typ: elf.SHT_NOTE, off: noteOff, size: uint64(len(noteData)), align: 4})
 	newNames = append(newNames, noteName)
 
@@ -405,21 +409,23 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 	oldStr := data[strtab.off : strtab.off+strtab.size]
 	strs, offs := addStrings(oldStr, newNames)
 	if len(strs) != len(oldStr) {
-		strtab.off = off()
+		strtab.off = size
 		strtab.size = uint64(len(strs))
-		out = append(out, strs...)
+		add(strs)
 	}
 	for i, h := range newHdrs {
 		h.name = offs[i]
 	}
 
 	padTo(8)
-	shoff := off()
+	shoff := size
 	all := append(append([]*shdr(nil), im.secs...), newHdrs...)
+	table := make([]byte, 0, len(all)*shdrSize)
 	for _, h := range all {
-		out = append(out, h.encode()...)
+		table = append(table, h.encode()...)
 	}
-	sec0 := out[len(out)-len(all)*shdrSize:]
+	sec0 := table[:shdrSize]
+	add(table)
 
 	// ELF header: new table position and count. Past SHN_LORESERVE the
 	// count moves to section 0's sh_size (ELF extended numbering).
@@ -433,7 +439,7 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 		le.PutUint16(header[ehShnum:], uint16(count))
 		le.PutUint64(sec0[32:], 0)
 	}
-	return edit{header: header, keep: end, tail: out}, nil
+	return edit{header: header, keep: end, tail: tail}, nil
 }
 
 // codeSection checks that every pc lies in executable code and returns the
@@ -599,8 +605,10 @@ func writeAtomic(path string, e edit) (err error) {
 	if _, err = io.Copy(tmp, &io.LimitedReader{R: orig, N: int64(e.keep)}); err != nil {
 		return err
 	}
-	if _, err = tmp.Write(e.tail); err != nil {
-		return err
+	for _, b := range e.tail {
+		if _, err = tmp.Write(b); err != nil {
+			return err
+		}
 	}
 	if _, err = tmp.WriteAt(e.header, 0); err != nil {
 		return err

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"fmt"
+	"slices"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -18,7 +19,7 @@ const NamesSection = ".usdt.names"
 // executable. Tables are 8-byte aligned symbols, so only aligned offsets are
 // candidates; a candidate that fails to decode is skipped.
 func Scan(f *elf.File) ([]probe.Probe, error) {
-	var sites []probe.Probe
+	var tables [][]probe.Probe
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
 			continue
@@ -27,22 +28,24 @@ func Scan(f *elf.File) ([]probe.Probe, error) {
 		if err != nil {
 			return nil, err
 		}
-		sites = append(sites, found...)
+		tables = append(tables, found...)
 	}
-	return sites, nil
+	return slices.Concat(tables...), nil
 }
 
 // scanSection decodes the tables of s, whose offset 0 is at address addr.
-func scanSection(s *elf.Section, addr uint64) ([]probe.Probe, error) {
+// A probe.Probe is large and a binary may hold tens of thousands: the
+// tables stay apart until one copy joins them.
+func scanSection(s *elf.Section, addr uint64) ([][]probe.Probe, error) {
 	data, err := s.Data()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", s.Name, err)
 	}
-	var sites []probe.Probe
+	var tables [][]probe.Probe
 	for off := 0; ; {
 		i := bytes.Index(data[off:], Magic[:])
 		if i < 0 {
-			return sites, nil
+			return tables, nil
 		}
 		at := off + i
 		if (addr+uint64(at))%8 != 0 {
@@ -57,7 +60,7 @@ func scanSection(s *elf.Section, addr uint64) ([]probe.Probe, error) {
 		case err != nil:
 			return nil, fmt.Errorf("probe table at %#x in %s: %w", addr+uint64(at), s.Name, err)
 		}
-		sites = append(sites, found...)
+		tables = append(tables, found)
 		off = at + size
 	}
 }
@@ -74,10 +77,11 @@ func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
 	if s := f.Section(NamesSection); s != nil && s.Type == elf.SHT_PROGBITS {
 		// The section has no address: its offsets keep the alignment the
 		// assembler gave the tables.
-		named, err := scanSection(s, 0)
+		tables, err := scanSection(s, 0)
 		if err != nil {
 			return nil, err
 		}
+		named := slices.Concat(tables...)
 		for i := range named {
 			named[i].Semaphore = 0
 		}

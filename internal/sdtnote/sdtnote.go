@@ -38,7 +38,11 @@ func align4(n int) int { return (n + 3) &^ 3 }
 // with the given byte order. Strings must not contain NUL bytes: a consumer
 // would read a truncated name and misparse the rest of the descriptor.
 func Encode(notes []Note, order binary.ByteOrder) []byte {
-	var out []byte
+	size := 0
+	for _, n := range notes {
+		size += 12 + len(noteName) + align4(24+len(n.Provider)+len(n.Name)+len(n.Args)+3)
+	}
+	out := make([]byte, 0, size)
 	for _, n := range notes {
 		desc := make([]byte, 24, 24+len(n.Provider)+len(n.Name)+len(n.Args)+3)
 		order.PutUint64(desc[0:], n.PC)
