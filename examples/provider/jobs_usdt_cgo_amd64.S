@@ -115,55 +115,43 @@ usdt_ddee09aa_jobs_job__done_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x000001a000000003
-	.8byte 0x0000000169cebc8a
+	.8byte 0x036f67544453557f
+	.8byte 0x0000018000000003
+	.8byte 0x00000001b367f2d7
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte .Lusdt_site_2
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\376\001\000"
 	.ascii "jobs\000"
-	.ascii "job__enqueued\000"
+	.ascii "job\000"
+	.ascii "enqueued\000"
 	.ascii "-8@%rdi 8@%rsi -4@%rdx\000"
-	.ascii "jobs\000"
-	.ascii "job__started\000"
-	.ascii "-8@%rdi 8@%rsi 2@%rdx -8@%rcx\000"
-	.ascii "jobs\000"
-	.ascii "job__done\000"
-	.ascii "-8@%rdi 8@%rsi -8@%rdx 1@%rcx\000"
-	.ascii "kinds\000"
 	.ascii "int64,string,int32\000"
-	.ascii "int64,string,uint16,int64\000"
-	.ascii "int64,string,int64,bool\000"
-	.ascii "names\000"
-	.ascii "3\000"
 	.ascii "id\000"
 	.ascii "int64\000"
 	.ascii "kind\000"
 	.ascii "string\000"
 	.ascii "depth\000"
 	.ascii "int32\000"
-	.ascii "4\000"
-	.ascii "id\000"
-	.ascii "int64\000"
-	.ascii "kind\000"
-	.ascii "string\000"
+	.ascii "started\000"
+	.ascii "-8@%rdi 8@%rsi 2@%rdx -8@%rcx\000"
+	.ascii "int64,string,uint16,int64\000"
 	.ascii "worker\000"
 	.ascii "uint16\000"
 	.ascii "wait_ns\000"
-	.ascii "int64\000"
-	.ascii "4\000"
-	.ascii "id\000"
-	.ascii "int64\000"
-	.ascii "kind\000"
-	.ascii "string\000"
+	.ascii "done\000"
+	.ascii "-8@%rdi 8@%rsi -8@%rdx 1@%rcx\000"
+	.ascii "int64,string,int64,bool\000"
 	.ascii "run_ns\000"
-	.ascii "int64\000"
 	.ascii "ok\000"
 	.ascii "bool\000"
-	.space 5
+	.ascii "\000"
+	.ascii "\001\002\006\012\023*\003=@FKRX\000"
+	.ascii "\001\002\006^f\204\001\004=@FK\236\001\245\001\254\001@\000"
+	.ascii "\001\002\006\264\001\271\001\327\001\004=@FK\357\001@\366\001\371\001\000"
+	.space 7
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

@@ -115,55 +115,43 @@ usdt_ddee09aa_jobs_job__done_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x0000018800000003
-	.8byte 0x00000001a1446c19
+	.8byte 0x036f67544453557f
+	.8byte 0x0000016800000003
+	.8byte 0x00000001df9204df
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte .Lusdt_site_2
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\350\001\000"
 	.ascii "jobs\000"
-	.ascii "job__enqueued\000"
+	.ascii "job\000"
+	.ascii "enqueued\000"
 	.ascii "-8@x0 8@x1 -4@x2\000"
-	.ascii "jobs\000"
-	.ascii "job__started\000"
-	.ascii "-8@x0 8@x1 2@x2 -8@x3\000"
-	.ascii "jobs\000"
-	.ascii "job__done\000"
-	.ascii "-8@x0 8@x1 -8@x2 1@x3\000"
-	.ascii "kinds\000"
 	.ascii "int64,string,int32\000"
-	.ascii "int64,string,uint16,int64\000"
-	.ascii "int64,string,int64,bool\000"
-	.ascii "names\000"
-	.ascii "3\000"
 	.ascii "id\000"
 	.ascii "int64\000"
 	.ascii "kind\000"
 	.ascii "string\000"
 	.ascii "depth\000"
 	.ascii "int32\000"
-	.ascii "4\000"
-	.ascii "id\000"
-	.ascii "int64\000"
-	.ascii "kind\000"
-	.ascii "string\000"
+	.ascii "started\000"
+	.ascii "-8@x0 8@x1 2@x2 -8@x3\000"
+	.ascii "int64,string,uint16,int64\000"
 	.ascii "worker\000"
 	.ascii "uint16\000"
 	.ascii "wait_ns\000"
-	.ascii "int64\000"
-	.ascii "4\000"
-	.ascii "id\000"
-	.ascii "int64\000"
-	.ascii "kind\000"
-	.ascii "string\000"
+	.ascii "done\000"
+	.ascii "-8@x0 8@x1 -8@x2 1@x3\000"
+	.ascii "int64,string,int64,bool\000"
 	.ascii "run_ns\000"
-	.ascii "int64\000"
 	.ascii "ok\000"
 	.ascii "bool\000"
-	.space 3
+	.ascii "\000"
+	.ascii "\001\002\006\012\023$\0037:@ELR\000"
+	.ascii "\001\002\006X`v\0047:@E\220\001\227\001\236\001:\000"
+	.ascii "\001\002\006\246\001\253\001\301\001\0047:@E\331\001:\340\001\343\001\000"
+	.space 6
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

@@ -23,7 +23,7 @@ const _ = usdtgen_probes_need__go_build_toolexec_usdt_toolexec__or__CGO_ENABLED_
 var usdtJobsTable struct {
 	header     [3]uint64
 	semaphores [4]uint16
-	tail       [53]uint64
+	tail       [49]uint64
 }
 
 func init() {

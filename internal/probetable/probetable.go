@@ -13,15 +13,37 @@
 //
 // Layout, little-endian, 8-byte aligned:
 //
-//	0   magic [8]byte
+//	0   magic [8]byte, its last byte the version (3)
 //	8   count uint32, size uint32 (whole table), checksum uint32, slots uint32
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
 //	..  stub addresses [count]uint64 (relocated by the linker)
 //	..  slot of each probe [count]uint16, padded to 8 bytes
-//	..  strings: "package\0", then per probe "provider\0name\0spec\0", then
-//	    "kinds\0" and per probe "kind,kind...\0", then "names\0" and per
-//	    probe "count\0" and count times "name\0type\0", then, if any probe
-//	    has one, "receivers\0" and per probe "receiver\0"; padded to 8 bytes
+//	..  strings, padded to 8 bytes
+//
+// The strings are a pool, then records that refer to it. The pool holds
+// each distinct string once, NUL-terminated, and a reference is its offset
+// in the pool: probes repeat providers, specs, kinds, argument names and
+// types, and the parts of their names, which is what keeps a table of tens
+// of thousands of probes small. All numbers are uvarints:
+//
+//	pool size, pool bytes (its first string is "")
+//	package ref
+//	per probe: provider ref; the count of the name's parts and a ref per
+//	  part (the name split at "__"); spec ref; kinds ref (the probe.Kind
+//	  names of its arguments, comma-separated); the count of declared
+//	  arguments and a name ref and a type ref for each; receiver ref
+//
+// The first declared arguments are those the probe passes, one per kind,
+// and any further ones the arguments it dropped (probe.Probe.Dropped).
+// Kinds let a tracer tell a string's pointer from an integer, which the
+// argument spec does not; names and Go types are what a tracer shows.
+//
+// Version 2 tables, which binaries built before the pool hold, are still
+// read: their strings are "package\0", then per probe
+// "provider\0name\0spec\0", then optionally "kinds\0" and per probe
+// "kind,kind...\0", then optionally "names\0" and per probe "count\0"
+// and count times "name\0type\0". A part missing from an older table
+// leaves its fields empty; no version 2 table records receivers.
 //
 // The checksum is FNV-1a over the slot array and the strings, padding
 // included: everything from the slot array to the end of the table.
@@ -31,21 +53,6 @@
 // uprobe that names a semaphore on that semaphore, as it does for the sites
 // of one C probe that sys/sdt.h gives a single semaphore, so a shared slot
 // is non-zero while any of its probes is traced.
-//
-// Kinds are the probe.Kind names of a probe's arguments, comma-separated: a
-// tracer needs them to tell a string's pointer from an integer, which the
-// argument spec does not. Tables written before kinds existed end after the
-// specs; their decoders ignore the kinds, and for them a probe has no Args.
-//
-// Names are each argument's declared name and Go type, for a tracer to
-// show, as a decimal count and then pairs: the first pairs are the arguments
-// the probe passes, one per kind, and any further ones the arguments it
-// dropped (probe.Probe.Dropped). Tables written before names existed end
-// after the kinds, and decoders that predate names ignore them; from such a
-// table a probe's Args have kinds but neither names nor types.
-//
-// Receivers, after the names, are each probe's probe.Probe.Receiver, one
-// string per probe; a table without any has no such part.
 //
 // The package is the import path of the package whose functions
 // usdt-toolexec instrumented, and empty for usdtgen's tables.
@@ -58,16 +65,28 @@ import (
 	"fmt"
 	"hash/fnv"
 	"slices"
-	"strconv"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
-// Magic starts every table. It is not valid UTF-8 and not a plausible
-// pointer, so data that merely happens to hold it is rare, and the checksum
-// rejects the rest.
-var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', 0x02}
+// Magic starts every table Build writes: its first seven bytes are not
+// valid UTF-8 nor a plausible pointer, so data that merely happens to hold
+// them is rare, and the checksum rejects the rest. The last byte is the
+// version.
+var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
+
+// version is the layout Build writes; Decode also reads version2.
+const (
+	version  = 0x03
+	version2 = 0x02
+)
+
+// isMagic reports whether b starts with the magic of a version Decode
+// reads.
+func isMagic(b []byte) bool {
+	return len(b) >= len(Magic) && bytes.Equal(b[:len(Magic)-1], Magic[:len(Magic)-1]) && (b[len(Magic)-1] == version || b[len(Magic)-1] == version2)
+}
 
 const headerSize = 24
 
@@ -120,65 +139,48 @@ type Image struct {
 }
 
 // Build lays out a table for probes of package pkg, from each probe's
-// Provider, Name, Spec, Slot, Args and Dropped. The table has as many
-// semaphore slots as the highest Slot of probes plus one.
+// Provider, Name, Spec, Slot, Args, Dropped and Receiver. The table has as
+// many semaphore slots as the highest Slot of probes plus one.
 func Build(pkg string, probes []probe.Probe) (Image, error) {
 	if len(probes) > maxCount {
 		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(probes), maxCount)
 	}
-	var s strings.Builder
-	field := func(f string) error {
-		if strings.IndexByte(f, 0) >= 0 {
-			return fmt.Errorf("probetable: NUL byte in %q", f)
-		}
-		s.WriteString(f + "\x00")
-		return nil
-	}
-	if err := field(pkg); err != nil {
-		return Image{}, err
-	}
+	w := newPool()
+	var rec []byte
+	put := func(v int) { rec = binary.AppendUvarint(rec, uint64(v)) }
+	put(w.ref(pkg))
 	slots := 0
 	for _, p := range probes {
 		if p.Slot < 0 || p.Slot >= maxCount {
 			return Image{}, fmt.Errorf("probetable: probe %s:%s has semaphore slot %d, outside [0, %d)", p.Provider, p.Name, p.Slot, maxCount)
 		}
 		slots = max(slots, p.Slot+1)
-		for _, f := range []string{p.Provider, p.Name, p.Spec} {
-			if err := field(f); err != nil {
-				return Image{}, err
-			}
+		put(w.ref(p.Provider))
+		parts := strings.Split(p.Name, nameSep)
+		put(len(parts))
+		for _, part := range parts {
+			put(w.ref(part))
 		}
-	}
-	s.WriteString(kindsMarker + "\x00")
-	for _, p := range probes {
-		names := make([]string, len(p.Args))
+		put(w.ref(p.Spec))
+		kinds := make([]string, len(p.Args))
 		for i, a := range p.Args {
-			names[i] = a.Kind.String()
+			kinds[i] = a.Kind.String()
 		}
-		s.WriteString(strings.Join(names, ",") + "\x00")
-	}
-	s.WriteString(namesMarker + "\x00")
-	for _, p := range probes {
+		put(w.ref(strings.Join(kinds, ",")))
 		args := append(slices.Clip(p.Args), p.Dropped...)
-		s.WriteString(strconv.Itoa(len(args)) + "\x00")
+		put(len(args))
 		for _, a := range args {
-			if err := field(a.Name); err != nil {
-				return Image{}, err
-			}
-			if err := field(a.Type); err != nil {
-				return Image{}, err
-			}
+			put(w.ref(a.Name))
+			put(w.ref(a.Type))
 		}
+		put(w.ref(p.Receiver))
 	}
-	if slices.ContainsFunc(probes, func(p probe.Probe) bool { return p.Receiver != "" }) {
-		s.WriteString(receiversMarker + "\x00")
-		for _, p := range probes {
-			if err := field(p.Receiver); err != nil {
-				return Image{}, err
-			}
-		}
+	if w.err != nil {
+		return Image{}, w.err
 	}
-	l := newLayout(len(probes), slots, pad8(s.Len()))
+	blob := append(binary.AppendUvarint(nil, uint64(len(w.pool))), w.pool...)
+	blob = append(blob, rec...)
+	l := newLayout(len(probes), slots, pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
@@ -187,9 +189,36 @@ func Build(pkg string, probes []probe.Probe) (Image, error) {
 	for i, p := range probes {
 		binary.LittleEndian.PutUint16(b[l.SlotsOffset+2*i:], uint16(p.Slot))
 	}
-	copy(b[l.StringsOffset:], s.String())
+	copy(b[l.StringsOffset:], blob)
 	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
 	return Image{Layout: l, Bytes: b}, nil
+}
+
+// nameSep splits probe names into the parts the pool shares: the entry and
+// exit probes of a function differ in their first part only.
+const nameSep = "__"
+
+// pool collects the distinct strings of a table.
+type pool struct {
+	pool []byte
+	at   map[string]int
+	err  error
+}
+
+func newPool() *pool { return &pool{pool: []byte{0}, at: map[string]int{"": 0}} }
+
+// ref is the offset of s in the pool, adding it if need be.
+func (w *pool) ref(s string) int {
+	if i, ok := w.at[s]; ok {
+		return i
+	}
+	if strings.IndexByte(s, 0) >= 0 && w.err == nil {
+		w.err = fmt.Errorf("probetable: NUL byte in %q", s)
+	}
+	i := len(w.pool)
+	w.pool = append(append(w.pool, s...), 0)
+	w.at[s] = i
+	return i
 }
 
 // ErrNotTable reports bytes that start with the magic but are no table.
@@ -199,7 +228,7 @@ var ErrNotTable = errors.New("probetable: not a table")
 // addr. Its probes have all the fields Build reads, and Package, PC and
 // Semaphore. It returns the table's size so a scanner can skip past it.
 func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
-	if len(b) < headerSize || [8]byte(b[:8]) != Magic {
+	if len(b) < headerSize || !isMagic(b) {
 		return nil, 0, ErrNotTable
 	}
 	n := int(binary.LittleEndian.Uint32(b[8:]))
@@ -209,19 +238,15 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		return nil, 0, ErrNotTable
 	}
 	l := newLayout(n, slots, 0)
-	if l.StringsOffset >= size { // the strings hold at least the package's NUL
+	if l.StringsOffset >= size { // the strings hold at least the package
 		return nil, 0, ErrNotTable
 	}
 	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
 		return nil, 0, ErrNotTable
 	}
-	r := strs{rest: b[l.StringsOffset:size]}
-	pkg := r.next()
 	probes := make([]probe.Probe, n)
 	for i := range probes {
 		p := &probes[i]
-		p.Provider, p.Name, p.Spec = r.next(), r.next(), r.next()
-		p.Package = pkg
 		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
 		if p.Slot >= slots {
 			return nil, 0, ErrNotTable
@@ -229,18 +254,11 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
 		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
-	if r.marker(kindsMarker) {
-		decodeKinds(&r, probes)
+	decode := decodeStrings
+	if b[len(Magic)-1] == version2 {
+		decode = decodeV2
 	}
-	if r.marker(namesMarker) {
-		decodeNames(&r, probes)
-		if r.marker(receiversMarker) {
-			for i := range probes {
-				probes[i].Receiver = r.next()
-			}
-		}
-	}
-	if r.bad {
+	if !decode(b[l.StringsOffset:size], probes) {
 		return nil, 0, ErrNotTable
 	}
 	for _, p := range probes {
@@ -251,78 +269,126 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 	return probes, size, nil
 }
 
-// Markers start the optional parts of the strings: what follows the last
-// part in an older table is padding.
-const (
-	kindsMarker     = "kinds"
-	namesMarker     = "names"
-	receiversMarker = "receivers"
-)
-
-// strs reads a table's NUL-terminated strings. Running out of them makes
-// the table bad, not a panic: the bytes may be data that merely passed the
-// checksum.
-type strs struct {
-	rest []byte
-	bad  bool
-}
-
-func (r *strs) next() string {
-	i := bytes.IndexByte(r.rest, 0)
-	if i < 0 {
-		r.bad = true
-		return ""
+// decodeStrings reads a table's pool and records into probes, and reports
+// whether they were well formed. The bytes may be data that merely passed
+// the checksum, so every count and reference is checked, and a bad one
+// makes the table bad, not a panic.
+func decodeStrings(b []byte, probes []probe.Probe) bool {
+	r := records{rest: b}
+	size := r.uvarint()
+	if r.bad || size > len(r.rest) {
+		return false
 	}
-	s := string(r.rest[:i])
-	r.rest = r.rest[i+1:]
-	return s
-}
-
-// marker consumes the marker m if the strings continue with it.
-func (r *strs) marker(m string) bool {
-	rest, ok := bytes.CutPrefix(r.rest, []byte(m+"\x00"))
-	if ok {
-		r.rest = rest
-	}
-	return ok
-}
-
-// decodeKinds gives every probe one argument per kind.
-// Kinds may be Invalid where this decoder does not know their name.
-func decodeKinds(r *strs, probes []probe.Probe) {
-	for i := range probes {
-		field := r.next()
-		if field == "" {
-			continue
-		}
-		for _, name := range strings.Split(field, ",") {
-			// A kind newer than this decoder stays Invalid: a tracer shows
-			// it as an integer.
-			k, _ := probe.KindNamed(name)
-			probes[i].Args = append(probes[i].Args, probe.Arg{Kind: k})
-		}
-	}
-}
-
-// decodeNames names the arguments decodeKinds made, and adds the dropped
-// ones.
-func decodeNames(r *strs, probes []probe.Probe) {
+	r.pool, r.rest = r.rest[:size], r.rest[size:]
+	r.strs, r.kinds = map[int]string{}, map[int][]probe.Kind{}
+	pkg := r.str()
 	for i := range probes {
 		p := &probes[i]
-		count, err := strconv.Atoi(r.next())
-		if err != nil || count < len(p.Args) || count > maxArgs {
-			r.bad = true
-			return
+		p.Package = pkg
+		p.Provider = r.str()
+		parts := make([]string, r.count())
+		for j := range parts {
+			parts[j] = r.str()
 		}
-		for j := range count {
-			a := probe.Arg{Name: r.next(), Type: r.next()}
-			if j < len(p.Args) {
-				p.Args[j].Name, p.Args[j].Type = a.Name, a.Type
+		p.Name = strings.Join(parts, nameSep)
+		p.Spec = r.str()
+		kinds := r.kindList()
+		if len(kinds) > 0 {
+			p.Args = make([]probe.Arg, len(kinds))
+		}
+		args := r.count()
+		if args < len(kinds) {
+			return false
+		}
+		for j := range args {
+			a := probe.Arg{Name: r.str(), Type: r.str()}
+			if j < len(kinds) {
+				a.Kind = kinds[j]
+				p.Args[j] = a
 			} else {
 				p.Dropped = append(p.Dropped, a)
 			}
 		}
+		p.Receiver = r.str()
+		if r.bad {
+			return false
+		}
 	}
+	return true
+}
+
+// records reads the uvarints of a table's records.
+type records struct {
+	rest, pool []byte
+	strs       map[int]string // by reference: tables repeat them
+	kinds      map[int][]probe.Kind
+	bad        bool
+}
+
+func (r *records) uvarint() int {
+	v, n := binary.Uvarint(r.rest)
+	if n <= 0 || v > uint64(len(r.rest))+maxCount {
+		r.bad, r.rest = true, nil
+		return 0
+	}
+	r.rest = r.rest[n:]
+	return int(v)
+}
+
+// count reads a number of things that follow, each taking a byte at least.
+func (r *records) count() int {
+	n := r.uvarint()
+	if n > len(r.rest) {
+		r.bad, r.rest = true, nil
+		return 0
+	}
+	return n
+}
+
+func (r *records) str() string { return r.at(r.uvarint()) }
+
+// at is the pool's string at ref.
+func (r *records) at(ref int) string {
+	if s, ok := r.strs[ref]; ok {
+		return s
+	}
+	if ref >= len(r.pool) {
+		r.bad = true
+		return ""
+	}
+	end := bytes.IndexByte(r.pool[ref:], 0)
+	if end < 0 {
+		r.bad = true
+		return ""
+	}
+	s := string(r.pool[ref : ref+end])
+	r.strs[ref] = s
+	return s
+}
+
+// kindList reads a reference to comma-separated kind names.
+func (r *records) kindList() []probe.Kind {
+	ref := r.uvarint()
+	if ks, ok := r.kinds[ref]; ok {
+		return ks
+	}
+	ks := parseKinds(r.at(ref))
+	r.kinds[ref] = ks
+	return ks
+}
+
+// parseKinds reads comma-separated probe.Kind names. A kind newer than
+// this decoder stays Invalid: a tracer shows it as an integer.
+func parseKinds(field string) []probe.Kind {
+	if field == "" {
+		return nil
+	}
+	var ks []probe.Kind
+	for _, name := range strings.Split(field, ",") {
+		k, _ := probe.KindNamed(name)
+		ks = append(ks, k)
+	}
+	return ks
 }
 
 // maxArgs bounds the arguments one probe declares, passed and dropped: a

@@ -1,7 +1,6 @@
 package probetable
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"reflect"
@@ -183,11 +182,23 @@ func TestDecodeRejects(t *testing.T) {
 			}
 			resum(b)
 		}), ErrNotTable},
-		{"names run short", with(func(b []byte) {
-			i := bytes.LastIndex(b[:l.Size], []byte("names\x00"))
-			copy(b[i:], "names\x003\x00")
+		{"pool larger than the strings", with(func(b []byte) {
+			b[l.StringsOffset] = 0x7f
 			resum(b)
 		}), ErrNotTable},
+		{"reference past the pool", with(func(b []byte) {
+			pool := int(b[l.StringsOffset])
+			b[l.StringsOffset+1+pool] = byte(pool) // the package
+			resum(b)
+		}), ErrNotTable},
+		{"records run short", with(func(b []byte) {
+			pool := int(b[l.StringsOffset])
+			for i := l.StringsOffset + 1 + pool + 3; i < l.Size; i++ {
+				b[i] = 0x80 // a uvarint that never ends
+			}
+			resum(b)
+		}), ErrNotTable},
+		{"v2 names run short", v2(t, "\x00p\x00n\x008@8(%rsp)\x00p\x00m\x00\x00names\x003\x00"), ErrNotTable},
 		{"unrelocated stub", img.Bytes, nil},
 	}
 	for _, tt := range tests {
@@ -227,13 +238,28 @@ func TestBuildRejects(t *testing.T) {
 	}
 }
 
-// TestDecodeOlder reads tables as usdtgen wrote them before kinds, then
-// names, existed: the strings end after the args, or after the kinds.
-func TestDecodeOlder(t *testing.T) {
-	img, err := Build("", []probe.Probe{entry("p", "a", "-8@8(%rsp)", 0, probe.Int64), entry("p", "b", "", 1)})
+// v2 is a version 2 table of two probes, a with one slot and b with
+// another, whose strings are strs.
+func v2(t testing.TB, strs string) []byte {
+	img, err := Build("", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", 1)})
 	if err != nil {
 		t.Fatal(err)
 	}
+	l := img.Layout
+	b := link(img)[:l.StringsOffset]
+	b[len(Magic)-1] = version2
+	b = append(b, strs...)
+	b = append(b, make([]byte, pad8(len(b))-len(b))...)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+	return b
+}
+
+// TestDecodeOlder reads version 2 tables, as usdtgen and usdt-toolexec
+// wrote them before the string pool, and before kinds, then names,
+// existed: the strings end after the args, or after the kinds, or the
+// names.
+func TestDecodeOlder(t *testing.T) {
 	args := "\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00"
 	tests := []struct {
 		name    string
@@ -242,16 +268,11 @@ func TestDecodeOlder(t *testing.T) {
 	}{
 		{"without kinds", args, nil},
 		{"without names", args + "kinds\x00int64\x00\x00", []probe.Arg{{Kind: probe.Int64}}},
+		{"with names", args + "kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00", []probe.Arg{{Name: "x", Type: "int64", Kind: probe.Int64}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			b := link(img)
-			l := img.Layout
-			old := tt.strings + string(make([]byte, pad8(len(tt.strings))-len(tt.strings)))
-			b = append(b[:l.StringsOffset:l.StringsOffset], old...)
-			binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
-			binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
-			sites, _, err := Decode(b, 0x500000)
+			sites, _, err := Decode(v2(t, tt.strings), 0x500000)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -262,8 +283,8 @@ func TestDecodeOlder(t *testing.T) {
 	}
 }
 
-// FuzzDecode feeds Decode tables of two probes whose strings, where every
-// part of the format is read, are the fuzzer's (the checksum made right):
+// FuzzDecode feeds Decode tables of two probes, of either version, whose
+// strings, where every part of the format is read, are the fuzzer's (the checksum made right):
 // whatever it decodes, Build must lay out again and Decode read back the
 // same, and nothing may panic (the tracer runs as root on binaries it did
 // not build).
@@ -279,10 +300,13 @@ func FuzzDecode(f *testing.F) {
 	}
 	l := img.Layout
 	base := link(img)[:l.StringsOffset]
-	f.Add(img.Bytes[l.StringsOffset:])
-	f.Add([]byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00"))
-	f.Fuzz(func(t *testing.T, strs []byte) {
+	f.Add(false, img.Bytes[l.StringsOffset:])
+	f.Add(true, []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
+	f.Fuzz(func(t *testing.T, old bool, strs []byte) {
 		b := append(append([]byte(nil), base...), strs...)
+		if old {
+			b[len(Magic)-1] = version2
+		}
 		b = append(b, make([]byte, pad8(len(b))-len(b))...)
 		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
 		binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))

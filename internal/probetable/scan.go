@@ -43,7 +43,7 @@ func scanSection(s *elf.Section, addr uint64) ([][]probe.Probe, error) {
 	}
 	var tables [][]probe.Probe
 	for off := 0; ; {
-		i := bytes.Index(data[off:], Magic[:])
+		i := bytes.Index(data[off:], Magic[:len(Magic)-1])
 		if i < 0 {
 			return tables, nil
 		}

@@ -13,25 +13,23 @@ TEXT ·usdtStubBenchStr(SB), 516, $0-16
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.
-DATA ·usdtBenchTable+0(SB)/8, $0x026f67544453557f
-DATA ·usdtBenchTable+8(SB)/8, $0x000000b000000002
-DATA ·usdtBenchTable+16(SB)/8, $0x00000002c0346ddd
+DATA ·usdtBenchTable+0(SB)/8, $0x036f67544453557f
+DATA ·usdtBenchTable+8(SB)/8, $0x000000a000000002
+DATA ·usdtBenchTable+16(SB)/8, $0x000000021fdc5482
 DATA ·usdtBenchTable+32(SB)/8, $·usdtStubBenchHit(SB)
 DATA ·usdtBenchTable+40(SB)/8, $·usdtStubBenchStr(SB)
 DATA ·usdtBenchTable+48(SB)/8, $0x0000000000010000
-DATA ·usdtBenchTable+56(SB)/8, $0x680068636e656200
-DATA ·usdtBenchTable+64(SB)/8, $0x735b40382d007469
-DATA ·usdtBenchTable+72(SB)/8, $0x6562005d38202c70
-DATA ·usdtBenchTable+80(SB)/8, $0x007274730068636e
-DATA ·usdtBenchTable+88(SB)/8, $0x38202c70735b4038
-DATA ·usdtBenchTable+96(SB)/8, $0x70735b40382d205d
-DATA ·usdtBenchTable+104(SB)/8, $0x696b005d3631202c
-DATA ·usdtBenchTable+112(SB)/8, $0x36746e690073646e
-DATA ·usdtBenchTable+120(SB)/8, $0x676e697274730034
-DATA ·usdtBenchTable+128(SB)/8, $0x6e003436746e692c
-DATA ·usdtBenchTable+136(SB)/8, $0x6e00310073656d61
-DATA ·usdtBenchTable+144(SB)/8, $0x32003436746e6900
-DATA ·usdtBenchTable+152(SB)/8, $0x6e69727473007300
-DATA ·usdtBenchTable+160(SB)/8, $0x36746e69006e0067
-DATA ·usdtBenchTable+168(SB)/8, $0x0000000000000034
-GLOBL ·usdtBenchTable(SB), 16, $176
+DATA ·usdtBenchTable+56(SB)/8, $0x0068636e6562004e
+DATA ·usdtBenchTable+64(SB)/8, $0x5b40382d00746968
+DATA ·usdtBenchTable+72(SB)/8, $0x69005d38202c7073
+DATA ·usdtBenchTable+80(SB)/8, $0x73006e003436746e
+DATA ·usdtBenchTable+88(SB)/8, $0x70735b4038007274
+DATA ·usdtBenchTable+96(SB)/8, $0x40382d205d38202c
+DATA ·usdtBenchTable+104(SB)/8, $0x5d3631202c70735b
+DATA ·usdtBenchTable+112(SB)/8, $0x2c676e6972747300
+DATA ·usdtBenchTable+120(SB)/8, $0x0073003436746e69
+DATA ·usdtBenchTable+128(SB)/8, $0x0000676e69727473
+DATA ·usdtBenchTable+136(SB)/8, $0x161c01160b070101
+DATA ·usdtBenchTable+144(SB)/8, $0x450238221e010100
+DATA ·usdtBenchTable+152(SB)/8, $0x0000000000161c47
+GLOBL ·usdtBenchTable(SB), 16, $160

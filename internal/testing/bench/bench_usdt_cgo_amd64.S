@@ -81,32 +81,28 @@ usdt_9cb18d70_bench_str_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x000000a000000002
-	.8byte 0x0000000187b21ca3
+	.8byte 0x036f67544453557f
+	.8byte 0x0000009800000002
+	.8byte 0x0000000187ee1527
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "D\000"
 	.ascii "bench\000"
 	.ascii "hit\000"
 	.ascii "-8@%rdi\000"
-	.ascii "bench\000"
+	.ascii "int64\000"
+	.ascii "n\000"
 	.ascii "str\000"
 	.ascii "8@%rdi -8@%rsi\000"
-	.ascii "kinds\000"
-	.ascii "int64\000"
 	.ascii "string,int64\000"
-	.ascii "names\000"
-	.ascii "1\000"
-	.ascii "n\000"
-	.ascii "int64\000"
-	.ascii "2\000"
 	.ascii "s\000"
 	.ascii "string\000"
-	.ascii "n\000"
-	.ascii "int64\000"
+	.ascii "\000"
+	.ascii "\001\001\007\013\023\001\031\023\000"
+	.ascii "\001\001\033\037.\002;=\031\023\000"
+	.space 6
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

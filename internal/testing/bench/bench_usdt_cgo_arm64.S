@@ -81,33 +81,28 @@ usdt_9cb18d70_bench_str_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x000000a000000002
-	.8byte 0x00000001121ad8cb
+	.8byte 0x036f67544453557f
+	.8byte 0x0000009000000002
+	.8byte 0x00000001f82c89c9
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii ">\000"
 	.ascii "bench\000"
 	.ascii "hit\000"
 	.ascii "-8@x0\000"
-	.ascii "bench\000"
+	.ascii "int64\000"
+	.ascii "n\000"
 	.ascii "str\000"
 	.ascii "8@x0 -8@x1\000"
-	.ascii "kinds\000"
-	.ascii "int64\000"
 	.ascii "string,int64\000"
-	.ascii "names\000"
-	.ascii "1\000"
-	.ascii "n\000"
-	.ascii "int64\000"
-	.ascii "2\000"
 	.ascii "s\000"
 	.ascii "string\000"
-	.ascii "n\000"
-	.ascii "int64\000"
-	.space 6
+	.ascii "\000"
+	.ascii "\001\001\007\013\021\001\027\021\000"
+	.ascii "\001\001\031\035(\00257\027\021\000"
+	.space 4
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

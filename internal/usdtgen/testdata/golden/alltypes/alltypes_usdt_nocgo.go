@@ -25,7 +25,7 @@ const _ = usdtgen_probes_need__go_build_toolexec_usdt_toolexec__or__CGO_ENABLED_
 var usdtAlltypesTable struct {
 	header     [3]uint64
 	semaphores [8]uint16
-	tail       [182]uint64
+	tail       [167]uint64
 }
 
 func init() {

@@ -183,9 +183,9 @@ usdt_16d5dc73_shop_cache_hit_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x000001f800000005
-	.8byte 0x00000001e261612b
+	.8byte 0x036f67544453557f
+	.8byte 0x000001c000000005
+	.8byte 0x00000001a6839241
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
@@ -194,59 +194,44 @@ usdt_16d5dc73_shop_cache_hit_stub:
 	.8byte .Lusdt_site_4
 	.8byte 0x0000000000000000
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\215\002\000"
 	.ascii "http\000"
-	.ascii "request__start\000"
+	.ascii "request\000"
+	.ascii "start\000"
 	.ascii "8@%rdi 8@%rsi 8@%rdx\000"
-	.ascii "http\000"
-	.ascii "request__done\000"
-	.ascii "8@%rdi -4@%rsi\000"
-	.ascii "db\000"
-	.ascii "request__start\000"
-	.ascii "8@%rdi 8@%rsi\000"
-	.ascii "db\000"
-	.ascii "request__done\000"
-	.ascii "8@%rdi -8@%rsi 1@%rdx\000"
-	.ascii "shop_cache\000"
-	.ascii "hit\000"
-	.ascii "8@%rdi 8@%rsi\000"
-	.ascii "kinds\000"
 	.ascii "uint64,string,string\000"
-	.ascii "uint64,int32\000"
-	.ascii "uint64,string\000"
-	.ascii "uint64,int64,bool\000"
-	.ascii "string,uint64\000"
-	.ascii "names\000"
-	.ascii "3\000"
 	.ascii "id\000"
 	.ascii "uint64\000"
 	.ascii "method\000"
 	.ascii "string\000"
 	.ascii "path\000"
-	.ascii "string\000"
-	.ascii "2\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "done\000"
+	.ascii "8@%rdi -4@%rsi\000"
+	.ascii "uint64,int32\000"
 	.ascii "status\000"
 	.ascii "int32\000"
-	.ascii "2\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "db\000"
+	.ascii "8@%rdi 8@%rsi\000"
+	.ascii "uint64,string\000"
 	.ascii "sql\000"
-	.ascii "string\000"
-	.ascii "3\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "8@%rdi -8@%rsi 1@%rdx\000"
+	.ascii "uint64,int64,bool\000"
 	.ascii "rows\000"
 	.ascii "int64\000"
 	.ascii "ok\000"
 	.ascii "bool\000"
-	.ascii "2\000"
+	.ascii "shop_cache\000"
+	.ascii "hit\000"
+	.ascii "string,uint64\000"
 	.ascii "key\000"
-	.ascii "string\000"
 	.ascii "size\000"
-	.ascii "uint64\000"
-	.space 6
+	.ascii "\000"
+	.ascii "\001\002\006\016\024)\003>AHOVO\000"
+	.ascii "\001\002\006[`o\002>A|\203\001\000"
+	.ascii "\211\001\002\006\016\214\001\232\001\002>A\250\001O\000"
+	.ascii "\211\001\002\006[\254\001\302\001\003>A\324\001\331\001\337\001\342\001\000"
+	.ascii "\347\001\001\362\001\214\001\366\001\002\204\002O\210\002A\000"
+	.space 7
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

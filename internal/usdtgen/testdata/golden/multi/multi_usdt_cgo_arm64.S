@@ -183,9 +183,9 @@ usdt_16d5dc73_shop_cache_hit_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x000001e000000005
-	.8byte 0x00000001f7e84cdd
+	.8byte 0x036f67544453557f
+	.8byte 0x000001a800000005
+	.8byte 0x00000001e70bc4e5
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
@@ -194,58 +194,43 @@ usdt_16d5dc73_shop_cache_hit_stub:
 	.8byte .Lusdt_site_4
 	.8byte 0x0000000000000000
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\371\001\000"
 	.ascii "http\000"
-	.ascii "request__start\000"
+	.ascii "request\000"
+	.ascii "start\000"
 	.ascii "8@x0 8@x1 8@x2\000"
-	.ascii "http\000"
-	.ascii "request__done\000"
-	.ascii "8@x0 -4@x1\000"
-	.ascii "db\000"
-	.ascii "request__start\000"
-	.ascii "8@x0 8@x1\000"
-	.ascii "db\000"
-	.ascii "request__done\000"
-	.ascii "8@x0 -8@x1 1@x2\000"
-	.ascii "shop_cache\000"
-	.ascii "hit\000"
-	.ascii "8@x0 8@x1\000"
-	.ascii "kinds\000"
 	.ascii "uint64,string,string\000"
-	.ascii "uint64,int32\000"
-	.ascii "uint64,string\000"
-	.ascii "uint64,int64,bool\000"
-	.ascii "string,uint64\000"
-	.ascii "names\000"
-	.ascii "3\000"
 	.ascii "id\000"
 	.ascii "uint64\000"
 	.ascii "method\000"
 	.ascii "string\000"
 	.ascii "path\000"
-	.ascii "string\000"
-	.ascii "2\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "done\000"
+	.ascii "8@x0 -4@x1\000"
+	.ascii "uint64,int32\000"
 	.ascii "status\000"
 	.ascii "int32\000"
-	.ascii "2\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "db\000"
+	.ascii "8@x0 8@x1\000"
+	.ascii "uint64,string\000"
 	.ascii "sql\000"
-	.ascii "string\000"
-	.ascii "3\000"
-	.ascii "id\000"
-	.ascii "uint64\000"
+	.ascii "8@x0 -8@x1 1@x2\000"
+	.ascii "uint64,int64,bool\000"
 	.ascii "rows\000"
 	.ascii "int64\000"
 	.ascii "ok\000"
 	.ascii "bool\000"
-	.ascii "2\000"
+	.ascii "shop_cache\000"
+	.ascii "hit\000"
+	.ascii "string,uint64\000"
 	.ascii "key\000"
-	.ascii "string\000"
 	.ascii "size\000"
-	.ascii "uint64\000"
+	.ascii "\000"
+	.ascii "\001\002\006\016\024#\0038;BIPI\000"
+	.ascii "\001\002\006UZe\0028;ry\000"
+	.ascii "\177\002\006\016\202\001\214\001\0028;\232\001I\000"
+	.ascii "\177\002\006U\236\001\256\001\0038;\300\001\305\001\313\001\316\001\000"
+	.ascii "\323\001\001\336\001\202\001\342\001\002\360\001I\364\001;\000"
 	.space 6
 	.popsection
 

@@ -115,68 +115,51 @@ usdt_5f2ef673_log_msg_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x0000023000000003
-	.8byte 0x00000001b2c3870a
+	.8byte 0x036f67544453557f
+	.8byte 0x0000021800000003
+	.8byte 0x0000000124314327
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte .Lusdt_site_2
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\354\002\000"
 	.ascii "log\000"
 	.ascii "line\000"
 	.ascii "8@%rdi 8@%rsi 8@%rdx 8@%rcx 8@%r8 8@%r9 8@8(%rsp) 8@16(%rsp) 8@24(%rsp) 8@32(%rsp) 8@40(%rsp) 8@48(%rsp)\000"
-	.ascii "log\000"
-	.ascii "field\000"
-	.ascii "1@%rdi 8@%rsi -2@%rdx 8@%rcx 1@%r8\000"
-	.ascii "log\000"
-	.ascii "msg\000"
-	.ascii "8@%rdi\000"
-	.ascii "kinds\000"
 	.ascii "string,string,string,string,string,string,string,string,string,string,string,string\000"
-	.ascii "uint8,string,int16,string,bool\000"
-	.ascii "string\000"
-	.ascii "names\000"
-	.ascii "12\000"
 	.ascii "a\000"
 	.ascii "string\000"
 	.ascii "b\000"
-	.ascii "string\000"
 	.ascii "c\000"
-	.ascii "string\000"
 	.ascii "d\000"
-	.ascii "string\000"
 	.ascii "e\000"
-	.ascii "string\000"
 	.ascii "f\000"
-	.ascii "string\000"
 	.ascii "g\000"
-	.ascii "string\000"
 	.ascii "h\000"
-	.ascii "string\000"
 	.ascii "i\000"
-	.ascii "string\000"
 	.ascii "j\000"
-	.ascii "string\000"
 	.ascii "k\000"
-	.ascii "string\000"
 	.ascii "l\000"
-	.ascii "string\000"
-	.ascii "5\000"
+	.ascii "field\000"
+	.ascii "1@%rdi 8@%rsi -2@%rdx 8@%rcx 1@%r8\000"
+	.ascii "uint8,string,int16,string,bool\000"
 	.ascii "level\000"
 	.ascii "uint8\000"
 	.ascii "key\000"
-	.ascii "string\000"
 	.ascii "width\000"
 	.ascii "int16\000"
 	.ascii "value\000"
-	.ascii "string\000"
 	.ascii "quoted\000"
 	.ascii "bool\000"
-	.ascii "1\000"
+	.ascii "msg\000"
+	.ascii "8@%rdi\000"
 	.ascii "text\000"
-	.ascii "string\000"
+	.ascii "\000"
+	.ascii "\001\001\005\012s\014\307\001\311\001\320\001\311\001\322\001\311\001\324\001\311\001\326\001\311\001\330\001\311\001\332\001\311\001\334\001\311\001\336\001\311\001\340\001\311\001\342\001\311\001\344\001\311\001\000"
+	.ascii "\001\001\346\001\354\001\217\002\005\256\002\264\002\272\002\311\001\276\002\304\002\312\002\311\001\320\002\327\002\000"
+	.ascii "\001\001\334\002\340\002\311\001\001\347\002\311\001\000"
+	.space 6
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits

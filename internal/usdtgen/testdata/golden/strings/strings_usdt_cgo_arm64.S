@@ -115,69 +115,50 @@ usdt_5f2ef673_log_msg_stub:
 	/* The probe table: argument kinds and names for tracers. */
 	.pushsection .usdt.names, "", %progbits
 	.balign 8
-	.8byte 0x026f67544453557f
-	.8byte 0x0000021000000003
-	.8byte 0x0000000110cb905d
+	.8byte 0x036f67544453557f
+	.8byte 0x000001f000000003
+	.8byte 0x00000001cf419b3c
 	.8byte 0x0000000000000000
 	.8byte .Lusdt_site_0
 	.8byte .Lusdt_site_1
 	.8byte .Lusdt_site_2
 	.8byte 0x0000000000000000
-	.ascii "\000"
+	.ascii "\312\002\000"
 	.ascii "log\000"
 	.ascii "line\000"
 	.ascii "8@x0 8@x1 8@x2 8@x3 8@x4 8@x5 8@x6 8@x7 8@[sp, 0] 8@[sp, 8] 8@[sp, 16] 8@[sp, 24]\000"
-	.ascii "log\000"
-	.ascii "field\000"
-	.ascii "1@x0 8@x1 -2@x2 8@x3 1@x4\000"
-	.ascii "log\000"
-	.ascii "msg\000"
-	.ascii "8@x0\000"
-	.ascii "kinds\000"
 	.ascii "string,string,string,string,string,string,string,string,string,string,string,string\000"
-	.ascii "uint8,string,int16,string,bool\000"
-	.ascii "string\000"
-	.ascii "names\000"
-	.ascii "12\000"
 	.ascii "a\000"
 	.ascii "string\000"
 	.ascii "b\000"
-	.ascii "string\000"
 	.ascii "c\000"
-	.ascii "string\000"
 	.ascii "d\000"
-	.ascii "string\000"
 	.ascii "e\000"
-	.ascii "string\000"
 	.ascii "f\000"
-	.ascii "string\000"
 	.ascii "g\000"
-	.ascii "string\000"
 	.ascii "h\000"
-	.ascii "string\000"
 	.ascii "i\000"
-	.ascii "string\000"
 	.ascii "j\000"
-	.ascii "string\000"
 	.ascii "k\000"
-	.ascii "string\000"
 	.ascii "l\000"
-	.ascii "string\000"
-	.ascii "5\000"
+	.ascii "field\000"
+	.ascii "1@x0 8@x1 -2@x2 8@x3 1@x4\000"
+	.ascii "uint8,string,int16,string,bool\000"
 	.ascii "level\000"
 	.ascii "uint8\000"
 	.ascii "key\000"
-	.ascii "string\000"
 	.ascii "width\000"
 	.ascii "int16\000"
 	.ascii "value\000"
-	.ascii "string\000"
 	.ascii "quoted\000"
 	.ascii "bool\000"
-	.ascii "1\000"
+	.ascii "msg\000"
+	.ascii "8@x0\000"
 	.ascii "text\000"
-	.ascii "string\000"
-	.space 2
+	.ascii "\000"
+	.ascii "\001\001\005\012\134\014\260\001\262\001\271\001\262\001\273\001\262\001\275\001\262\001\277\001\262\001\301\001\262\001\303\001\262\001\305\001\262\001\307\001\262\001\311\001\262\001\313\001\262\001\315\001\262\001\000"
+	.ascii "\001\001\317\001\325\001\357\001\005\216\002\224\002\232\002\262\001\236\002\244\002\252\002\262\001\260\002\267\002\000"
+	.ascii "\001\001\274\002\300\002\262\001\001\305\002\262\001\000"
 	.popsection
 
 	.section .note.GNU-stack, "", %progbits
