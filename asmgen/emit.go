@@ -79,17 +79,29 @@ func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, symbol
 	}
 	l := img.Layout
 	fmt.Fprintf(b, "\n// The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.\n")
-	for off := 0; off < l.Size; off += 8 {
-		if off >= l.StubsOffset && off < l.SlotsOffset {
-			fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, symbol((off-l.StubsOffset)/8))
-			continue
-		}
-		if w := binary.LittleEndian.Uint64(img.Bytes[off:]); w != 0 {
+	tableWords(img, l.Size, func(off, stub int) {
+		fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, symbol(stub))
+	}, func(off int, w uint64) {
+		if w != 0 {
 			fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $%#016x\n", table, off, w)
 		}
-	}
+	})
 	fmt.Fprintf(b, "GLOBL ·%s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
 	return l, nil
+}
+
+// tableWords calls stub for each of img's stub address words before end,
+// with its offset and its probe's index, and value for each other word, with
+// its offset and value: the two are what an assembler writes differently.
+func tableWords(img probetable.Image, end int, stub func(off, i int), value func(off int, w uint64)) {
+	l := img.Layout
+	for off := 0; off < end; off += 8 {
+		if off >= l.StubsOffset && off < l.SlotsOffset {
+			stub(off, (off-l.StubsOffset)/8)
+		} else {
+			value(off, binary.LittleEndian.Uint64(img.Bytes[off:]))
+		}
+	}
 }
 
 // GNU returns a GNU assembler file (.S, assembled by the C toolchain in a cgo
@@ -164,13 +176,11 @@ _.stapsdt.base:
 	}
 	l := img.Layout
 	fmt.Fprintf(&b, "\n\t/* The probe table: argument kinds and names for tracers. */\n\t.pushsection %s, \"\", %%progbits\n\t.balign 8\n", probetable.NamesSection)
-	for off := 0; off < l.StringsOffset; off += 8 {
-		if off >= l.StubsOffset && off < l.SlotsOffset {
-			fmt.Fprintf(&b, "\t.8byte .Lusdt_site_%d\n", (off-l.StubsOffset)/8)
-			continue
-		}
-		fmt.Fprintf(&b, "\t.8byte %#016x\n", binary.LittleEndian.Uint64(img.Bytes[off:]))
-	}
+	tableWords(img, l.StringsOffset, func(_, stub int) {
+		fmt.Fprintf(&b, "\t.8byte .Lusdt_site_%d\n", stub)
+	}, func(_ int, w uint64) {
+		fmt.Fprintf(&b, "\t.8byte %#016x\n", w)
+	})
 	// The strings end in the last one's NUL, then padding.
 	all := img.Bytes[l.StringsOffset:]
 	strs := all[:len(bytes.TrimRight(all, "\x00"))+1]
