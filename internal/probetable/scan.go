@@ -19,6 +19,12 @@ const NamesSection = ".usdt.names"
 // executable. Tables are 8-byte aligned symbols, so only aligned offsets are
 // candidates; a candidate that fails to decode is skipped.
 func Scan(f *elf.File) ([]probe.Probe, error) {
+	tables, err := scanData(f)
+	return slices.Concat(tables...), err
+}
+
+// scanData returns the tables of f's writable sections, each apart.
+func scanData(f *elf.File) ([][]probe.Probe, error) {
 	var tables [][]probe.Probe
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
@@ -30,7 +36,7 @@ func Scan(f *elf.File) ([]probe.Probe, error) {
 		}
 		tables = append(tables, found...)
 	}
-	return slices.Concat(tables...), nil
+	return tables, nil
 }
 
 // scanSection decodes the tables of s, whose offset 0 is at address addr.
@@ -70,26 +76,35 @@ func scanSection(s *elf.Section, addr uint64) ([][]probe.Probe, error) {
 // describes the note's arguments. Notes without a table (those of C
 // objects) have no entry. The probes of NamesSection have no Semaphore.
 func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
-	found, err := Scan(f)
+	tables, err := scanData(f)
 	if err != nil {
 		return nil, err
 	}
+	var named [][]probe.Probe
 	if s := f.Section(NamesSection); s != nil && s.Type == elf.SHT_PROGBITS {
 		// The section has no address: its offsets keep the alignment the
 		// assembler gave the tables.
-		tables, err := scanSection(s, 0)
-		if err != nil {
+		if named, err = scanSection(s, 0); err != nil {
 			return nil, err
 		}
-		named := slices.Concat(tables...)
-		for i := range named {
-			named[i].Semaphore = 0
-		}
-		found = append(found, named...)
 	}
-	byPC := make(map[uint64]probe.Probe, len(found))
-	for _, p := range found {
-		byPC[p.PC] = p
+	n := 0
+	for _, ts := range [][][]probe.Probe{tables, named} {
+		for _, t := range ts {
+			n += len(t)
+		}
+	}
+	byPC := make(map[uint64]probe.Probe, n)
+	for _, t := range tables {
+		for _, p := range t {
+			byPC[p.PC] = p
+		}
+	}
+	for _, t := range named {
+		for _, p := range t {
+			p.Semaphore = 0
+			byPC[p.PC] = p
+		}
 	}
 	return byPC, nil
 }
