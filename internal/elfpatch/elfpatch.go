@@ -86,47 +86,45 @@ func addNotes(path string, sites []probe.Probe) error {
 	if err != nil {
 		return err
 	}
-	data, unmap, err := mapFile(target)
+	f, err := os.Open(target)
 	if err != nil {
 		return err
-	}
-	defer unmap()
-	e, err := patch(data, sites)
-	if err != nil {
-		return err
-	}
-	return writeAtomic(target, e)
-}
-
-// mapFile maps the file at path read-only: its pages are already in the
-// page cache, just written by the linker, and reading them into a new
-// buffer would fault in as many fresh pages.
-func mapFile(path string) (data []byte, unmap func(), err error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	if fi.Size() == 0 {
-		return nil, func() {}, nil
-	}
-	data, err = syscall.Mmap(int(f.Fd()), 0, int(fi.Size()), syscall.PROT_READ, syscall.MAP_SHARED)
+	data, err := mapFile(f, fi.Size())
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return data, func() { syscall.Munmap(data) }, nil
+	if data != nil {
+		defer syscall.Munmap(data)
+	}
+	e, err := patch(data, sites)
+	if err != nil {
+		return err
+	}
+	return writeAtomic(target, f, fi, e)
+}
+
+// mapFile maps size bytes of f read-only: its pages are already in the
+// page cache, just written by the linker, and reading them into a new
+// buffer would fault in as many fresh pages. An empty file has nothing
+// to map: patch rejects it as no ELF file.
+func mapFile(f *os.File, size int64) ([]byte, error) {
+	if size == 0 {
+		return nil, nil
+	}
+	return syscall.Mmap(int(f.Fd()), 0, int(size), syscall.PROT_READ, syscall.MAP_SHARED)
 }
 
 // edit is how patch changes a file: its first keep bytes stay, but for
 // the ELF header, which header replaces, and the chunks of tail follow
-// them. The kept
-// bytes are most of an executable: copying them in the kernel, not through
-// a new buffer, is what makes the link step cheap (a 9 MB buffer costs
-// 100-200 ms of page faults here).
+// them. The kept bytes are most of an executable: copying them in the
+// kernel, not through a new buffer, is what makes the link step cheap (a
+// 9 MB buffer costs 100-200 ms of page faults here).
 type edit struct {
 	header []byte
 	keep   uint64
@@ -576,21 +574,12 @@ func addStrings(tab []byte, names []string) ([]byte, []uint32) {
 	return out, offs
 }
 
-// writeAtomic replaces path with its edit e through a temporary file in
-// the same directory and a rename, so a crash or a full disk never leaves a
-// half-written executable behind. The temporary file is not synced: like
+// writeAtomic replaces path, open as orig with info fi, with its edit e
+// through a temporary file in the same directory and a rename, so a crash
+// or a full disk never leaves a half-written executable behind. The temporary file is not synced: like
 // the linker's own output, the executable is a build product, and the
 // rename alone keeps a partial one from being seen.
-func writeAtomic(path string, e edit) (err error) {
-	fi, err := os.Stat(path)
-	if err != nil {
-		return err
-	}
-	orig, err := os.Open(path)
-	if err != nil {
-		return err
-	}
-	defer orig.Close()
+func writeAtomic(path string, orig *os.File, fi os.FileInfo, e edit) (err error) {
 	tmp, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".elfpatch-*")
 	if err != nil {
 		return err
