@@ -24,7 +24,7 @@ func TestPlan9Sites(t *testing.T) {
 		err   string
 	}{
 		{"amd64", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
-			"TEXT ·tr0(SB), 516, $0-24\n", // the site index, then the probe's arguments
+			"TEXT ·tr0(SB), 516, $0-16\n", // the site index, then the arguments after the goroutine id
 			"\tLEAQ (CX)(AX*8), CX\n",
 			"\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc // p:a\n",
 			"DATA ·tab+32(SB)/8, $·sites+0(SB)\nDATA ·tab+40(SB)/8, $·sites+8(SB)\n",
@@ -38,7 +38,7 @@ func TestPlan9Sites(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			src, l, err := Plan9Sites(tt.arch, "", "pkg", "tab", "sites", tramps, tt.sites)
+			src, l, err := Plan9Sites(tt.arch, "", "pkg", "tab", "sites", 152, tramps, tt.sites)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)

@@ -26,7 +26,7 @@ var basic = map[types.BasicKind]struct {
 	types.Uint64:        {probe.Uint64, "uint64"},
 	types.Uintptr:       {probe.Uintptr, "uintptr"},
 	types.String:        {probe.String, "string"},
-	types.UnsafePointer: {probe.Pointer, "Data"},
+	types.UnsafePointer: {probe.Pointer, "Pointer"},
 }
 
 // convert says how a value of type t reaches a probe: the kind the stub
@@ -61,7 +61,9 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 		case types.Float64:
 			return probe.Uint64, prefix + "F64(" + typ("float64") + "(" + name + "))"
 		}
-	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
+	case *types.Pointer:
+		return probe.Pointer, prefix + "Pointer(" + name + ")"
+	case *types.Map, *types.Chan, *types.Signature:
 		return probe.Pointer, prefix + "Data(" + name + ")"
 	case *types.Interface:
 		return probe.Pointer, prefix + "Type(" + name + ")"

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"slices"
 	"strings"
 	"text/template"
 
@@ -23,8 +24,6 @@ var usdtAutoTable struct {
 	semaphores [{{.Slots}}]uint16
 	tail       [{{.Tail}}]uint64
 }
-
-func usdtAutoGoid() int64
 
 // usdtAutoNanotime is the runtime's monotonic clock, which the runtime
 // offers to linkname; a package importing only unsafe can be instrumented,
@@ -50,8 +49,14 @@ func (b *usdtAutoCString) set(s string) *byte {
 	return &b[0]
 }
 
-// usdtAutoData is the word a pointer-shaped value (pointer, map, channel,
-// func, unsafe.Pointer) is: an interface holds such values directly.
+// usdtAutoPointer lets spliced code convert pointers without importing
+// unsafe. Pointers, and the results exit probes read, are never converted
+// to an interface: the linker would then keep every method of the type
+// pointed to that an interface anywhere could call, dead code included.
+type usdtAutoPointer = unsafe.Pointer
+
+// usdtAutoData is the word a map, channel or func is: an interface holds
+// such values directly.
 func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
 
 // usdtAutoType is an interface's type word: nil exactly when it is nil.
@@ -72,7 +77,7 @@ func usdtAutoLen(v interface{}) int64 { return int64((*[3]int)(usdtAutoData(v))[
 
 func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
-{{range .Fires}}
+{{range .Fires}}{{if .Bufs}}
 //go:noinline
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {
 {{range .Bufs}}	var {{.}} usdtAutoCString
@@ -81,7 +86,12 @@ func usdtAutoFire{{.N}}({{join .Params ", "}}) {
 
 //go:noescape
 func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
-{{end}}{{range .Exits}}
+{{else}}
+// usdtAutoFire{{.N}} is a trampoline: its arguments need no converting.
+//
+//go:noescape
+func usdtAutoFire{{.N}}({{join .Params ", "}})
+{{end}}{{end}}{{range .Exits}}
 // usdtAutoExit{{.N}} holds the time a call started and the addresses of its
 // results; fire reads them when the deferred call runs.
 type usdtAutoExit{{.N}} struct{ {{join .Fields "; "}} }
@@ -98,9 +108,10 @@ type supportData struct {
 	Exits                   []exitType
 }
 
-// fireFunc is one fire function and the trampoline it calls: one per
-// argument signature, shared by every probe with those kinds, the site
-// index saying which probe fires.
+// fireFunc is one fire function: one per argument signature, shared by
+// every probe with those kinds, the site index saying which probe fires.
+// It is the trampoline itself, or, when strings need copying into C
+// strings (Bufs), a Go function calling its trampoline.
 type fireFunc struct {
 	N                        int
 	Params, StubParams, Call []string
@@ -117,19 +128,21 @@ type exitType struct {
 // files returns the generated Go support file and its assembly.
 func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	arch := asmgen.Arch(cfg.GOARCH)
-	goid, ok := asmgen.ReadG(arch, "usdtAutoGoid", cfg.GoidOffset)
-	if !ok {
+	if !slices.Contains(asmgen.Arches, arch) {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
 	}
 	tramps := make([]asmgen.Trampoline, len(g.fires))
 	for i, kinds := range g.fires {
-		tramps[i] = asmgen.Trampoline{Symbol: fmt.Sprintf("usdtAutoTramp%d", i), Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
+		symbol := fmt.Sprintf("usdtAutoFire%d", i)
+		if slices.Contains(kinds, probe.String) {
+			symbol = fmt.Sprintf("usdtAutoTramp%d", i)
+		}
+		tramps[i] = asmgen.Trampoline{Symbol: symbol, Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
 	}
-	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", tramps, g.probes)
+	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", cfg.GoidOffset, tramps, g.probes)
 	if err != nil {
 		return nil, nil, err
 	}
-	asm = append(asm, "\n// The running goroutine's id, at its offset in this toolchain's runtime.g.\n"+goid...)
 
 	d := supportData{
 		Package:     g.pkg.Name(),
@@ -139,7 +152,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		CStringSize: usdtrt.CStringMax + 1,
 	}
 	for i, kinds := range g.fires {
-		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int", "goid int64"}, Call: []string{"site", "usdtAutoGoid()"}}
+		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
 		for j, k := range kinds {
 			a := fmt.Sprintf("a%d", j+1)
 			f.Params = append(f.Params, a+" "+k.GoType())
@@ -161,7 +174,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 			for j := 1; j <= x.fields; j++ {
 				names = append(names, fmt.Sprintf("a%d", j))
 			}
-			t.Fields = append(t.Fields, strings.Join(names, ", ")+" interface{}")
+			t.Fields = append(t.Fields, strings.Join(names, ", ")+" unsafe.Pointer")
 		}
 		d.Exits = append(d.Exits, t)
 	}

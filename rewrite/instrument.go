@@ -412,9 +412,9 @@ func (g *generator) passAt(vals []value) (args []probe.Arg, exprs, ptrs []string
 		if i >= probe.MaxArgs-2 {
 			return args, exprs, ptrs, g.drop(vals[i:])
 		}
-		k, e, ok := convertAt(v.typ, fmt.Sprintf("usdtAutoData(x.a%d)", len(ptrs)+1))
+		k, e, ok := convertAt(v.typ, fmt.Sprintf("x.a%d", len(ptrs)+1))
 		if ok {
-			ptrs = append(ptrs, "&"+v.name)
+			ptrs = append(ptrs, g.prefix+"Pointer(&"+v.name+")")
 		}
 		args = append(args, g.arg(v, k))
 		exprs = append(exprs, e)

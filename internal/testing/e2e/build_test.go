@@ -653,3 +653,59 @@ rules:
 		"entry__util__Sep__Between", "exit__util__Sep__Between",
 	})
 }
+
+// TestBuildKeepsUnusedMethodsOut: a method nothing calls stays out of the
+// executable when its receiver type reaches probes. The linker keeps every
+// method of a type converted to an interface that some interface method
+// call could reach (fmt calls String), so probes must pass pointers and
+// results without such conversions.
+func TestBuildKeepsUnusedMethodsOut(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/unused\n\ngo 1.24\n")
+	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n")
+	writeFile(t, filepath.Join(dir, "main.go"), `package main
+
+import "fmt"
+
+type T struct{ n int }
+
+func (t *T) String() string { return fmt.Sprintf("T(%d)", t.n) }
+
+func (t T) GoString() string { return fmt.Sprintf("T{%d}", t.n) }
+
+//go:noinline
+func ptr(p *T) *T { return p }
+
+//go:noinline
+func val(n int) (t T) { t.n = n; return t }
+
+func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
+`)
+	for _, cfg := range []struct{ name, toolexec string }{{"plain", ""}, {"probed", usdtToolexec("-rules", "rules.yml")}} {
+		bin := filepath.Join(t.TempDir(), cfg.name)
+		args := []string{"build", "-o", bin, "."}
+		if cfg.toolexec != "" {
+			args = []string{"build", cfg.toolexec, "-o", bin, "."}
+		}
+		goCmd(t, dir, buildEnv(), args...)
+		runOutput(t, bin, nil, "3")
+		if cfg.name == "probed" {
+			checkProbes(t, bin, "unused", []string{"entry__main__main", "exit__main__main", "entry__main__ptr", "exit__main__ptr", "entry__main__val", "exit__main__val",
+				"entry__main__T__String", "exit__main__T__String", "entry__main__T__GoString", "exit__main__T__GoString"})
+		}
+		f, err := elf.Open(bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		syms, err := f.Symbols()
+		f.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, s := range syms {
+			if strings.HasPrefix(s.Name, "main.") && strings.Contains(s.Name, "String") {
+				t.Errorf("%s build: unused method %s is in the executable", cfg.name, s.Name)
+			}
+		}
+	}
+}
