@@ -62,7 +62,7 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}
-	l, err := writeTable(&b, pkg, table, probes, func(i int) string { return stubs[i].Symbol })
+	l, err := writeTable(&b, pkg, table, probes, false, func(i int) string { return stubs[i].Symbol })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}
@@ -71,9 +71,11 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 
 // writeTable writes the DATA and GLOBL directives of the probe table of
 // probes, the address of probe i's site being symbol(i) (a symbol, plus an
-// offset if need be), which the linker relocates.
-func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, symbol func(i int) string) (probetable.Layout, error) {
-	img, err := probetable.Build(pkg, probes)
+// offset if need be), which the linker relocates. backToBack says the
+// sites follow each other probetable.SiteSize bytes apart: the table then
+// holds symbol(0) only.
+func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, backToBack bool, symbol func(i int) string) (probetable.Layout, error) {
+	img, err := probetable.Build(pkg, probes, backToBack)
 	if err != nil {
 		return probetable.Layout{}, err
 	}
@@ -170,7 +172,7 @@ _.stapsdt.base:
 		probes[i] = s.Probe
 		probes[i].Spec, probes[i].Slot = CArgs(arch, s.Probe.Kinds()), 0
 	}
-	img, err := probetable.Build("", probes)
+	img, err := probetable.Build("", probes, false)
 	if err != nil {
 		return nil, err
 	}

@@ -36,12 +36,14 @@ type Site struct {
 // trampoline's caller. Every site has the same size so that the trampoline
 // can compute its address from the index; on amd64 the 5-byte NOP and RET
 // are padded with INT3 to 8 bytes, a size LEAQ can scale by.
+// Every site is probetable.SiteSize bytes: the table holds the first site's
+// address only.
 var siteCode = map[Arch]struct {
 	code string
 	size int
 }{
-	AMD64: {nop[AMD64] + "; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc", 8},
-	ARM64: {nop[ARM64] + "; WORD $0xd65f03c0", 8},
+	AMD64: {nop[AMD64] + "; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc", probetable.SiteSize},
+	ARM64: {nop[ARM64] + "; WORD $0xd65f03c0", probetable.SiteSize},
 }
 
 // jump is a trampoline's body: the address of site index, sites plus index
@@ -99,7 +101,7 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, goidOffset int64, t
 	for _, s := range probes {
 		fmt.Fprintf(&b, "\t%s // %s:%s\n", sc.code, s.Probe.Provider, s.Probe.Name)
 	}
-	l, err := writeTable(&b, pkg, table, laid, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
+	l, err := writeTable(&b, pkg, table, laid, true, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}

@@ -13,10 +13,11 @@
 //
 // Layout, little-endian, 8-byte aligned:
 //
-//	0   magic [8]byte, its last byte the version (3)
+//	0   magic [8]byte, its last byte the version (3 or 4)
 //	8   count uint32, size uint32 (whole table), checksum uint32, slots uint32
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
-//	..  stub addresses [count]uint64 (relocated by the linker)
+//	..  stub addresses [count]uint64 (relocated by the linker); version 4:
+//	    one, the first probe's, the others following it SiteSize bytes apart
 //	..  slot of each probe [count]uint16, padded to 8 bytes
 //	..  strings, padded to 8 bytes
 //
@@ -76,16 +77,27 @@ import (
 // version.
 var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
 
-// version is the layout Build writes; Decode also reads version2.
+// version is the layout Build writes for stubs anywhere, version4 the one
+// for stubs back to back; Decode also reads version2.
 const (
 	version  = 0x03
+	version4 = 0x04
 	version2 = 0x02
 )
+
+// SiteSize is how far apart the stubs of a version 4 table are: one
+// address then serves all of them, where version 3 needs 8 bytes, and a
+// relocation, per probe.
+const SiteSize = 8
 
 // isMagic reports whether b starts with the magic of a version Decode
 // reads.
 func isMagic(b []byte) bool {
-	return len(b) >= len(Magic) && bytes.Equal(b[:len(Magic)-1], Magic[:len(Magic)-1]) && (b[len(Magic)-1] == version || b[len(Magic)-1] == version2)
+	if len(b) < len(Magic) || !bytes.Equal(b[:len(Magic)-1], Magic[:len(Magic)-1]) {
+		return false
+	}
+	v := b[len(Magic)-1]
+	return v == version || v == version4 || v == version2
 }
 
 const headerSize = 24
@@ -112,14 +124,17 @@ func (l Layout) SemaphoreOffset(i int) int { return headerSize + 2*i }
 // and strings).
 func (l Layout) TailWords() int { return (l.Size - l.StubsOffset) / 8 }
 
+// Stubs is how many stub addresses the table holds.
+func (l Layout) Stubs() int { return (l.SlotsOffset - l.StubsOffset) / 8 }
+
 func pad8(n int) int { return (n + 7) &^ 7 }
 
 // newLayout lays out a table of count probes sharing slots semaphores, with
-// a strings blob of blobSize bytes (already padded).
-func newLayout(count, slots, blobSize int) Layout {
+// stubs addresses and a strings blob of blobSize bytes (already padded).
+func newLayout(count, slots, stubs, blobSize int) Layout {
 	l := Layout{Count: count, SemaphoreSlots: (slots + 3) &^ 3}
 	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
-	l.SlotsOffset = l.StubsOffset + 8*count
+	l.SlotsOffset = l.StubsOffset + 8*stubs
 	l.StringsOffset = l.SlotsOffset + pad8(2*count)
 	l.Size = l.StringsOffset + blobSize
 	return l
@@ -140,8 +155,10 @@ type Image struct {
 
 // Build lays out a table for probes of package pkg, from each probe's
 // Provider, Name, Spec, Slot, Args, Dropped and Receiver. The table has as
-// many semaphore slots as the highest Slot of probes plus one.
-func Build(pkg string, probes []probe.Probe) (Image, error) {
+// many semaphore slots as the highest Slot of probes plus one. With
+// backToBack, the probes' stubs follow each other SiteSize bytes apart, and
+// the table holds the first one's address only.
+func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	if len(probes) > maxCount {
 		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(probes), maxCount)
 	}
@@ -180,9 +197,16 @@ func Build(pkg string, probes []probe.Probe) (Image, error) {
 	}
 	blob := append(binary.AppendUvarint(nil, uint64(len(w.pool))), w.pool...)
 	blob = append(blob, rec...)
-	l := newLayout(len(probes), slots, pad8(len(blob)))
+	stubs := len(probes)
+	if backToBack {
+		stubs = min(stubs, 1)
+	}
+	l := newLayout(len(probes), slots, stubs, pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
+	if backToBack {
+		b[len(Magic)-1] = version4
+	}
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.Size))
 	binary.LittleEndian.PutUint32(b[20:], uint32(slots))
@@ -237,7 +261,12 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
 		return nil, 0, ErrNotTable
 	}
-	l := newLayout(n, slots, 0)
+	ver := b[len(Magic)-1]
+	stubs := n
+	if ver == version4 {
+		stubs = min(n, 1)
+	}
+	l := newLayout(n, slots, stubs, 0)
 	if l.StringsOffset >= size { // the strings hold at least the package
 		return nil, 0, ErrNotTable
 	}
@@ -251,11 +280,18 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		if p.Slot >= slots {
 			return nil, 0, ErrNotTable
 		}
-		p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
+		if ver == version4 {
+			// An unrelocated first address leaves every PC zero.
+			if first := binary.LittleEndian.Uint64(b[l.StubsOffset:]); first != 0 {
+				p.PC = first + SiteSize*uint64(i)
+			}
+		} else {
+			p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
+		}
 		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
 	decode := decodeStrings
-	if b[len(Magic)-1] == version2 {
+	if ver == version2 {
 		decode = decodeV2
 	}
 	if !decode(b[l.StringsOffset:size], probes) {

@@ -3,21 +3,25 @@ package probetable
 import (
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"reflect"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
-// link does what the linker does to an image: fills in stub addresses. It
-// appends bytes that follow the table in the section.
+// link does what the linker does to an image: fills in stub addresses,
+// probe i's stub being at stubAt(i). It appends bytes that follow the table
+// in the section.
 func link(img Image) []byte {
 	b := append([]byte(nil), img.Bytes...)
-	for i := range img.Layout.Count {
-		binary.LittleEndian.PutUint64(b[img.Layout.StubsOffset+8*i:], 0x401000+uint64(i))
+	for i := range img.Layout.Stubs() {
+		binary.LittleEndian.PutUint64(b[img.Layout.StubsOffset+8*i:], stubAt(i))
 	}
 	return append(b, 0xff, 0xff) // whatever follows in the section
 }
+
+func stubAt(i int) uint64 { return 0x401000 + SiteSize*uint64(i) }
 
 // entry is a probe as a code generator hands it to Build, its arguments
 // of kinds ks and unnamed.
@@ -54,66 +58,76 @@ func TestRoundTrip(t *testing.T) {
 		}, 1},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			img, err := Build("example.com/pkg", tt.entries)
-			if err != nil {
-				t.Fatal(err)
-			}
-			l := img.Layout
-			if l.Size%8 != 0 || l.StubsOffset%8 != 0 || l.SlotsOffset%8 != 0 || l.StringsOffset%8 != 0 {
-				t.Fatalf("layout not 8-aligned: %+v", l)
-			}
-			if want := (tt.slots + 3) &^ 3; l.SemaphoreSlots != want {
-				t.Errorf("%d semaphore slots, want %d", l.SemaphoreSlots, want)
-			}
-			if got := binary.LittleEndian.Uint32(img.Bytes[20:]); got != uint32(tt.slots) {
-				t.Errorf("header says %d slots, want %d", got, tt.slots)
-			}
-			if l.StubsOffset != l.SemaphoreOffset(l.SemaphoreSlots) || l.SlotsOffset != l.StubsOffset+8*len(tt.entries) || l.Count != len(tt.entries) {
-				t.Errorf("inconsistent layout %+v", l)
-			}
-			if 24+2*l.SemaphoreSlots+8*l.TailWords() != l.Size {
-				t.Errorf("header, semaphores and tail words do not make up the table: %+v", l)
-			}
-			for off := 24; off < l.StubsOffset; off++ {
-				if img.Bytes[off] != 0 {
-					t.Fatalf("semaphore byte at %d is %#x, want 0", off, img.Bytes[off])
-				}
-			}
-			sites, size, err := Decode(link(img), 0x500000)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if size != l.Size {
-				t.Errorf("size %d, want %d", size, l.Size)
-			}
-			if len(sites) != len(tt.entries) {
-				t.Fatalf("got %d sites, want %d", len(sites), len(tt.entries))
-			}
-			for i, s := range sites {
-				if s.Package != "example.com/pkg" {
-					t.Errorf("site %d: package %q", i, s.Package)
-				}
-				built := s
-				built.Package, built.PC, built.Semaphore = "", 0, 0
-				if !reflect.DeepEqual(built, tt.entries[i]) {
-					t.Errorf("site %d: %+v, want %+v", i, built, tt.entries[i])
-				}
-				if s.PC != 0x401000+uint64(i) {
-					t.Errorf("site %d: stub %#x", i, s.PC)
-				}
-				if want := uint64(0x500000 + 24 + 2*tt.entries[i].Slot); s.Semaphore != want || s.Semaphore%2 != 0 {
-					t.Errorf("site %d: semaphore %#x, want %#x", i, s.Semaphore, want)
-				}
-			}
-		})
+		for _, backToBack := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/backToBack=%v", tt.name, backToBack), func(t *testing.T) {
+				testRoundTrip(t, tt.entries, tt.slots, backToBack)
+			})
+		}
+	}
+}
+
+func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bool) {
+	img, err := Build("example.com/pkg", entries, backToBack)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := img.Layout
+	stubs := len(entries)
+	if backToBack {
+		stubs = min(stubs, 1)
+	}
+	if l.Size%8 != 0 || l.StubsOffset%8 != 0 || l.SlotsOffset%8 != 0 || l.StringsOffset%8 != 0 {
+		t.Fatalf("layout not 8-aligned: %+v", l)
+	}
+	if want := (slots + 3) &^ 3; l.SemaphoreSlots != want {
+		t.Errorf("%d semaphore slots, want %d", l.SemaphoreSlots, want)
+	}
+	if got := binary.LittleEndian.Uint32(img.Bytes[20:]); got != uint32(slots) {
+		t.Errorf("header says %d slots, want %d", got, slots)
+	}
+	if l.StubsOffset != l.SemaphoreOffset(l.SemaphoreSlots) || l.Stubs() != stubs || l.Count != len(entries) {
+		t.Errorf("inconsistent layout %+v", l)
+	}
+	if 24+2*l.SemaphoreSlots+8*l.TailWords() != l.Size {
+		t.Errorf("header, semaphores and tail words do not make up the table: %+v", l)
+	}
+	for off := 24; off < l.StubsOffset; off++ {
+		if img.Bytes[off] != 0 {
+			t.Fatalf("semaphore byte at %d is %#x, want 0", off, img.Bytes[off])
+		}
+	}
+	sites, size, err := Decode(link(img), 0x500000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != l.Size {
+		t.Errorf("size %d, want %d", size, l.Size)
+	}
+	if len(sites) != len(entries) {
+		t.Fatalf("got %d sites, want %d", len(sites), len(entries))
+	}
+	for i, s := range sites {
+		if s.Package != "example.com/pkg" {
+			t.Errorf("site %d: package %q", i, s.Package)
+		}
+		built := s
+		built.Package, built.PC, built.Semaphore = "", 0, 0
+		if !reflect.DeepEqual(built, entries[i]) {
+			t.Errorf("site %d: %+v, want %+v", i, built, entries[i])
+		}
+		if s.PC != stubAt(i) {
+			t.Errorf("site %d: stub %#x", i, s.PC)
+		}
+		if want := uint64(0x500000 + 24 + 2*entries[i].Slot); s.Semaphore != want || s.Semaphore%2 != 0 {
+			t.Errorf("site %d: semaphore %#x, want %#x", i, s.Semaphore, want)
+		}
 	}
 }
 
 // TestSharedSemaphore checks the case the format exists for: sites with one
 // slot share a semaphore address, and only they do.
 func TestSharedSemaphore(t *testing.T) {
-	img, err := Build("example.com/pkg", []probe.Probe{entry("go", "entry__f", "", 0), entry("go", "exit__f", "", 0), entry("go", "entry__g", "", 1)})
+	img, err := Build("example.com/pkg", []probe.Probe{entry("go", "entry__f", "", 0), entry("go", "exit__f", "", 0), entry("go", "entry__g", "", 1)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +144,11 @@ func TestSharedSemaphore(t *testing.T) {
 }
 
 func TestDecodeRejects(t *testing.T) {
-	img, err := Build("", []probe.Probe{entry("p", "n", "8@8(%rsp)", 0), entry("p", "m", "", 1)})
+	img, err := Build("", []probe.Probe{entry("p", "n", "8@8(%rsp)", 0), entry("p", "m", "", 1)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	back, err := Build("", []probe.Probe{entry("p", "n", "8@8(%rsp)", 0), entry("p", "m", "", 1)}, true)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -200,6 +218,8 @@ func TestDecodeRejects(t *testing.T) {
 		}), ErrNotTable},
 		{"v2 names run short", v2(t, "\x00p\x00n\x008@8(%rsp)\x00p\x00m\x00\x00names\x003\x00"), ErrNotTable},
 		{"unrelocated stub", img.Bytes, nil},
+		{"unrelocated first stub, back to back", back.Bytes, nil},
+		{"newer version", with(func(b []byte) { b[7] = version4 + 1 }), ErrNotTable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,12 +248,12 @@ func TestBuildRejects(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if _, err := Build("", tt.entries); err == nil {
+			if _, err := Build("", tt.entries, false); err == nil {
 				t.Fatal("Build succeeded")
 			}
 		})
 	}
-	if _, err := Build("", []probe.Probe{entry("p", "a", "", 1<<16-1)}); err != nil {
+	if _, err := Build("", []probe.Probe{entry("p", "a", "", 1<<16-1)}, false); err != nil {
 		t.Errorf("the highest slot: %v", err)
 	}
 }
@@ -241,7 +261,7 @@ func TestBuildRejects(t *testing.T) {
 // v2 is a version 2 table of two probes, a with one slot and b with
 // another, whose strings are strs.
 func v2(t testing.TB, strs string) []byte {
-	img, err := Build("", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", 1)})
+	img, err := Build("", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", 1)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -283,7 +303,7 @@ func TestDecodeOlder(t *testing.T) {
 	}
 }
 
-// FuzzDecode feeds Decode tables of two probes, of either version, whose
+// FuzzDecode feeds Decode tables of two probes, of any version, whose
 // strings, where every part of the format is read, are the fuzzer's (the checksum made right):
 // whatever it decodes, Build must lay out again and Decode read back the
 // same, and nothing may panic (the tracer runs as root on binaries it did
@@ -294,27 +314,35 @@ func FuzzDecode(f *testing.F) {
 		Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "", Type: "string", Kind: probe.String}},
 		Dropped: []probe.Arg{{Name: "_", Type: "[]byte"}},
 	}
-	img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)})
-	if err != nil {
-		f.Fatal(err)
+	var base [2][]byte // by layout: stubs anywhere (versions 2 and 3), back to back
+	var slotsOffset [2]int
+	for i, backToBack := range []bool{false, true} {
+		img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)}, backToBack)
+		if err != nil {
+			f.Fatal(err)
+		}
+		l := img.Layout
+		base[i], slotsOffset[i] = link(img)[:l.StringsOffset], l.SlotsOffset
+		f.Add(false, backToBack, img.Bytes[l.StringsOffset:])
 	}
-	l := img.Layout
-	base := link(img)[:l.StringsOffset]
-	f.Add(false, img.Bytes[l.StringsOffset:])
-	f.Add(true, []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
-	f.Fuzz(func(t *testing.T, old bool, strs []byte) {
-		b := append(append([]byte(nil), base...), strs...)
+	f.Add(true, false, []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
+	f.Fuzz(func(t *testing.T, old, backToBack bool, strs []byte) {
+		layout := 0
+		if backToBack && !old {
+			layout = 1
+		}
+		b := append(append([]byte(nil), base[layout]...), strs...)
 		if old {
 			b[len(Magic)-1] = version2
 		}
 		b = append(b, make([]byte, pad8(len(b))-len(b))...)
 		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
-		binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[slotsOffset[layout]:]))
 		probes, _, err := Decode(b, 0x500000)
 		if err != nil {
 			return
 		}
-		img, err := Build(probes[0].Package, probes)
+		img, err := Build(probes[0].Package, probes, layout == 1)
 		if err != nil {
 			t.Fatalf("Build of what Decode read: %v", err)
 		}
