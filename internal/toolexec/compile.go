@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
-	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/goidoff"
@@ -197,7 +196,7 @@ func isDigits(s string) bool {
 
 // Step builds a package from instrumented Go files and the assembly of
 // their probe stubs, into the archive the compiler's -o names (-pack): the
-// stubs' ABI symbols first (asm -gensymabis), then the Go files, then the
+// stubs' ABI symbols first (see symABIs), then the Go files, then the
 // stubs' object, added to the archive. Adding the object directly is what
 // lets a cgo package carry Plan9 stubs: the go command's rule against
 // assembly in cgo packages applies to source files only.
@@ -227,7 +226,7 @@ func (s Step) Run() error {
 	}
 	asmArgs = append(asmArgs, f.pic...)
 	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
-	if err := s.run(asm, append(slices.Clone(asmArgs), "-gensymabis", "-o", symabis, asmFile)...); err != nil {
+	if err := os.WriteFile(symabis, symABIs(f.pkg, s.Asm), 0o644); err != nil {
 		return err
 	}
 	if f.symabis != "" {
@@ -306,6 +305,42 @@ func appendToArchive(archive, member, obj string) error {
 		return err
 	}
 	return f.Close()
+}
+
+// symABIs is what `asm -gensymabis` says of the stubs' assembly, for the
+// compiler to call them as ABI0 functions: a def line per function. The
+// stubs refer to no Go function, so no ref line matters. Writing it here
+// saves an assembler run per instrumented package: the assembler would
+// parse the whole file, probe table included, for these few lines.
+func symABIs(pkg string, asm []byte) []byte {
+	var b []byte
+	for line := range bytes.Lines(asm) {
+		rest, ok := bytes.CutPrefix(line, []byte("TEXT ·"))
+		if !ok {
+			continue
+		}
+		if name, _, ok := bytes.Cut(rest, []byte("(SB)")); ok {
+			b = fmt.Appendf(b, "def %s.%s ABI0\n", symbolPrefix(pkg), name)
+		}
+	}
+	return b
+}
+
+// symbolPrefix is how the toolchain spells a package path in symbol names:
+// bytes that would confuse a symbol's parsers (control characters, space,
+// '%', '"', DEL and beyond, and '.' in the last element) as %xx.
+func symbolPrefix(pkg string) string {
+	last := strings.LastIndexByte(pkg, '/')
+	var b strings.Builder
+	for i := 0; i < len(pkg); i++ {
+		c := pkg[i]
+		if c <= ' ' || c == '%' || c == '"' || c >= 0x7f || (c == '.' && i > last) {
+			fmt.Fprintf(&b, "%%%02x", c)
+			continue
+		}
+		b.WriteByte(c)
+	}
+	return b.String()
 }
 
 func mergeFiles(dst string, srcs ...string) (string, error) {

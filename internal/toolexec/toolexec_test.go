@@ -1,7 +1,11 @@
 package toolexec
 
 import (
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
+	"strings"
 	"testing"
 )
 
@@ -108,5 +112,37 @@ func TestParseCompileFlags(t *testing.T) {
 	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("parseCompileFlags = %+v, want %+v", got, want)
+	}
+}
+
+// TestSymABIs: the def lines the wrapper writes are the assembler's own,
+// package paths that need escaping included.
+func TestSymABIs(t *testing.T) {
+	asm := []byte("// stubs\n\nTEXT ·usdtAutoFire0(SB), 516, $0-16\n\tRET\n\nTEXT ·usdtAutoSites(SB), 516, $0-0\n\tRET\n")
+	dir := t.TempDir()
+	src := filepath.Join(dir, "stubs.s")
+	if err := os.WriteFile(src, asm, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, pkg := range []string{"main", "example.com/a.b/c.d", "gopkg.in/yaml.v3", "x/100%", `we"ird/p q`, "héllo/wörld"} {
+		out := filepath.Join(dir, "symabis")
+		cmd := exec.Command("go", "tool", "asm", "-p", pkg, "-gensymabis", "-o", out, src)
+		cmd.Env = append(os.Environ(), "GOARCH=amd64")
+		if b, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("asm -p %q: %v\n%s", pkg, err, b)
+		}
+		b, err := os.ReadFile(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want []string
+		for _, line := range strings.Split(string(b), "\n") {
+			if strings.HasPrefix(line, "def ") {
+				want = append(want, line)
+			}
+		}
+		if got := strings.Split(strings.TrimSuffix(string(symABIs(pkg, asm)), "\n"), "\n"); !reflect.DeepEqual(got, want) {
+			t.Errorf("package %q: symABIs\n%q\nwant the assembler's\n%q", pkg, got, want)
+		}
 	}
 }
