@@ -35,9 +35,9 @@ type Site struct {
 // siteCode is one site: the NOP the tracer patches, then a return to the
 // trampoline's caller. Every site has the same size so that the trampoline
 // can compute its address from the index; on amd64 the 5-byte NOP and RET
-// are padded with INT3 to 8 bytes, a size LEAQ can scale by.
-// Every site is probetable.SiteSize bytes: the table holds the first site's
-// address only.
+// are padded with INT3 to 8 bytes, a size LEAQ can scale by. That size is
+// probetable.SiteSize, which lets the table hold the first site's address
+// only.
 var siteCode = map[Arch]struct {
 	code string
 	size int
@@ -46,8 +46,6 @@ var siteCode = map[Arch]struct {
 	ARM64: {nop[ARM64] + "; WORD $0xd65f03c0", probetable.SiteSize},
 }
 
-// jump is a trampoline's body: the address of site index, sites plus index
-// times the site size, and a jump there. Only scratch registers change.
 // gField is the operand of the word at off in runtime.g, as a tracer reads
 // it at a site. Go code keeps g in a register: R14 in ABIInternal code on
 // amd64, whose calls into ABI0 assembly leave it alone (they restore it
@@ -60,6 +58,8 @@ func gField(arch Arch, off int64) string {
 	return fmt.Sprintf("%d(%%r14)", off)
 }
 
+// jump is a trampoline's body: the address of site index, sites plus index
+// times the site size, and a jump there. Only scratch registers change.
 var jump = map[Arch]string{
 	AMD64: "\tMOVQ site+0(FP), AX\n\tLEAQ ·%[1]s(SB), CX\n\tLEAQ (CX)(AX*8), CX\n\tJMP CX\n",
 	ARM64: "\tMOVD site+0(FP), R0\n\tMOVD $·%[1]s(SB), R1\n\tADD R0<<3, R1, R1\n\tJMP (R1)\n",

@@ -55,8 +55,8 @@ func (b *usdtAutoCString) set(s string) *byte {
 // pointed to that an interface anywhere could call, dead code included.
 type usdtAutoPointer = unsafe.Pointer
 
-// usdtAutoData is the word a map, channel or func is: an interface holds
-// such values directly.
+// usdtAutoData is an interface's data word: for a map, channel or func, the
+// value itself, which an interface holds directly.
 func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
 
 // usdtAutoType is an interface's type word: nil exactly when it is nil.
@@ -131,10 +131,25 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	if !slices.Contains(asmgen.Arches, arch) {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
 	}
+	fires := make([]fireFunc, len(g.fires))
 	tramps := make([]asmgen.Trampoline, len(g.fires))
 	for i, kinds := range g.fires {
+		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
+		for j, k := range kinds {
+			a := fmt.Sprintf("a%d", j+1)
+			f.Params = append(f.Params, a+" "+k.GoType())
+			if k == probe.String {
+				f.Bufs = append(f.Bufs, fmt.Sprintf("b%d", j+1))
+				f.StubParams = append(f.StubParams, a+" *byte")
+				f.Call = append(f.Call, fmt.Sprintf("b%d.set(%s)", j+1, a))
+				continue
+			}
+			f.StubParams = append(f.StubParams, a+" "+k.GoType())
+			f.Call = append(f.Call, a)
+		}
+		fires[i] = f
 		symbol := fmt.Sprintf("usdtAutoFire%d", i)
-		if slices.Contains(kinds, probe.String) {
+		if len(f.Bufs) > 0 {
 			symbol = fmt.Sprintf("usdtAutoTramp%d", i)
 		}
 		tramps[i] = asmgen.Trampoline{Symbol: symbol, Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
@@ -150,22 +165,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		Tail:        layout.TailWords(),
 		CStringMax:  usdtrt.CStringMax,
 		CStringSize: usdtrt.CStringMax + 1,
-	}
-	for i, kinds := range g.fires {
-		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
-		for j, k := range kinds {
-			a := fmt.Sprintf("a%d", j+1)
-			f.Params = append(f.Params, a+" "+k.GoType())
-			if k == probe.String {
-				f.Bufs = append(f.Bufs, fmt.Sprintf("b%d", j+1))
-				f.StubParams = append(f.StubParams, a+" *byte")
-				f.Call = append(f.Call, fmt.Sprintf("b%d.set(%s)", j+1, a))
-				continue
-			}
-			f.StubParams = append(f.StubParams, a+" "+k.GoType())
-			f.Call = append(f.Call, a)
-		}
-		d.Fires = append(d.Fires, f)
+		Fires:       fires,
 	}
 	for i, x := range g.exits {
 		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: append([]string{"x.site"}, x.args...)}

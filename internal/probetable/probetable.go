@@ -74,7 +74,7 @@ import (
 // Magic starts every table Build writes: its first seven bytes are not
 // valid UTF-8 nor a plausible pointer, so data that merely happens to hold
 // them is rare, and the checksum rejects the rest. The last byte is the
-// version.
+// version: Magic's, or version4 for a table of stubs back to back.
 var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
 
 // version is the layout Build writes for stubs anywhere, version4 the one
@@ -130,8 +130,13 @@ func (l Layout) Stubs() int { return (l.SlotsOffset - l.StubsOffset) / 8 }
 func pad8(n int) int { return (n + 7) &^ 7 }
 
 // newLayout lays out a table of count probes sharing slots semaphores, with
-// stubs addresses and a strings blob of blobSize bytes (already padded).
-func newLayout(count, slots, stubs, blobSize int) Layout {
+// a strings blob of blobSize bytes (already padded); with backToBack, one
+// stub address serves every probe.
+func newLayout(count, slots int, backToBack bool, blobSize int) Layout {
+	stubs := count
+	if backToBack {
+		stubs = min(count, 1)
+	}
 	l := Layout{Count: count, SemaphoreSlots: (slots + 3) &^ 3}
 	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
 	l.SlotsOffset = l.StubsOffset + 8*stubs
@@ -197,11 +202,7 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	}
 	blob := append(binary.AppendUvarint(nil, uint64(len(w.pool))), w.pool...)
 	blob = append(blob, rec...)
-	stubs := len(probes)
-	if backToBack {
-		stubs = min(stubs, 1)
-	}
-	l := newLayout(len(probes), slots, stubs, pad8(len(blob)))
+	l := newLayout(len(probes), slots, backToBack, pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	if backToBack {
@@ -262,11 +263,7 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		return nil, 0, ErrNotTable
 	}
 	ver := b[len(Magic)-1]
-	stubs := n
-	if ver == version4 {
-		stubs = min(n, 1)
-	}
-	l := newLayout(n, slots, stubs, 0)
+	l := newLayout(n, slots, ver == version4, 0)
 	if l.StringsOffset >= size { // the strings hold at least the package
 		return nil, 0, ErrNotTable
 	}

@@ -313,6 +313,7 @@ func appendToArchive(archive, member, obj string) error {
 // saves an assembler run per instrumented package: the assembler would
 // parse the whole file, probe table included, for these few lines.
 func symABIs(pkg string, asm []byte) []byte {
+	prefix := symbolPrefix(pkg)
 	var b []byte
 	for line := range bytes.Lines(asm) {
 		rest, ok := bytes.CutPrefix(line, []byte("TEXT ·"))
@@ -320,7 +321,7 @@ func symABIs(pkg string, asm []byte) []byte {
 			continue
 		}
 		if name, _, ok := bytes.Cut(rest, []byte("(SB)")); ok {
-			b = fmt.Appendf(b, "def %s.%s ABI0\n", symbolPrefix(pkg), name)
+			b = fmt.Appendf(b, "def %s.%s ABI0\n", prefix, name)
 		}
 	}
 	return b
