@@ -13,13 +13,14 @@
 //
 // Layout, little-endian, 8-byte aligned:
 //
-//	0   magic [8]byte, its last byte the version (3 or 4)
+//	0   magic [8]byte, its last byte the version (3, 4 or 5)
 //	8   count uint32, size uint32 (whole table), checksum uint32, slots uint32
 //	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
-//	..  stub addresses [count]uint64 (relocated by the linker); version 4:
-//	    one, the first probe's, the others following it SiteSize bytes apart
+//	..  stub addresses [count]uint64 (relocated by the linker); versions 4
+//	    and 5: one, the first probe's, the others following it SiteSize
+//	    bytes apart
 //	..  slot of each probe [count]uint16, padded to 8 bytes
-//	..  strings, padded to 8 bytes
+//	..  strings, padded to 8 bytes; version 5: deflated (see below)
 //
 // The strings are a pool, then records that refer to it. The pool holds
 // each distinct string once, NUL-terminated, and a reference is its offset
@@ -33,6 +34,14 @@
 //	  part (the name split at "__"); spec ref; kinds ref (the probe.Kind
 //	  names of its arguments, comma-separated); the count of declared
 //	  arguments and a name ref and a type ref for each; receiver ref
+//
+// Version 5, for the tens of thousands of probes that instrumenting every
+// function gives, stores the strings as a uvarint, their size, then their
+// raw DEFLATE stream (RFC 1951). The records repeat references in patterns
+// that compress about threefold, and a table's bytes stay in the
+// executable's memory image, so the link step and the tracers that read it
+// pay the inflating instead. Build writes it for stubs back to back unless
+// the strings as they are, version 4, take no more room.
 //
 // The first declared arguments are those the probe passes, one per kind,
 // and any further ones the arguments it dropped (probe.Probe.Dropped).
@@ -61,10 +70,12 @@ package probetable
 
 import (
 	"bytes"
+	"compress/flate"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"io"
 	"slices"
 	"strings"
 
@@ -77,15 +88,17 @@ import (
 // version: Magic's, or version4 for a table of stubs back to back.
 var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
 
-// version is the layout Build writes for stubs anywhere, version4 the one
-// for stubs back to back; Decode also reads version2.
+// version is the layout Build writes for stubs anywhere, version5 or
+// version4 the one for stubs back to back, with strings deflated or as they
+// are; Decode also reads version2.
 const (
 	version  = 0x03
+	version5 = 0x05
 	version4 = 0x04
 	version2 = 0x02
 )
 
-// SiteSize is how far apart the stubs of a version 4 table are: one
+// SiteSize is how far apart the stubs of a version 4 or 5 table are: one
 // address then serves all of them, where version 3 needs 8 bytes, and a
 // relocation, per probe.
 const SiteSize = 8
@@ -97,8 +110,11 @@ func isMagic(b []byte) bool {
 		return false
 	}
 	v := b[len(Magic)-1]
-	return v == version || v == version4 || v == version2
+	return v == version || v == version5 || v == version4 || v == version2
 }
+
+// backToBack reports whether a table of version v holds one stub address.
+func backToBack(v byte) bool { return v == version4 || v == version5 }
 
 const headerSize = 24
 
@@ -161,8 +177,9 @@ type Image struct {
 // Build lays out a table for probes of package pkg, from each probe's
 // Provider, Name, Spec, Slot, Args, Dropped and Receiver. The table has as
 // many semaphore slots as the highest Slot of probes plus one. With
-// backToBack, the probes' stubs follow each other SiteSize bytes apart, and
-// the table holds the first one's address only.
+// backToBack, the probes' stubs follow each other SiteSize bytes apart, the
+// table holds the first one's address only, and its strings are deflated
+// (version 5) if that makes them smaller (version 4 if not).
 func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	if len(probes) > maxCount {
 		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(probes), maxCount)
@@ -202,12 +219,18 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	}
 	blob := append(binary.AppendUvarint(nil, uint64(len(w.pool))), w.pool...)
 	blob = append(blob, rec...)
+	ver := byte(version)
+	if backToBack {
+		ver = version4
+		// A few probes' strings deflate to more than they are.
+		if d := deflate(blob); pad8(len(d)) < pad8(len(blob)) {
+			ver, blob = version5, d
+		}
+	}
 	l := newLayout(len(probes), slots, backToBack, pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
-	if backToBack {
-		b[len(Magic)-1] = version4
-	}
+	b[len(Magic)-1] = ver
 	binary.LittleEndian.PutUint32(b[8:], uint32(l.Count))
 	binary.LittleEndian.PutUint32(b[12:], uint32(l.Size))
 	binary.LittleEndian.PutUint32(b[20:], uint32(slots))
@@ -217,6 +240,39 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	copy(b[l.StringsOffset:], blob)
 	binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:]))
 	return Image{Layout: l, Bytes: b}, nil
+}
+
+// deflate is a version 5 table's strings: their size, then their DEFLATE
+// stream.
+func deflate(blob []byte) []byte {
+	var b bytes.Buffer
+	b.Write(binary.AppendUvarint(nil, uint64(len(blob))))
+	// Writing to a bytes.Buffer at a valid level cannot fail.
+	w, _ := flate.NewWriter(&b, flate.BestCompression)
+	w.Write(blob)
+	w.Close()
+	return b.Bytes()
+}
+
+// maxInflated bounds what a version 5 table's strings may inflate to, so
+// that bytes made up to look like a table cannot make its reader allocate
+// without limit. The largest table, 65,536 probes of 12 arguments, each
+// with its name and type, needs a fraction of it.
+const maxInflated = 256 << 20
+
+// inflate reverses deflate, reporting whether b held a stream of exactly
+// the size it announced. What follows the stream is padding.
+func inflate(b []byte) ([]byte, bool) {
+	n, k := binary.Uvarint(b)
+	if k <= 0 || n > maxInflated {
+		return nil, false
+	}
+	r := flate.NewReader(bytes.NewReader(b[k:]))
+	out, err := io.ReadAll(io.LimitReader(r, int64(n)+1))
+	if err != nil || uint64(len(out)) != n {
+		return nil, false
+	}
+	return out, true
 }
 
 // nameSep splits probe names into the parts the pool shares: the entry and
@@ -263,7 +319,7 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		return nil, 0, ErrNotTable
 	}
 	ver := b[len(Magic)-1]
-	l := newLayout(n, slots, ver == version4, 0)
+	l := newLayout(n, slots, backToBack(ver), 0)
 	if l.StringsOffset >= size { // the strings hold at least the package
 		return nil, 0, ErrNotTable
 	}
@@ -277,7 +333,7 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		if p.Slot >= slots {
 			return nil, 0, ErrNotTable
 		}
-		if ver == version4 {
+		if backToBack(ver) {
 			// An unrelocated first address leaves every PC zero.
 			if first := binary.LittleEndian.Uint64(b[l.StubsOffset:]); first != 0 {
 				p.PC = first + SiteSize*uint64(i)
@@ -287,11 +343,18 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		}
 		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
+	strs := b[l.StringsOffset:size]
+	if ver == version5 {
+		var ok bool
+		if strs, ok = inflate(strs); !ok {
+			return nil, 0, ErrNotTable
+		}
+	}
 	decode := decodeStrings
 	if ver == version2 {
 		decode = decodeV2
 	}
-	if !decode(b[l.StringsOffset:size], probes) {
+	if !decode(strs, probes) {
 		return nil, 0, ErrNotTable
 	}
 	for _, p := range probes {

@@ -57,6 +57,22 @@ func TestRoundTrip(t *testing.T) {
 			{Provider: "go", Name: "exit__main__List__Len", Receiver: "[...]"},
 		}, 1},
 	}
+	// Enough probes, like a package with every function instrumented,
+	// that their strings deflate (version 5).
+	var many []probe.Probe
+	for i := range 200 {
+		for _, kind := range []string{"entry", "exit"} {
+			many = append(many, probe.Probe{
+				Provider: "go", Name: fmt.Sprintf("%s__pkg__F%d", kind, i), Spec: "-8@152(%r14) 8@16(%rsp)", Slot: i,
+				Args: []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: fmt.Sprint("x", i%7), Type: "*T", Kind: probe.Pointer}},
+			})
+		}
+	}
+	tests = append(tests, struct {
+		name    string
+		entries []probe.Probe
+		slots   int
+	}{"many", many, 200})
 	for _, tt := range tests {
 		for _, backToBack := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/backToBack=%v", tt.name, backToBack), func(t *testing.T) {
@@ -75,6 +91,12 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	stubs := len(entries)
 	if backToBack {
 		stubs = min(stubs, 1)
+	}
+	switch v := img.Bytes[len(Magic)-1]; {
+	case !backToBack && v != version, backToBack && v != version4 && v != version5:
+		t.Errorf("version %d for backToBack=%v", v, backToBack)
+	case backToBack && len(entries) > 100 && v != version5:
+		t.Errorf("%d probes' strings not deflated", len(entries))
 	}
 	if l.Size%8 != 0 || l.StubsOffset%8 != 0 || l.SlotsOffset%8 != 0 || l.StringsOffset%8 != 0 {
 		t.Fatalf("layout not 8-aligned: %+v", l)
@@ -159,6 +181,29 @@ func TestDecodeRejects(t *testing.T) {
 		f(b)
 		return b
 	}
+	// deflated is the back-to-back table with its strings replaced by
+	// blob, the checksum made right.
+	deflated := func(blob []byte) []byte {
+		bl := back.Layout
+		b := append(link(back)[:bl.StringsOffset], blob...)
+		b[len(Magic)-1] = version5
+		b = append(b, make([]byte, pad8(len(b))-len(b))...)
+		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[bl.SlotsOffset:]))
+		return b
+	}
+	if back.Bytes[len(Magic)-1] != version4 {
+		t.Fatal("two probes' strings deflated")
+	}
+	records := back.Bytes[back.Layout.StringsOffset:]
+	k, stream := len(binary.AppendUvarint(nil, uint64(len(records)))), deflate(records)
+	stream = stream[k:]
+	sized := func(n uint64) []byte { return append(binary.AppendUvarint(nil, n), stream...) }
+	announced := uint64(len(records))
+	// The deflated cases below each break one thing in this table.
+	if _, _, err := Decode(deflated(sized(announced)), 0x1000); err != nil {
+		t.Fatalf("the version 5 table the cases change: %v", err)
+	}
 	// resum recomputes the checksum, so only the check under test fails.
 	resum := func(b []byte) {
 		binary.LittleEndian.PutUint32(b[16:], checksum(b[l.SlotsOffset:l.Size]))
@@ -219,7 +264,12 @@ func TestDecodeRejects(t *testing.T) {
 		{"v2 names run short", v2(t, "\x00p\x00n\x008@8(%rsp)\x00p\x00m\x00\x00names\x003\x00"), ErrNotTable},
 		{"unrelocated stub", img.Bytes, nil},
 		{"unrelocated first stub, back to back", back.Bytes, nil},
-		{"newer version", with(func(b []byte) { b[7] = version4 + 1 }), ErrNotTable},
+		{"newer version", with(func(b []byte) { b[7] = version5 + 1 }), ErrNotTable},
+		{"deflated strings larger than announced", deflated(sized(announced - 1)), ErrNotTable},
+		{"deflated strings smaller than announced", deflated(sized(announced + 1)), ErrNotTable},
+		{"deflated strings announced too large", deflated(sized(maxInflated + 1)), ErrNotTable},
+		{"deflated stream cut short", deflated(sized(announced)[:k+len(stream)/2]), ErrNotTable},
+		{"deflated strings not deflate", deflated(append(binary.AppendUvarint(nil, 8), 0xff, 0xff, 0xff)), ErrNotTable},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -304,45 +354,51 @@ func TestDecodeOlder(t *testing.T) {
 }
 
 // FuzzDecode feeds Decode tables of two probes, of any version, whose
-// strings, where every part of the format is read, are the fuzzer's (the checksum made right):
-// whatever it decodes, Build must lay out again and Decode read back the
-// same, and nothing may panic (the tracer runs as root on binaries it did
-// not build).
+// strings, where every part of the format is read, are the fuzzer's (the
+// checksum made right): whatever it decodes, Build must lay out again and
+// Decode read back the same, and nothing may panic (the tracer runs as root
+// on binaries it did not build). Version 5 strings are a DEFLATE stream,
+// so version 4, the same records uncompressed, is what fuzzes the records
+// of a back-to-back table.
 func FuzzDecode(f *testing.F) {
 	named := probe.Probe{
 		Provider: "go", Name: "exit__main__f", Spec: "-8@8(%rsp) 8@16(%rsp)", Slot: 1,
 		Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "", Type: "string", Kind: probe.String}},
 		Dropped: []probe.Arg{{Name: "_", Type: "[]byte"}},
 	}
-	var base [2][]byte // by layout: stubs anywhere (versions 2 and 3), back to back
-	var slotsOffset [2]int
-	for i, backToBack := range []bool{false, true} {
-		img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)}, backToBack)
+	base := map[bool][]byte{} // by layout, the table up to its strings
+	slotsOffset := map[bool]int{}
+	for _, back := range []bool{false, true} {
+		img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)}, back)
 		if err != nil {
 			f.Fatal(err)
 		}
 		l := img.Layout
-		base[i], slotsOffset[i] = link(img)[:l.StringsOffset], l.SlotsOffset
-		f.Add(false, backToBack, img.Bytes[l.StringsOffset:])
+		base[back], slotsOffset[back] = link(img)[:l.StringsOffset], l.SlotsOffset
+		strs := img.Bytes[l.StringsOffset:]
+		if !back {
+			f.Add(byte(version), strs)
+			continue
+		}
+		f.Add(byte(version4), strs)
+		f.Add(byte(version5), deflate(strs))
 	}
-	f.Add(true, false, []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
-	f.Fuzz(func(t *testing.T, old, backToBack bool, strs []byte) {
-		layout := 0
-		if backToBack && !old {
-			layout = 1
+	f.Add(byte(version2), []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
+	f.Fuzz(func(t *testing.T, ver byte, strs []byte) {
+		if !isMagic(append(Magic[:len(Magic)-1:len(Magic)-1], ver)) {
+			return
 		}
-		b := append(append([]byte(nil), base[layout]...), strs...)
-		if old {
-			b[len(Magic)-1] = version2
-		}
+		back := backToBack(ver)
+		b := append(append([]byte(nil), base[back]...), strs...)
+		b[len(Magic)-1] = ver
 		b = append(b, make([]byte, pad8(len(b))-len(b))...)
 		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
-		binary.LittleEndian.PutUint32(b[16:], checksum(b[slotsOffset[layout]:]))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[slotsOffset[back]:]))
 		probes, _, err := Decode(b, 0x500000)
 		if err != nil {
 			return
 		}
-		img, err := Build(probes[0].Package, probes, layout == 1)
+		img, err := Build(probes[0].Package, probes, back)
 		if err != nil {
 			t.Fatalf("Build of what Decode read: %v", err)
 		}
