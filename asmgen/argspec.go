@@ -41,6 +41,9 @@ type GoFrame struct {
 	// Specs are the arguments' note specs ("-8@8(%rsp)"), in order: a
 	// note's argument string is some of them joined by spaces.
 	Specs []string
+	// Offsets are the arguments' offsets from the first, which is at
+	// 0(FP) in Plan9 assembly.
+	Offsets []int
 }
 
 // GoArgs lays out arguments the way the Go compiler passes them to an ABI0
@@ -62,6 +65,7 @@ func GoArgs(arch Arch, kinds []probe.Kind) GoFrame {
 			operand = fmt.Sprintf("[sp, %d]", 8+off)
 		}
 		f.Specs = append(f.Specs, spec(k, operand))
+		f.Offsets = append(f.Offsets, off)
 		off += size
 	}
 	f.Size = off

@@ -1,6 +1,8 @@
 package asmgen
 
 import (
+	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -22,23 +24,30 @@ func TestPlan9Sites(t *testing.T) {
 		sites []Site
 		want  []string // lines the file must contain
 		err   string
+		// tramps replaces the one trampoline, of an int64 and a string.
+		tramps []Trampoline
 	}{
 		{"amd64", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
 			"TEXT ·tr0(SB), 516, $0-16\n", // the site index, then the arguments after the goroutine id
-			"\tLEAQ (CX)(AX*8), CX\n",
+			"\tLEAQ (R13)(R12*8), R13\n",
 			"\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc // p:a\n",
 			"DATA ·tab+0(SB)/8, $0x046f67544453557f\n", // version 4: the sites back to back
 			"DATA ·tab+32(SB)/8, $·sites+0(SB)\n",      // the first site's address, alone
-		}, ""},
+		}, "", nil},
 		{"arm64", ARM64, []Site{{Probe: p("a", probe.Int64, probe.String)}, {Probe: p("b", probe.Int64, probe.String)}}, []string{
-			"\tADD R0<<3, R1, R1\n",
+			"\tADD R10<<3, R11, R11\n",
 			"DATA ·tab+32(SB)/8, $·sites+0(SB)\n",
-		}, ""},
-		{"kinds differ", AMD64, []Site{{Probe: p("a", probe.Int64)}}, nil, "p:a does not match its trampoline"},
-		{"no trampoline", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String), Trampoline: 1}}, nil, "p:a does not match its trampoline"},
+		}, "", nil},
+		{"kinds differ", AMD64, []Site{{Probe: p("a", probe.Int64)}}, nil, "p:a does not match its trampoline", nil},
+		{"too many arguments", AMD64, nil, nil, "at most 12 fit in registers", []Trampoline{{Symbol: "tr0", Kinds: slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)}}},
+		{"no trampoline", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String), Trampoline: 1}}, nil, "p:a does not match its trampoline", nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			tramps := tramps
+			if tt.tramps != nil {
+				tramps = tt.tramps
+			}
 			src, l, err := Plan9Sites(tt.arch, "", "pkg", "tab", "sites", 152, tramps, tt.sites)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
@@ -59,6 +68,61 @@ func TestPlan9Sites(t *testing.T) {
 			}
 			if strings.Contains(string(src), "$·sites+8(SB)") {
 				t.Errorf("the table holds the second site's address too:\n%s", src)
+			}
+		})
+	}
+}
+
+// TestTrampoline checks what a trampoline loads, and how the note names it,
+// for arguments of every width and signedness, the widest signature
+// included.
+func TestTrampoline(t *testing.T) {
+	mixed := []probe.Kind{probe.Int64, probe.Bool, probe.Int16, probe.Uint32, probe.String, probe.Int8}
+	widest := make([]probe.Kind, probe.MaxArgs)
+	for i := range widest {
+		widest[i] = probe.Uint64
+	}
+	tests := []struct {
+		name  string
+		arch  Arch
+		kinds []probe.Kind
+		code  string
+		specs string
+	}{
+		{"amd64", AMD64, mixed, `	MOVQ site+0(FP), R12
+	LEAQ ·sites(SB), R13
+	LEAQ (R13)(R12*8), R13
+	MOVQ 152(R14), R14
+	MOVBQZX a1+8(FP), AX
+	MOVWQSX a2+10(FP), BX
+	MOVL a3+12(FP), CX
+	MOVQ a4+16(FP), DX
+	MOVBQSX a5+24(FP), SI
+	JMP R13
+`, "-8@%r14 1@%rax -2@%rbx 4@%rcx 8@%rdx -1@%rsi"},
+		{"arm64", ARM64, mixed, `	MOVD site+0(FP), R10
+	MOVD $·sites(SB), R11
+	ADD R10<<3, R11, R11
+	MOVD 152(g), R12
+	MOVBU a1+8(FP), R0
+	MOVH a2+10(FP), R1
+	MOVWU a3+12(FP), R2
+	MOVD a4+16(FP), R3
+	MOVB a5+24(FP), R4
+	JMP (R11)
+`, "-8@x12 1@x0 -2@x1 4@x2 8@x3 -1@x4"},
+		{"amd64 widest", AMD64, widest, "", "-8@%r14 8@%rax 8@%rbx 8@%rcx 8@%rdx 8@%rsi 8@%rdi 8@%r8 8@%r9 8@%r10 8@%r11 8@%r12"},
+		{"arm64 widest", ARM64, widest, "", "-8@x12 8@x0 8@x1 8@x2 8@x3 8@x4 8@x5 8@x6 8@x7 8@x8 8@x9 8@x10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var b bytes.Buffer
+			specs := trampoline(&b, tt.arch, Trampoline{Symbol: "tr", Kinds: tt.kinds}, "sites", 152)
+			if tt.code != "" && b.String() != tt.code {
+				t.Errorf("code:\n%s\nwant:\n%s", b.String(), tt.code)
+			}
+			if specs != tt.specs {
+				t.Errorf("specs %q, want %q", specs, tt.specs)
 			}
 		})
 	}
