@@ -39,6 +39,8 @@ type generator struct {
 	// traced holds the names given to traced copies, as "Type.Name" for
 	// methods.
 	traced map[string]bool
+	// defs are the package's declarations, by identifier.
+	defs map[*ast.Ident]types.Object
 	// prefix starts every generated identifier; idents holds every
 	// identifier of the package's files; aliases, the predeclared types
 	// spliced code names (see hygienic).
@@ -47,10 +49,10 @@ type generator struct {
 	aliases map[string]bool
 }
 
-func newGenerator(pkg *types.Package, provider string, files []*file) *generator {
+func newGenerator(pkg *types.Package, info *types.Info, provider string, files []*file) *generator {
 	prefix, idents := choosePrefix(files)
 	return &generator{pkg: pkg, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
-		prefix: prefix, idents: idents, aliases: map[string]bool{}}
+		defs: info.Defs, prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
 // fire returns the index of the shared fire function for arguments of
@@ -189,15 +191,45 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		site, fireFn := g.add(fd, fn.Entry, args, dropped, sem)
 		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
+	var returns []*ast.ReturnStmt
+	if rule.Exit {
+		returns = g.singleExit(fd, sig)
+	}
+	var results []value
+	if (rule.Exit && rule.Args || returns != nil) && fd.Type.Results != nil && sig.Results().Len() > 0 {
+		res := fd.Type.Results
+		if !res.Opening.IsValid() {
+			// A lone unnamed result needs parentheses to get a name.
+			resultEdits = append(resultEdits, splice{at: off(res.List[0].Type.Pos()), text: "("}, splice{at: off(res.List[0].Type.End()), text: ")"})
+		}
+		results = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
+	}
+	// bodyEdits turn the returns into jumps to one return at the end of
+	// the body, which gets a block of its own: a jump may not skip
+	// declarations in the label's block.
+	var bodyEdits []splice
+	opening := ""
+	if returns != nil {
+		label := g.id("Return")
+		var names []string
+		for _, v := range results {
+			names = append(names, v.name)
+		}
+		for _, r := range returns {
+			if len(r.Results) == 0 {
+				bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "goto " + label})
+				continue
+			}
+			bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "{ " + strings.Join(names, ", ") + " ="},
+				splice{at: off(r.End()), text: "; goto " + label + " }"})
+		}
+		opening = "{ "
+		bodyEdits = append(bodyEdits, splice{at: off(fd.Body.Rbrace), text: "}; " + label + ": return "})
+	}
 	if rule.Exit {
 		var vals []value
-		if rule.Args && fd.Type.Results != nil && sig.Results().Len() > 0 {
-			res := fd.Type.Results
-			if !res.Opening.IsValid() {
-				// A lone unnamed result needs parentheses to get a name.
-				resultEdits = append(resultEdits, splice{at: off(res.List[0].Type.Pos()), text: "("}, splice{at: off(res.List[0].Type.End()), text: ")"})
-			}
-			vals = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
+		if rule.Args {
+			vals = results
 		}
 		args, exprs, ptrs, dropped := g.passAt(vals)
 		fn.Dropped += len(dropped)
@@ -222,7 +254,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	probes := gate + strings.Join(fire, "; ") + " }; "
 	if !split {
 		edits := append(sigEdits, resultEdits...)
-		edits = append(edits, splice{at: off(fd.Body.Lbrace) + 1, text: probes})
+		edits = append(edits, splice{at: off(fd.Body.Lbrace) + 1, text: probes + opening})
+		edits = append(edits, bodyEdits...)
 		return instrumented{fn: fn, edits: edits}
 	}
 
@@ -283,9 +316,95 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		b.WriteString(" " + text(fd.Type.Results, resultEdits))
 	}
 	lbrace := fset.Position(fd.Body.Lbrace)
-	fmt.Fprintf(&b, " /*line :%d:%d*/{%s", lbrace.Line, lbrace.Column, probes)
-	b.Write(f.src[off(fd.Body.Lbrace)+1 : off(fd.Body.Rbrace)+1])
+	fmt.Fprintf(&b, " /*line :%d:%d*/{%s%s", lbrace.Line, lbrace.Column, probes, opening)
+	b.WriteString(applySplices(f.src, off(fd.Body.Lbrace)+1, off(fd.Body.Rbrace)+1, bodyEdits))
 	return instrumented{fn: fn, edits: edits, traced: b.String()}
+}
+
+// singleExit returns the return statements of fd, a function with an exit
+// probe, when they are better turned into jumps to a single return: nil
+// when fd leaves in one place already, or a jump could change what it
+// means.
+//
+// The exit probe is a deferred call, which Go open-codes, calling it
+// inline at every return, only while the function's returns times its
+// defers are at most 15; past that, every return, traced or not, calls
+// runtime.deferreturn. And every open-coded return repeats the test and
+// the call. With one return, the exit probe costs one test on the way out
+// and is open-coded in any function.
+//
+// A function with defer statements of its own keeps its returns: a
+// deferred call that panics would show the single return's line in the
+// traceback, not the return it ran at. So does one that declares a name
+// of its results anywhere, where an assignment to the result could reach
+// another variable, and one whose top level redeclares a parameter or
+// result with :=.
+func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.ReturnStmt {
+	var returns []*ast.ReturnStmt
+	ok := true
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.FuncLit:
+			return false // its returns and defers are its own
+		case *ast.DeferStmt:
+			ok = false
+		case *ast.ReturnStmt:
+			returns = append(returns, n)
+		}
+		return ok
+	})
+	exits := len(returns)
+	if sig.Results().Len() == 0 {
+		exits++ // at the end of the body too
+	}
+	if !ok || len(returns) == 0 || exits < 2 {
+		return nil
+	}
+	results := fieldNames(fd.Type.Results)
+	if len(results) > 0 {
+		ast.Inspect(fd.Body, func(n ast.Node) bool {
+			if id, isIdent := n.(*ast.Ident); isIdent && results[id.Name] && g.defs[id] != nil {
+				ok = false
+			}
+			return ok
+		})
+	}
+	// The body moves into a block of its own, where a short variable
+	// declaration of its top level would declare a parameter or result
+	// anew instead of assigning it.
+	params := fieldNames(fd.Recv, fd.Type.Params, fd.Type.Results)
+	for _, st := range fd.Body.List {
+		for labeled, isLabeled := st.(*ast.LabeledStmt); isLabeled; labeled, isLabeled = st.(*ast.LabeledStmt) {
+			st = labeled.Stmt
+		}
+		if as, isAssign := st.(*ast.AssignStmt); isAssign && as.Tok == token.DEFINE {
+			for _, lhs := range as.Lhs {
+				if id, isIdent := lhs.(*ast.Ident); isIdent && params[id.Name] && g.defs[id] == nil {
+					ok = false
+				}
+			}
+		}
+	}
+	if !ok {
+		return nil
+	}
+	return returns
+}
+
+// fieldNames is the set of names the lists declare.
+func fieldNames(lists ...*ast.FieldList) map[string]bool {
+	names := map[string]bool{}
+	for _, list := range lists {
+		if list == nil {
+			continue
+		}
+		for _, field := range list.List {
+			for _, id := range field.Names {
+				names[id.Name] = true
+			}
+		}
+	}
+	return names
 }
 
 // splitMaxNodes bounds the size (syntax nodes of the body) of the

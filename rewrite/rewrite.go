@@ -141,7 +141,7 @@ func Package(cfg Config) (*Result, error) {
 		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
-	g := newGenerator(pkg, cfg.Rules.Provider, files)
+	g := newGenerator(pkg, info, cfg.Rules.Provider, files)
 	res := &Result{}
 	for _, f := range files {
 		if probeCode(f) {

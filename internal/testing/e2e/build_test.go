@@ -9,6 +9,7 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -707,5 +708,49 @@ func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
 				t.Errorf("%s build: unused method %s is in the executable", cfg.name, s.Name)
 			}
 		}
+	}
+}
+
+// TestBuildOpenCodesExitProbes: the deferred call behind an exit probe is
+// open-coded, so that an untraced call pays a test on the way out, also in
+// a function with more returns than Go open-codes a deferred call for (its
+// returns times its defers over 15): instrumented, it leaves through one
+// return. Without that, every return calls runtime.deferreturn, traced or
+// not, after runtime.deferprocStack registered the call.
+func TestBuildOpenCodesExitProbes(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/returns\n\ngo 1.24\n")
+	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: returns\nrules:\n  - package: example.com/returns\n")
+	var cases strings.Builder
+	for i := range 20 {
+		fmt.Fprintf(&cases, "\tcase %d:\n\t\treturn %q\n", i, strconv.Itoa(i*i))
+	}
+	writeFile(t, filepath.Join(dir, "main.go"), `package main
+
+import "fmt"
+
+func name(n int) string {
+	switch n {
+`+cases.String()+`	}
+	return "?"
+}
+
+func main() { fmt.Println(name(3), name(19), name(20)) }
+`)
+	bin := filepath.Join(dir, "probed")
+	goCmd(t, dir, buildEnv(), "build", usdtToolexec("-rules", "rules.yml"), "-o", bin, ".")
+	runOutput(t, bin, nil, "9 361 ?")
+	checkProbes(t, bin, "returns", []string{"entry__main__main", "exit__main__main", "entry__main__name", "exit__main__name"})
+	dump := goCmd(t, dir, nil, "tool", "objdump", "-s", `^main\.name$`, bin)
+	if !strings.Contains(dump, "TEXT main.name(SB)") {
+		t.Fatalf("no main.name in the objdump output:\n%s", dump)
+	}
+	for _, call := range []string{"runtime.deferprocStack", "runtime.deferproc("} {
+		if strings.Contains(dump, "CALL "+call) {
+			t.Errorf("main.name calls %s: its exit probe's deferred call is not open-coded", call)
+		}
+	}
+	if rets := strings.Count(dump, "\tRET"); rets > 2 {
+		t.Errorf("main.name has %d RET instructions, want one return and the one after a recovered panic", rets)
 	}
 }

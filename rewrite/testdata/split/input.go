@@ -67,3 +67,71 @@ func Ping(n int) int { return n }
 
 // Pong has exit probes only.
 func Pong(n int) (m int) { return n + 1 }
+
+// Sign leaves in three places, all turned into jumps to one return.
+func Sign(x int) (int, string) {
+	if x < 0 {
+		return -1, "negative"
+	} else if x == 0 {
+		return 0, "zero"
+	}
+	return 1, "positive"
+}
+
+// Clamp has named results and a bare return among others.
+func Clamp(lo, hi, x int) (y int, clamped bool) {
+	switch {
+	case x < lo:
+		return lo, true
+	case x > hi:
+		y, clamped = hi, true
+		return
+	}
+	y = x
+	return y, func() bool { return false }()
+}
+
+// Skip has no results: its early return and the end of its body.
+func Skip(xs []int) {
+	for _, x := range xs {
+		if x < 0 {
+			return
+		}
+		Sum(xs)
+	}
+}
+
+// Deferred keeps its returns: a panic in its deferred call would show
+// the line it returned at.
+func Deferred(xs []int) int {
+	defer Skip(nil)
+	for i, x := range xs {
+		if x < 0 {
+			return i
+		}
+	}
+	return len(xs)
+}
+
+// Shadowed keeps its returns: in the loop, y is another variable.
+func Shadowed(xs []int) (y int) {
+	for _, x := range xs {
+		if y := x * 2; y > 10 {
+			return y
+		}
+	}
+	return len(xs)
+}
+
+// Reused keeps its returns: its := assigns the parameter n, which it
+// would declare anew in a block.
+func Reused(s string, n int) (int, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := len(s)+n, error(nil)
+	if n > 10 {
+		return n, err
+	}
+	return -n, err
+}
