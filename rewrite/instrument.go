@@ -391,7 +391,7 @@ func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.Re
 	return returns
 }
 
-// fieldNames is the set of names the lists declare.
+// fieldNames is the set of names the lists declare, blank ones aside.
 func fieldNames(lists ...*ast.FieldList) map[string]bool {
 	names := map[string]bool{}
 	for _, list := range lists {
@@ -400,7 +400,9 @@ func fieldNames(lists ...*ast.FieldList) map[string]bool {
 		}
 		for _, field := range list.List {
 			for _, id := range field.Names {
-				names[id.Name] = true
+				if id.Name != "_" {
+					names[id.Name] = true
+				}
 			}
 		}
 	}

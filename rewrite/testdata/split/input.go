@@ -135,3 +135,13 @@ func Reused(s string, n int) (int, error) {
 	}
 	return -n, err
 }
+
+// Blanks gives its blank result a name to assign it, and jumps.
+func Blanks(xs []int) (_ int, ok bool) {
+	for _, x := range xs {
+		if x < 0 {
+			return x, false
+		}
+	}
+	return len(xs), true
+}
