@@ -79,12 +79,14 @@ var loads = map[Arch]map[int][2]string{
 	ARM64: {1: {"MOVB", "MOVBU"}, 2: {"MOVH", "MOVHU"}, 4: {"MOVW", "MOVWU"}, 8: {"MOVD", "MOVD"}},
 }
 
-// trampoline writes t's body, which loads the goroutine id from runtime.g at
+// trampoline writes t, which loads the goroutine id from runtime.g at
 // goidOffset and the arguments, then jumps to site number site+0(FP) of
 // sites. It returns the argument specs at the site.
 func trampoline(b *bytes.Buffer, arch Arch, t Trampoline, sites string, goidOffset int64) (argSpecs string) {
 	regs := trampolineRegs[arch]
+	// The site index, then the arguments after the goroutine id.
 	f := GoArgs(arch, append([]probe.Kind{probe.Int64}, t.Kinds[1:]...))
+	fmt.Fprintf(b, "\nTEXT ·%s(SB), %d, $0-%d\n", t.Symbol, flagNOSPLIT|flagNOFRAME, f.Size)
 	target, scratch := regs[len(regs)-1], regs[len(regs)-2]
 	// The site's address first: its registers may carry arguments after.
 	if arch == ARM64 {
@@ -134,9 +136,6 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, goidOffset int64, t
 		if len(t.Kinds) > len(trampolineRegs[arch])-1 {
 			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s has %d arguments, at most %d fit in registers", t.Symbol, len(t.Kinds), len(trampolineRegs[arch])-1)
 		}
-		// The site index, then the arguments after the goroutine id.
-		f := GoArgs(arch, append([]probe.Kind{probe.Int64}, t.Kinds[1:]...))
-		fmt.Fprintf(&b, "\nTEXT ·%s(SB), %d, $0-%d\n", t.Symbol, flagNOSPLIT|flagNOFRAME, f.Size)
 		specs[i] = trampoline(&b, arch, t, sites, goidOffset)
 	}
 	laid := make([]probe.Probe, len(probes))

@@ -89,7 +89,9 @@ func TestTrampoline(t *testing.T) {
 		code  string
 		specs string
 	}{
-		{"amd64", AMD64, mixed, `	MOVQ site+0(FP), R12
+		{"amd64", AMD64, mixed, `
+TEXT ·tr(SB), 516, $0-25
+	MOVQ site+0(FP), R12
 	LEAQ ·sites(SB), R13
 	LEAQ (R13)(R12*8), R13
 	MOVQ 152(R14), R14
@@ -100,7 +102,9 @@ func TestTrampoline(t *testing.T) {
 	MOVBQSX a5+24(FP), SI
 	JMP R13
 `, "-8@%r14 1@%rax -2@%rbx 4@%rcx 8@%rdx -1@%rsi"},
-		{"arm64", ARM64, mixed, `	MOVD site+0(FP), R10
+		{"arm64", ARM64, mixed, `
+TEXT ·tr(SB), 516, $0-25
+	MOVD site+0(FP), R10
 	MOVD $·sites(SB), R11
 	ADD R10<<3, R11, R11
 	MOVD 152(g), R12

@@ -357,7 +357,7 @@ func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.Re
 	if sig.Results().Len() == 0 {
 		exits++ // at the end of the body too
 	}
-	if !ok || len(returns) == 0 || exits < 2 {
+	if !ok || exits < 2 {
 		return nil
 	}
 	results := fieldNames(fd.Type.Results)

@@ -85,7 +85,8 @@ import (
 // Magic starts every table Build writes: its first seven bytes are not
 // valid UTF-8 nor a plausible pointer, so data that merely happens to hold
 // them is rare, and the checksum rejects the rest. The last byte is the
-// version: Magic's, or version4 for a table of stubs back to back.
+// version: Magic's, or version4 or version5 for a table of stubs back to
+// back.
 var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
 
 // version is the layout Build writes for stubs anywhere, version5 or

@@ -195,11 +195,10 @@ func TestDecodeRejects(t *testing.T) {
 	if back.Bytes[len(Magic)-1] != version4 {
 		t.Fatal("two probes' strings deflated")
 	}
-	records := back.Bytes[back.Layout.StringsOffset:]
-	k, stream := len(binary.AppendUvarint(nil, uint64(len(records)))), deflate(records)
-	stream = stream[k:]
+	whole := deflate(back.Bytes[back.Layout.StringsOffset:])
+	announced, k := binary.Uvarint(whole)
+	stream := whole[k:]
 	sized := func(n uint64) []byte { return append(binary.AppendUvarint(nil, n), stream...) }
-	announced := uint64(len(records))
 	// The deflated cases below each break one thing in this table.
 	if _, _, err := Decode(deflated(sized(announced)), 0x1000); err != nil {
 		t.Fatalf("the version 5 table the cases change: %v", err)
