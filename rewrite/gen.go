@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
+	"go/version"
 	"slices"
 	"strings"
 	"text/template"
@@ -35,7 +36,11 @@ func usdtAutoNanotime() int64
 type usdtAutoCString [{{.CStringSize}}]byte
 
 // set copies s, NUL-terminated and cut at {{.CStringMax}} bytes, for bpftrace's str().
-// It names no builtin (copy, len): the package may declare its own.
+// It names no builtin (copy, len): the package may declare its own. It is
+// not inlined: the fire functions that call it are one per signature of
+// every package, and its loop would be copied into each of them.
+//
+//go:noinline
 func (b *usdtAutoCString) set(s string) *byte {
 	n := (*[2]int)(unsafe.Pointer(&s))[1]
 	if n > {{.CStringMax}} {
@@ -55,9 +60,17 @@ func (b *usdtAutoCString) set(s string) *byte {
 // pointed to that an interface anywhere could call, dead code included.
 type usdtAutoPointer = unsafe.Pointer
 
+{{if .Generic}}
+// usdtAutoData is a map, channel or func as the pointer it is. It is
+// generic so that no value is converted to an interface: the linker would
+// then keep every method of the types the value's type names.
+func usdtAutoData[T interface{}](v T) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&v)) }
+{{else}}
 // usdtAutoData is an interface's data word: for a map, channel or func, the
-// value itself, which an interface holds directly.
+// value itself, which an interface holds directly. The package's Go is
+// older than generics, so the value goes through an interface.
 func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+{{end}}
 
 // usdtAutoType is an interface's type word: nil exactly when it is nil.
 func usdtAutoType(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0] }
@@ -72,8 +85,13 @@ func usdtAutoItabType(p unsafe.Pointer) (typ unsafe.Pointer) {
 	return typ
 }
 
+{{if .Generic}}
+// usdtAutoLen is the length of a slice, generic like usdtAutoData.
+func usdtAutoLen[E interface{}](v []E) int64 { return int64((*[3]int)(unsafe.Pointer(&v))[1]) }
+{{else}}
 // usdtAutoLen is the length of the slice v holds.
 func usdtAutoLen(v interface{}) int64 { return int64((*[3]int)(usdtAutoData(v))[1]) }
+{{end}}
 
 func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
@@ -104,8 +122,10 @@ type supportData struct {
 	Package                 string
 	Slots, Tail             int
 	CStringMax, CStringSize int
-	Fires                   []fireFunc
-	Exits                   []exitType
+	// Generic says the package's Go has type parameters (1.18).
+	Generic bool
+	Fires   []fireFunc
+	Exits   []exitType
 }
 
 // fireFunc is one fire function: one per argument signature, shared by
@@ -166,6 +186,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		CStringMax:  usdtrt.CStringMax,
 		CStringSize: usdtrt.CStringMax + 1,
 		Fires:       fires,
+		Generic:     cfg.GoVersion == "" || version.Compare(cfg.GoVersion, "go1.18") >= 0,
 	}
 	for i, x := range g.exits {
 		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: append([]string{"x.site"}, x.args...)}

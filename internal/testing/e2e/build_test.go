@@ -754,3 +754,85 @@ func main() { fmt.Println(name(3), name(19), name(20)) }
 		t.Errorf("main.name has %d RET instructions, want one return and the one after a recovered panic", rets)
 	}
 }
+
+// TestBuildKeepsElementMethodsOut is TestBuildKeepsUnusedMethodsOut for
+// slices, maps, channels and funcs of a type whose String method nothing
+// calls: converting any of them to an interface would keep the method, as
+// their type descriptors name the element type. A module older than
+// generics (Go 1.16) has its probes read them through an interface; it
+// must still build and run the same.
+func TestBuildKeepsElementMethodsOut(t *testing.T) {
+	for _, c := range []struct {
+		goVersion  string
+		wantUnused bool
+	}{
+		{"1.24", true},
+		{"1.16", false},
+	} {
+		t.Run("go"+c.goVersion, func(t *testing.T) {
+			dir := t.TempDir()
+			writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/unused\n\ngo "+c.goVersion+"\n")
+			writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n")
+			writeFile(t, filepath.Join(dir, "main.go"), `package main
+
+import "fmt"
+
+type celsius float64
+
+func (c celsius) String() string { return fmt.Sprintf("%.1f°C", float64(c)) }
+
+func warmest(cs []celsius) (max float64) {
+	for _, c := range cs {
+		if float64(c) > max {
+			max = float64(c)
+		}
+	}
+	return max
+}
+
+func count(m map[string]celsius, ch chan celsius, f func(celsius) bool) (n int) {
+	for _, c := range m {
+		if f(c) {
+			n++
+		}
+	}
+	for c := range ch {
+		if f(c) {
+			n++
+		}
+	}
+	return n
+}
+
+func main() {
+	ch := make(chan celsius, 1)
+	ch <- 30
+	close(ch)
+	hot := func(c celsius) bool { return c > 25 }
+	fmt.Println(warmest([]celsius{12, 31.5, 7}), count(map[string]celsius{"a": 26, "b": 3}, ch, hot))
+}
+`)
+			const method = "main.celsius.String"
+			plain := filepath.Join(dir, "plain")
+			probed := filepath.Join(dir, "probed")
+			goCmd(t, dir, buildEnv(), "build", "-o", plain, ".")
+			goCmd(t, dir, buildEnv(), "build", usdtToolexec("-rules", "rules.yml"), "-o", probed, ".")
+			runOutput(t, plain, nil, "31.5 2")
+			runOutput(t, probed, nil, "31.5 2")
+			checkProbes(t, probed, "unused", []string{
+				"entry__main__count", "exit__main__count", "entry__main__main", "exit__main__main",
+				"entry__main__celsius__String", "exit__main__celsius__String",
+				"entry__main__warmest", "exit__main__warmest",
+			})
+			if strings.Contains(goCmd(t, dir, nil, "tool", "nm", plain), method) {
+				t.Fatalf("the plain build has %s: the program no longer shows what this test is about", method)
+			}
+			if !c.wantUnused {
+				return
+			}
+			if syms := goCmd(t, dir, nil, "tool", "nm", probed); strings.Contains(syms, method) {
+				t.Errorf("the instrumented build has %s, which the plain one leaves out: a probe converted a value to an interface", method)
+			}
+		})
+	}
+}
