@@ -10,21 +10,24 @@ import (
 	"github.com/go-usdt/usdt/internal/probetable"
 )
 
-// Trampoline is the one assembly entry point of every probe whose arguments
-// have the same kinds. Kinds[0] is the running goroutine's id, which the
-// trampoline is not passed: Go declares it as
+// Trampoline is the one assembly entry point of every probe with Args
+// arguments after the goroutine id, which the trampoline is not passed: Go
+// declares it as
 //
-//	func Symbol(site int, a1 K1, a2 K2, ...)
+//	func Symbol(site int, a1 W1, a2 W2, ...)
 //
-// with the kinds Kinds[1:], and calls it with the index of the probe's
-// site. It loads the goroutine id and the arguments into registers and
-// jumps to that site, so every probe of a trampoline shares its argument
-// specs. Registers make the specs short ("8@%rbx", not "8@24(%rsp)"), and
-// a tracer reads them from the saved registers instead of copying from
-// the stack for every argument.
+// where each W is a 64-bit integer or a pointer, and calls it with the
+// index of the probe's site. It loads the goroutine id and the arguments
+// into registers and jumps to that site. Registers make the specs short
+// ("8@%rbx", not "8@24(%rsp)"), and a tracer reads them from the saved
+// registers instead of copying from the stack for every argument.
+//
+// Arguments are whole words so that probes of any kinds share it: the Go
+// caller widens a narrower one as its kind says (sign- or zero-extending),
+// and each site's note gives the kind's size and sign for the register.
 type Trampoline struct {
 	Symbol string
-	Kinds  []probe.Kind
+	Args   int
 }
 
 // Site is one probe behind a trampoline. Its Probe's Slot is its
@@ -72,40 +75,38 @@ func noteReg(arch Arch, reg string) string {
 	return "%r" + strings.ToLower(reg)
 }
 
-// loads are the instructions that load an ABI0 argument of each size,
-// extended to 64 bits, signed and unsigned.
-var loads = map[Arch]map[int][2]string{
-	AMD64: {1: {"MOVBQSX", "MOVBQZX"}, 2: {"MOVWQSX", "MOVWQZX"}, 4: {"MOVLQSX", "MOVL"}, 8: {"MOVQ", "MOVQ"}},
-	ARM64: {1: {"MOVB", "MOVBU"}, 2: {"MOVH", "MOVHU"}, 4: {"MOVW", "MOVWU"}, 8: {"MOVD", "MOVD"}},
-}
-
 // trampoline writes t, which loads the goroutine id from runtime.g at
 // goidOffset and the arguments, then jumps to site number site+0(FP) of
-// sites. It returns the argument specs at the site.
-func trampoline(b *bytes.Buffer, arch Arch, t Trampoline, sites string, goidOffset int64) (argSpecs string) {
+// sites.
+func trampoline(b *bytes.Buffer, arch Arch, t Trampoline, sites string, goidOffset int64) {
 	regs := trampolineRegs[arch]
 	// The site index, then the arguments after the goroutine id.
-	f := GoArgs(arch, append([]probe.Kind{probe.Int64}, t.Kinds[1:]...))
+	f := GoArgs(arch, slices.Repeat([]probe.Kind{probe.Uint64}, t.Args+1))
 	fmt.Fprintf(b, "\nTEXT ·%s(SB), %d, $0-%d\n", t.Symbol, flagNOSPLIT|flagNOFRAME, f.Size)
 	target, scratch := regs[len(regs)-1], regs[len(regs)-2]
 	// The site's address first: its registers may carry arguments after.
+	move := "MOVQ"
 	if arch == ARM64 {
+		move = "MOVD"
 		fmt.Fprintf(b, "\tMOVD site+0(FP), %[1]s\n\tMOVD $·%[3]s(SB), %[2]s\n\tADD %[1]s<<3, %[2]s, %[2]s\n", scratch, target, sites)
 		fmt.Fprintf(b, "\tMOVD %d(g), %s\n", goidOffset, regs[0])
 	} else {
 		fmt.Fprintf(b, "\tMOVQ site+0(FP), %[1]s\n\tLEAQ ·%[3]s(SB), %[2]s\n\tLEAQ (%[2]s)(%[1]s*8), %[2]s\n", scratch, target, sites)
 		fmt.Fprintf(b, "\tMOVQ %d(R14), R14\n", goidOffset)
 	}
-	specs := []string{spec(probe.Int64, noteReg(arch, regs[0]))}
-	for i, k := range t.Kinds[1:] {
-		load := loads[arch][k.Size()][1]
-		if k.Signed() {
-			load = loads[arch][k.Size()][0]
-		}
-		fmt.Fprintf(b, "\t%s a%d+%d(FP), %s\n", load, i+1, f.Offsets[i+1], regs[i+1])
-		specs = append(specs, spec(k, noteReg(arch, regs[i+1])))
+	for i := 1; i <= t.Args; i++ {
+		fmt.Fprintf(b, "\t%s a%d+%d(FP), %s\n", move, i, f.Offsets[i], regs[i])
 	}
 	fmt.Fprintf(b, jump[arch], target)
+}
+
+// registerSpecs are the argument specs of a site whose arguments have
+// these kinds, the goroutine id's first, as a trampoline loads them.
+func registerSpecs(arch Arch, kinds []probe.Kind) string {
+	specs := make([]string, len(kinds))
+	for i, k := range kinds {
+		specs[i] = spec(k, noteReg(arch, trampolineRegs[arch][i]))
+	}
 	return strings.Join(specs, " ")
 }
 
@@ -117,8 +118,8 @@ var jump = map[Arch]string{
 
 // Plan9Sites is Plan9 for packages with many probes: instead of one stub
 // function per probe it writes one function, sites, holding every probe's
-// site back to back, and one trampoline per distinct argument signature, so
-// the Go code that fires probes can be shared between probes too. The table
+// site back to back, and one trampoline per number of arguments, so the
+// Go code that fires probes can be shared between probes too. The table
 // is laid out as Plan9 lays it out, with each stub address pointing into
 // sites. goidOffset is where runtime.g holds the goroutine id.
 func Plan9Sites(arch Arch, header, pkg, table, sites string, goidOffset int64, tramps []Trampoline, probes []Site) ([]byte, probetable.Layout, error) {
@@ -128,23 +129,22 @@ func Plan9Sites(arch Arch, header, pkg, table, sites string, goidOffset int64, t
 	}
 	var b bytes.Buffer
 	b.WriteString(header)
-	specs := make([]string, len(tramps))
-	for i, t := range tramps {
-		if len(t.Kinds) == 0 || t.Kinds[0] != probe.Int64 {
-			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s does not start with the goroutine id", t.Symbol)
+	for _, t := range tramps {
+		// The goroutine id takes a register too, and the last one holds
+		// the site's address.
+		if t.Args > len(trampolineRegs[arch])-2 {
+			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s has %d arguments, at most %d fit in registers", t.Symbol, t.Args+1, len(trampolineRegs[arch])-1)
 		}
-		if len(t.Kinds) > len(trampolineRegs[arch])-1 {
-			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s has %d arguments, at most %d fit in registers", t.Symbol, len(t.Kinds), len(trampolineRegs[arch])-1)
-		}
-		specs[i] = trampoline(&b, arch, t, sites, goidOffset)
+		trampoline(&b, arch, t, sites, goidOffset)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, s := range probes {
-		if s.Trampoline < 0 || s.Trampoline >= len(tramps) || !slices.Equal(s.Probe.Kinds(), tramps[s.Trampoline].Kinds) {
+		kinds := s.Probe.Kinds()
+		if s.Trampoline < 0 || s.Trampoline >= len(tramps) || len(kinds) == 0 || kinds[0] != probe.Int64 || len(kinds)-1 != tramps[s.Trampoline].Args {
 			return nil, probetable.Layout{}, fmt.Errorf("asmgen: probe %s:%s does not match its trampoline", s.Probe.Provider, s.Probe.Name)
 		}
 		laid[i] = s.Probe
-		laid[i].Spec = specs[s.Trampoline]
+		laid[i].Spec = registerSpecs(arch, kinds)
 	}
 	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\nTEXT ·%s(SB), %d, $0-0\n", sc.size, sites, flagNOSPLIT|flagNOFRAME)
 	for _, s := range probes {

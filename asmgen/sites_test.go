@@ -10,7 +10,7 @@ import (
 )
 
 func TestPlan9Sites(t *testing.T) {
-	tramps := []Trampoline{{Symbol: "tr0", Kinds: []probe.Kind{probe.Int64, probe.String}}}
+	tramps := []Trampoline{{Symbol: "tr0", Args: 1}}
 	p := func(name string, kinds ...probe.Kind) probe.Probe {
 		pr := probe.Probe{Provider: "p", Name: name}
 		for _, k := range kinds {
@@ -38,8 +38,9 @@ func TestPlan9Sites(t *testing.T) {
 			"\tADD R10<<3, R11, R11\n",
 			"DATA ·tab+32(SB)/8, $·sites+0(SB)\n",
 		}, "", nil},
-		{"kinds differ", AMD64, []Site{{Probe: p("a", probe.Int64)}}, nil, "p:a does not match its trampoline", nil},
-		{"too many arguments", AMD64, nil, nil, "at most 12 fit in registers", []Trampoline{{Symbol: "tr0", Kinds: slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)}}},
+		{"arguments differ", AMD64, []Site{{Probe: p("a", probe.Int64)}}, nil, "p:a does not match its trampoline", nil},
+		{"no goroutine id", AMD64, []Site{{Probe: p("a", probe.String, probe.Int64)}}, nil, "p:a does not match its trampoline", nil},
+		{"too many arguments", AMD64, nil, nil, "at most 12 fit in registers", []Trampoline{{Symbol: "tr0", Args: probe.MaxArgs}}},
 		{"no trampoline", AMD64, []Site{{Probe: p("a", probe.Int64, probe.String), Trampoline: 1}}, nil, "p:a does not match its trampoline", nil},
 	}
 	for _, tt := range tests {
@@ -73,59 +74,82 @@ func TestPlan9Sites(t *testing.T) {
 	}
 }
 
-// TestTrampoline checks what a trampoline loads, and how the note names it,
-// for arguments of every width and signedness, the widest signature
-// included.
+// TestTrampoline checks what a trampoline loads, for the most arguments
+// a note has room for and for none.
 func TestTrampoline(t *testing.T) {
-	mixed := []probe.Kind{probe.Int64, probe.Bool, probe.Int16, probe.Uint32, probe.String, probe.Int8}
-	widest := make([]probe.Kind, probe.MaxArgs)
-	for i := range widest {
-		widest[i] = probe.Uint64
-	}
 	tests := []struct {
-		name  string
-		arch  Arch
-		kinds []probe.Kind
-		code  string
-		specs string
+		name string
+		arch Arch
+		args int
+		code string
 	}{
-		{"amd64", AMD64, mixed, `
-TEXT ·tr(SB), 516, $0-25
+		{"amd64", AMD64, 4, `
+TEXT ·tr(SB), 516, $0-40
 	MOVQ site+0(FP), R12
 	LEAQ ·sites(SB), R13
 	LEAQ (R13)(R12*8), R13
 	MOVQ 152(R14), R14
-	MOVBQZX a1+8(FP), AX
-	MOVWQSX a2+10(FP), BX
-	MOVL a3+12(FP), CX
-	MOVQ a4+16(FP), DX
-	MOVBQSX a5+24(FP), SI
+	MOVQ a1+8(FP), AX
+	MOVQ a2+16(FP), BX
+	MOVQ a3+24(FP), CX
+	MOVQ a4+32(FP), DX
 	JMP R13
-`, "-8@%r14 1@%rax -2@%rbx 4@%rcx 8@%rdx -1@%rsi"},
-		{"arm64", ARM64, mixed, `
-TEXT ·tr(SB), 516, $0-25
+`},
+		{"arm64", ARM64, 4, `
+TEXT ·tr(SB), 516, $0-40
 	MOVD site+0(FP), R10
 	MOVD $·sites(SB), R11
 	ADD R10<<3, R11, R11
 	MOVD 152(g), R12
-	MOVBU a1+8(FP), R0
-	MOVH a2+10(FP), R1
-	MOVWU a3+12(FP), R2
-	MOVD a4+16(FP), R3
-	MOVB a5+24(FP), R4
+	MOVD a1+8(FP), R0
+	MOVD a2+16(FP), R1
+	MOVD a3+24(FP), R2
+	MOVD a4+32(FP), R3
 	JMP (R11)
-`, "-8@x12 1@x0 -2@x1 4@x2 8@x3 -1@x4"},
-		{"amd64 widest", AMD64, widest, "", "-8@%r14 8@%rax 8@%rbx 8@%rcx 8@%rdx 8@%rsi 8@%rdi 8@%r8 8@%r9 8@%r10 8@%r11 8@%r12"},
-		{"arm64 widest", ARM64, widest, "", "-8@x12 8@x0 8@x1 8@x2 8@x3 8@x4 8@x5 8@x6 8@x7 8@x8 8@x9 8@x10"},
+`},
+		{"amd64 none", AMD64, 0, `
+TEXT ·tr(SB), 516, $0-8
+	MOVQ site+0(FP), R12
+	LEAQ ·sites(SB), R13
+	LEAQ (R13)(R12*8), R13
+	MOVQ 152(R14), R14
+	JMP R13
+`},
+		{"amd64 widest", AMD64, probe.MaxArgs - 1, "\tMOVQ a11+88(FP), R12\n\tJMP R13\n"},
+		{"arm64 widest", ARM64, probe.MaxArgs - 1, "\tMOVD a11+88(FP), R10\n\tJMP (R11)\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			specs := trampoline(&b, tt.arch, Trampoline{Symbol: "tr", Kinds: tt.kinds}, "sites", 152)
-			if tt.code != "" && b.String() != tt.code {
-				t.Errorf("code:\n%s\nwant:\n%s", b.String(), tt.code)
+			trampoline(&b, tt.arch, Trampoline{Symbol: "tr", Args: tt.args}, "sites", 152)
+			if !strings.HasSuffix(b.String(), tt.code) {
+				t.Errorf("code:\n%s\nwant it to end in:\n%s", b.String(), tt.code)
 			}
-			if specs != tt.specs {
+		})
+	}
+}
+
+// TestRegisterSpecs checks how a note names what a trampoline loaded, for
+// arguments of every width and signedness, the widest signature included:
+// the register, with the size and sign of the argument's kind.
+func TestRegisterSpecs(t *testing.T) {
+	mixed := []probe.Kind{probe.Int64, probe.Bool, probe.Int16, probe.Uint32, probe.String, probe.Int8}
+	widest := slices.Repeat([]probe.Kind{probe.Uint64}, probe.MaxArgs)
+	widest[0] = probe.Int64
+	tests := []struct {
+		name  string
+		arch  Arch
+		kinds []probe.Kind
+		specs string
+	}{
+		{"amd64", AMD64, mixed, "-8@%r14 1@%rax -2@%rbx 4@%rcx 8@%rdx -1@%rsi"},
+		{"arm64", ARM64, mixed, "-8@x12 1@x0 -2@x1 4@x2 8@x3 -1@x4"},
+		{"amd64 widest", AMD64, widest, "-8@%r14 8@%rax 8@%rbx 8@%rcx 8@%rdx 8@%rsi 8@%rdi 8@%r8 8@%r9 8@%r10 8@%r11 8@%r12"},
+		{"arm64 widest", ARM64, widest, "-8@x12 8@x0 8@x1 8@x2 8@x3 8@x4 8@x5 8@x6 8@x7 8@x8 8@x9 8@x10"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if specs := registerSpecs(tt.arch, tt.kinds); specs != tt.specs {
 				t.Errorf("specs %q, want %q", specs, tt.specs)
 			}
 		})

@@ -58,42 +58,52 @@ func (b *usdtAutoCString) set(s string) *byte {
 // unsafe. Pointers, and the results exit probes read, are never converted
 // to an interface: the linker would then keep every method of the type
 // pointed to that an interface anywhere could call, dead code included.
+// usdtAutoWord passes a pointer to a trampoline as the number it is.
 type usdtAutoPointer = unsafe.Pointer
+
+func usdtAutoWord(p unsafe.Pointer) uint64 { return *(*uint64)(unsafe.Pointer(&p)) }
+
+func usdtAutoBool(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
 
 {{if .Generic}}
 // usdtAutoData is a map, channel or func as the pointer it is. It is
 // generic so that no value is converted to an interface: the linker would
 // then keep every method of the types the value's type names.
-func usdtAutoData[T interface{}](v T) unsafe.Pointer { return *(*unsafe.Pointer)(unsafe.Pointer(&v)) }
+func usdtAutoData[T interface{}](v T) uint64 { return *(*uint64)(unsafe.Pointer(&v)) }
 {{else}}
 // usdtAutoData is an interface's data word: for a map, channel or func, the
 // value itself, which an interface holds directly. The package's Go is
 // older than generics, so the value goes through an interface.
-func usdtAutoData(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1] }
+func usdtAutoData(v interface{}) uint64 { return (*[2]uint64)(unsafe.Pointer(&v))[1] }
 {{end}}
 
-// usdtAutoType is an interface's type word: nil exactly when it is nil.
-func usdtAutoType(v interface{}) unsafe.Pointer { return (*[2]unsafe.Pointer)(unsafe.Pointer(&v))[0] }
+// usdtAutoType is an interface's type word: 0 exactly when it is nil.
+func usdtAutoType(v interface{}) uint64 { return (*[2]uint64)(unsafe.Pointer(&v))[0] }
 
 // usdtAutoItabType is the type word of the non-empty interface at p, as
 // usdtAutoType gives it: such an interface holds an itab, whose second
 // word is the type.
-func usdtAutoItabType(p unsafe.Pointer) (typ unsafe.Pointer) {
-	if w := *(*unsafe.Pointer)(p); w != typ {
-	typ = (*[2]unsafe.Pointer)(w)[1]
+func usdtAutoItabType(p unsafe.Pointer) (typ uint64) {
+	if w := *(*unsafe.Pointer)(p); usdtAutoWord(w) != 0 {
+	typ = (*[2]uint64)(w)[1]
 	}
 	return typ
 }
 
 {{if .Generic}}
 // usdtAutoLen is the length of a slice, generic like usdtAutoData.
-func usdtAutoLen[E interface{}](v []E) int64 { return int64((*[3]int)(unsafe.Pointer(&v))[1]) }
+func usdtAutoLen[E interface{}](v []E) uint64 { return (*[3]uint64)(unsafe.Pointer(&v))[1] }
 {{else}}
 // usdtAutoLen is the length of the slice v holds.
-func usdtAutoLen(v interface{}) int64 { return int64((*[3]int)(usdtAutoData(v))[1]) }
+func usdtAutoLen(v interface{}) uint64 { return (*[3]uint64)((*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1])[1] }
 {{end}}
 
-func usdtAutoF32(f float32) uint32 { return *(*uint32)(unsafe.Pointer(&f)) }
+func usdtAutoF32(f float32) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&f))) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 {{range .Fires}}{{if .Bufs}}
 //go:noinline
@@ -105,7 +115,7 @@ func usdtAutoFire{{.N}}({{join .Params ", "}}) {
 //go:noescape
 func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{else}}
-// usdtAutoFire{{.N}} is a trampoline: its arguments need no converting.
+// usdtAutoFire{{.N}} is a trampoline: its arguments need no copying.
 //
 //go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}})
@@ -128,10 +138,11 @@ type supportData struct {
 	Exits   []exitType
 }
 
-// fireFunc is one fire function: one per argument signature, shared by
-// every probe with those kinds, the site index saying which probe fires.
-// It is the trampoline itself, or, when strings need copying into C
-// strings (Bufs), a Go function calling its trampoline.
+// fireFunc is one fire function: one per sequence of strings and words
+// (every other kind), shared by every probe whose arguments are passed
+// that way, the site index saying which probe fires. It is the trampoline
+// itself, or, when strings need copying into C strings (Bufs), a Go
+// function calling its trampoline.
 type fireFunc struct {
 	N                        int
 	Params, StubParams, Call []string
@@ -172,7 +183,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		if len(f.Bufs) > 0 {
 			symbol = fmt.Sprintf("usdtAutoTramp%d", i)
 		}
-		tramps[i] = asmgen.Trampoline{Symbol: symbol, Kinds: append([]probe.Kind{probe.Int64}, kinds...)}
+		tramps[i] = asmgen.Trampoline{Symbol: symbol, Args: len(kinds)}
 	}
 	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", cfg.GoidOffset, tramps, g.probes)
 	if err != nil {

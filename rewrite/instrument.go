@@ -56,8 +56,17 @@ func newGenerator(pkg *types.Package, info *types.Info, provider string, files [
 }
 
 // fire returns the index of the shared fire function for arguments of
-// these kinds.
+// these kinds, which pass strings as strings and everything else as a
+// uint64 (see convert).
 func (g *generator) fire(kinds []probe.Kind) int {
+	passed := make([]probe.Kind, len(kinds))
+	for i, k := range kinds {
+		passed[i] = probe.Uint64
+		if k == probe.String {
+			passed[i] = probe.String
+		}
+	}
+	kinds = passed
 	key := fmt.Sprint(kinds)
 	if i, ok := g.fireIndex[key]; ok {
 		return i
@@ -235,7 +244,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		fn.Dropped += len(dropped)
 		fn.Exit = autoprobe.Name("exit", g.pkg.Name(), name)
 		args = append([]probe.Arg{elapsedArg}, args...)
-		exprs = append([]string{"usdtAutoNanotime() - x.start"}, exprs...)
+		exprs = append([]string{"uint64(usdtAutoNanotime() - x.start)"}, exprs...)
 		site, fireFn := g.add(fd, fn.Exit, args, dropped, sem)
 		shape := g.exit(fireFn, len(ptrs), exprs)
 		// Registered first, the deferred call runs last: after any
