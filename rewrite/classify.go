@@ -96,21 +96,19 @@ func convertAt(t types.Type, p string) (probe.Kind, string, bool) {
 		if u.Kind() == types.String {
 			return k, load("string"), true
 		}
-		// int and uint are 64 bits wide on every supported GOARCH, and
-		// so are pointers.
-		if size := k.Size(); size < 8 {
-			return k, fmt.Sprintf("uint64(%s)", load(fmt.Sprintf("uint%d", size*8))), true
-		}
-		return k, load("uint64"), true
-	case *types.Pointer, *types.Map, *types.Chan, *types.Signature:
-		return k, load("uint64"), true
 	case *types.Interface:
-		if u.Empty() {
-			return k, load("uint64"), true
+		if !u.Empty() {
+			return k, "usdtAutoItabType(" + p + ")", true
 		}
-		return k, "usdtAutoItabType(" + p + ")", true
 	case *types.Slice:
 		return k, "(*[3]uint64)(" + p + ")[1]", true
 	}
-	return k, "0", false
+	// The rest is read as the word or narrower integer it is: int, uint
+	// and pointers (maps, channels and funcs too) are 64 bits wide on
+	// every supported GOARCH, floats are read as their bits, and an empty
+	// interface as its type word.
+	if size := k.Size(); size < 8 {
+		return k, fmt.Sprintf("uint64(%s)", load(fmt.Sprintf("uint%d", size*8))), true
+	}
+	return k, load("uint64"), true
 }
