@@ -7,6 +7,8 @@
 #   own    go-jsonnet VERSION's cmd/jsonnet, its own packages probed
 #          (github.com/google/go-jsonnet/...): about 1k probes
 #   all    the same with "..." (the standard library too): about 10k
+#   entry  the same "..." with entry probes only (probes: [entry]): about
+#          5k, what a selection costs without the exit probes' deferred call
 #   big    scripts/testdata/bigjsonnet, which links go-jsonnet and large
 #          standard library packages (net/http, go/types, crypto/tls,
 #          html/template, ...), with "...": 25k+
@@ -28,18 +30,18 @@
 #             (with the probe limits raised), killed after TIMEOUT seconds
 #
 # The go-jsonnet testdata programs (testdata/*.jsonnet) run under the plain
-# and the probed cmd/jsonnet of `own` and `all`: stdout, stderr and exit
+# and the probed cmd/jsonnet of `own`, `all` and `entry`: stdout, stderr and exit
 # code must be the same, else the script fails.
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, OUT= (a new temp dir if
-# empty), PROGRAMS="own all big".
+# empty), PROGRAMS="own all entry big".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 REPO=$PWD
 VERSION=${VERSION:-v0.21.0}
 TIMEOUT=${TIMEOUT:-180}
-read -r -a programs <<<"${PROGRAMS:-own all big}"
+read -r -a programs <<<"${PROGRAMS:-own all entry big}"
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod USDT_RULES=
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-scale.XXXXXX")}
 SID=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}
@@ -57,6 +59,7 @@ chmod -R u+w "$OUT/jsonnet" "$OUT/big"
 (cd "$OUT/big" && go mod download)
 printf 'provider: jn\nrules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/own.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n' >"$OUT/all.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/entry.yml"
 cp "$OUT/all.yml" "$OUT/big.yml"
 
 now() { date +%s.%N; }
