@@ -19,7 +19,6 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
-	"github.com/cilium/ebpf/rlimit"
 	"golang.org/x/sys/unix"
 )
 
@@ -58,9 +57,7 @@ func Run(opt Options) error {
 		return err
 	}
 	describe(sites)
-	if err := rlimit.RemoveMemlock(); err != nil {
-		return bpfError(err)
-	}
+	raiseMemlock()
 	objs, err := loadObjects(len(sites))
 	if err != nil {
 		return bpfError(err)
@@ -215,6 +212,18 @@ func attach(bin string, objs *objects, sites []site, pid int) ([]link.Link, stri
 }
 
 // bpfError adds the fix to the errors a user without BPF gets.
+// raiseMemlock lifts RLIMIT_MEMLOCK, which kernels before 5.11 charged BPF
+// maps to; later ones charge the cgroup. A process that may not raise it
+// (no CAP_SYS_RESOURCE) goes on: where the limit matters, loading fails
+// with EPERM, which bpfError explains. cilium/ebpf/rlimit would decide by
+// creating a BPF map in its init function, which every process of this
+// executable would then run, each compile of an instrumented build
+// included.
+func raiseMemlock() {
+	unlimited := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
+	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited)
+}
+
 func bpfError(err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
