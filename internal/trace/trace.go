@@ -211,7 +211,6 @@ func attach(bin string, objs *objects, sites []site, pid int) ([]link.Link, stri
 	return links, "with one uprobe per site", nil
 }
 
-// bpfError adds the fix to the errors a user without BPF gets.
 // raiseMemlock lifts RLIMIT_MEMLOCK, which kernels before 5.11 charged BPF
 // maps to; later ones charge the cgroup. A process that may not raise it
 // (no CAP_SYS_RESOURCE) goes on: where the limit matters, loading fails
@@ -224,6 +223,7 @@ func raiseMemlock() {
 	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited)
 }
 
+// bpfError adds the fix to the errors a user without BPF gets.
 func bpfError(err error) error {
 	switch {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
