@@ -12,6 +12,7 @@
 //	    exclude: ["*.String", "init"]     # globs on the same names; default none
 //	    probes: [entry, exit]             # which probes to insert; default both
 //	    args: true                        # pass arguments and results; default true
+//	    unwind: true                      # exit probes fire on panics too; default true
 //
 // provider is the USDT provider name that bpftrace, perf and gdb show for
 // every automatic probe, so it must match [A-Za-z_][A-Za-z0-9_]*.
@@ -20,6 +21,14 @@
 // instead). With args true, the entry probe carries the receiver and the
 // parameters and the exit probe the results; with args false the probes carry
 // no arguments.
+//
+// With unwind true, the exit probe is a deferred call: it fires on every
+// return and also while a panic or runtime.Goexit unwinds through the
+// function. With unwind false, it fires at the function's returns only,
+// and costs about half the code: no deferred call, and the function's
+// results need not live in memory for it. A function whose returns cannot
+// all be joined into one (see usdt-toolexec's documentation) keeps the
+// deferred call. unwind false in a rule without exit probes is an error.
 //
 // Every key is checked: an unknown key, a value of the wrong type (a quoted
 // "true" is a string, not a boolean; exclude and probes want lists even for

@@ -78,7 +78,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Rule{Index: 0, Pos: Pos{File: "usdt.yml", Line: 1, Col: 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true}
+	want := Rule{Index: 0, Pos: Pos{File: "usdt.yml", Line: 1, Col: 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true, Unwind: true}
 	if rs.Provider != "go" || len(rs.Rules) != 1 || !equalRule(rs.Rules[0], want) {
 		t.Errorf("got provider %q rules %+v, want go and %+v", rs.Provider, rs.Rules, want)
 	}
@@ -97,6 +97,7 @@ rules:
     exclude: ["HandleDebug"]
     probes: [exit]
     args: false
+    unwind: false
   - package: example.com/cart
     exclude: *common
     probes: [exit, entry]
@@ -115,9 +116,9 @@ rules:
 	}
 	want := []Rule{
 		{Index: 0, Pos: Pos{File: "f.yml", Line: 4, Col: 5}, Package: "example.com/shop/...", Func: "Handle*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false},
-		{Index: 1, Pos: Pos{File: "f.yml", Line: 9, Col: 5}, Package: "example.com/cart", Func: "*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true},
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: false},
+		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, Unwind: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
 		t.Fatalf("got %+v", rs)
@@ -132,7 +133,7 @@ rules:
 func equalRule(a, b Rule) bool {
 	return a.Index == b.Index && a.Pos == b.Pos && a.Package == b.Package && a.Func == b.Func &&
 		strings.Join(a.Exclude, "\x00") == strings.Join(b.Exclude, "\x00") &&
-		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args
+		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind
 }
 
 func TestParseHash(t *testing.T) {

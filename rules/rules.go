@@ -32,6 +32,11 @@ type Rule struct {
 	Entry   bool     // insert an entry probe
 	Exit    bool     // insert an exit probe
 	Args    bool     // entry passes receiver and parameters, exit passes results
+	// Unwind makes the exit probe a deferred call, which also fires when
+	// a panic or runtime.Goexit unwinds through the function; without it
+	// the exit probe fires at the function's returns only, for about half
+	// the code.
+	Unwind bool
 }
 
 func (r Rule) String() string {
@@ -136,7 +141,7 @@ func (p *parser) errorf(n *yaml.Node, hint, format string, args ...any) {
 
 var (
 	topKeys  = []string{"provider", "rules"}
-	ruleKeys = []string{"package", "func", "exclude", "probes", "args"}
+	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind"}
 )
 
 // topLevel reads the top-level mapping: provider and the rules list.
@@ -212,7 +217,7 @@ func (p *parser) rules(v *yaml.Node, rs *Rules) {
 		return
 	}
 	for i, item := range seq.Content {
-		r := Rule{Index: i, Pos: posOf(p.file, item), Func: "*", Entry: true, Exit: true, Args: true}
+		r := Rule{Index: i, Pos: posOf(p.file, item), Func: "*", Entry: true, Exit: true, Args: true, Unwind: true}
 		p.rule(item, &r)
 		rs.Rules = append(rs.Rules, r)
 	}
@@ -227,6 +232,7 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 		return
 	}
 	hasPackage := false
+	var unwind *yaml.Node
 	p.mapping(n, ruleKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "package":
@@ -259,6 +265,11 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 			if b, ok := p.boolean(k, v); ok {
 				r.Args = b
 			}
+		case "unwind":
+			if b, ok := p.boolean(k, v); ok {
+				r.Unwind = b
+				unwind = k
+			}
 		}
 	}, func(key string) string {
 		if slices.Contains(topKeys, key) {
@@ -266,6 +277,9 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 		}
 		return ""
 	})
+	if unwind != nil && !r.Unwind && !r.Exit {
+		p.errorf(unwind, "remove unwind, or add exit to probes", "unwind: false is about exit probes, and rule %d has none", r.Index+1)
+	}
 	if !hasPackage {
 		p.errorf(item, `every rule needs an import path pattern, e.g. package: "example.com/shop/..."`, "rule %d has no package", r.Index+1)
 	}
@@ -477,6 +491,7 @@ var wellKnownMistakes = map[string]string{
 	"excludes": "exclude", "skip": "exclude", "ignore": "exclude",
 	"probe": "probes", "enter": "entry", "start": "entry", "return": "exit", "end": "exit", "leave": "exit",
 	"arguments": "args", "params": "args",
+	"panic": "unwind", "panics": "unwind", "goexit": "unwind",
 	"rule": "rules",
 }
 
