@@ -33,6 +33,10 @@ var usdtAutoTable struct {
 //go:linkname usdtAutoNanotime runtime.nanotime
 func usdtAutoNanotime() int64
 
+// usdtAutoSince is the time since start, as an exit probe fired at a
+// return passes it.
+func usdtAutoSince(start int64) uint64 { return uint64(usdtAutoNanotime() - start) }
+
 type usdtAutoCString [{{.CStringSize}}]byte
 
 // set copies s, NUL-terminated and cut at {{.CStringMax}} bytes, for bpftrace's str().

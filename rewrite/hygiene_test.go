@@ -15,8 +15,11 @@ import (
 )
 
 // allFuncs selects every function of the test package, entry and exit
-// probes with arguments.
-const allFuncs = "provider: hyg\nrules:\n  - package: example.com/shop\n"
+// probes with arguments; atReturns does too, with unwind: false.
+const (
+	allFuncs  = "provider: hyg\nrules:\n  - package: example.com/shop\n"
+	atReturns = allFuncs + "    unwind: false\n"
+)
 
 // writeFiles writes files (name to source) into a new directory and
 // returns their paths, sorted.
@@ -35,10 +38,11 @@ func writeFiles(t testing.TB, files map[string]string) []string {
 	return paths
 }
 
-// instrumentAll instruments every function of the package the files make.
-func instrumentAll(t testing.TB, paths []string) (*rewrite.Result, string, error) {
+// instrumentAll instruments every function of the package the files make,
+// as the rules file text says.
+func instrumentAll(t testing.TB, paths []string, text string) (*rewrite.Result, string, error) {
 	t.Helper()
-	r, err := rules.Parse("rules.yml", []byte(allFuncs))
+	r, err := rules.Parse("rules.yml", []byte(text))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,13 +101,15 @@ func nil0() []byte { return []byte{} }
 func Tiny(s string) string { return s }
 `
 
-var hygieneCases = []struct {
+type hygieneCase struct {
 	name  string
 	files map[string]string
 	// skipped is what the Skipped reason must contain; empty when
 	// the package must be instrumented.
 	skipped string
-}{
+}
+
+var hygieneCases = []hygieneCase{
 	{
 		name:  "own copy",
 		files: map[string]string{"a.go": "package shop\nfunc copy(a, b []byte) {}\n" + kinds},
@@ -152,30 +158,38 @@ var hygieneCases = []struct {
 // failed to build before the generated code became hygienic.
 func TestHygiene(t *testing.T) {
 	for _, tt := range hygieneCases {
-		t.Run(tt.name, func(t *testing.T) {
-			paths := writeFiles(t, tt.files)
-			if err := typeCheckFiles(t, paths); err != nil {
-				t.Fatalf("the case itself does not type-check: %v", err)
+		for _, text := range []string{allFuncs, atReturns} {
+			name := tt.name
+			if text == atReturns {
+				name += ", unwind false"
 			}
-			res, out, err := instrumentAll(t, paths)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.skipped != "" {
-				if res == nil || !strings.Contains(res.Skipped, tt.skipped) {
-					t.Fatalf("Package = %+v, want it skipped saying %q", res, tt.skipped)
-				}
-				return
-			}
-			if res == nil || res.Skipped != "" {
-				t.Fatalf("Package = %+v, want the package instrumented", res)
-			}
-			if err := typeCheckFiles(t, res.Files); err != nil {
-				t.Fatalf("instrumented package does not type-check: %v", err)
-			}
-			compile(t, "amd64", out, res)
-		})
+			t.Run(name, func(t *testing.T) { testHygiene(t, tt, text) })
+		}
 	}
+}
+
+func testHygiene(t *testing.T, tt hygieneCase, text string) {
+	paths := writeFiles(t, tt.files)
+	if err := typeCheckFiles(t, paths); err != nil {
+		t.Fatalf("the case itself does not type-check: %v", err)
+	}
+	res, out, err := instrumentAll(t, paths, text)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tt.skipped != "" {
+		if res == nil || !strings.Contains(res.Skipped, tt.skipped) {
+			t.Fatalf("Package = %+v, want it skipped saying %q", res, tt.skipped)
+		}
+		return
+	}
+	if res == nil || res.Skipped != "" {
+		t.Fatalf("Package = %+v, want the package instrumented", res)
+	}
+	if err := typeCheckFiles(t, res.Files); err != nil {
+		t.Fatalf("instrumented package does not type-check: %v", err)
+	}
+	compile(t, "amd64", out, res)
 }
 
 // FuzzInstrument instruments every function of a one-file package that
@@ -203,20 +217,22 @@ func FuzzInstrument(f *testing.F) {
 		if typeCheckFiles(t, paths) != nil {
 			t.Skip("not a package that type-checks")
 		}
-		res, _, err := instrumentAll(t, paths)
-		if err != nil {
-			t.Fatalf("instrumenting a package that type-checks: %v", err)
-		}
-		if res == nil || res.Skipped != "" {
-			return
-		}
-		if err := typeCheckFiles(t, res.Files); err != nil {
-			var gen []byte
-			for _, p := range res.Files {
-				b, _ := os.ReadFile(p)
-				gen = append(append(gen, "\n==> "+filepath.Base(p)+"\n"...), b...)
+		for _, text := range []string{allFuncs, atReturns} {
+			res, _, err := instrumentAll(t, paths, text)
+			if err != nil {
+				t.Fatalf("instrumenting a package that type-checks: %v", err)
 			}
-			t.Fatalf("instrumented package does not type-check: %v\n%s", err, gen)
+			if res == nil || res.Skipped != "" {
+				return
+			}
+			if err := typeCheckFiles(t, res.Files); err != nil {
+				var gen []byte
+				for _, p := range res.Files {
+					b, _ := os.ReadFile(p)
+					gen = append(append(gen, "\n==> "+filepath.Base(p)+"\n"...), b...)
+				}
+				t.Fatalf("instrumented package does not type-check (%q): %v\n%s", text, err, gen)
+			}
 		}
 	})
 }
@@ -227,7 +243,7 @@ func FuzzInstrument(f *testing.F) {
 // caller of recover, and the panic would go on).
 func TestRecoverNotSplit(t *testing.T) {
 	paths := writeFiles(t, map[string]string{"a.go": "package shop\nfunc Rec(p *interface{}) { *p = recover() }\nfunc Tiny() int { return 1 }\n"})
-	res, _, err := instrumentAll(t, paths)
+	res, _, err := instrumentAll(t, paths, allFuncs)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +263,7 @@ func TestUsdtgenFilesNotInstrumented(t *testing.T) {
 		"a.go":             "package shop\nfunc Buy(n int) int { return n }\n",
 		"shop_usdt_gen.go": "// Code generated by usdtgen from shop.d. DO NOT EDIT.\n\npackage shop\nfunc ShopSold(n int64) {}\n",
 	})
-	res, _, err := instrumentAll(t, paths)
+	res, _, err := instrumentAll(t, paths, allFuncs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -200,12 +200,29 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		site, fireFn := g.add(fd, fn.Entry, args, dropped, sem)
 		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
 	}
+	// join turns the returns into jumps to one return at the end of the
+	// body; atReturn fires the exit probe there instead of in a deferred
+	// call (unwind: false).
 	var returns []*ast.ReturnStmt
+	join, atReturn := false, false
 	if rule.Exit {
-		returns = g.singleExit(fd, sig)
+		var why string
+		returns, why = g.joinable(fd, sig)
+		exits := len(returns)
+		if sig.Results().Len() == 0 {
+			exits++ // at the end of the body too
+		}
+		if why == "" && exits == 0 {
+			why = "it never returns"
+		}
+		atReturn = why == "" && !rule.Unwind
+		join = why == "" && (exits >= 2 || atReturn)
+		if !rule.Unwind && !atReturn {
+			fn.Deferred = why
+		}
 	}
 	var results []value
-	if (rule.Exit && rule.Args || returns != nil) && fd.Type.Results != nil && sig.Results().Len() > 0 {
+	if (rule.Exit && rule.Args || join) && fd.Type.Results != nil && sig.Results().Len() > 0 {
 		res := fd.Type.Results
 		if !res.Opening.IsValid() {
 			// A lone unnamed result needs parentheses to get a name.
@@ -213,54 +230,80 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		}
 		results = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
 	}
-	// bodyEdits turn the returns into jumps to one return at the end of
-	// the body, which gets a block of its own: a jump may not skip
-	// declarations in the label's block.
-	var bodyEdits []splice
-	opening := ""
-	if returns != nil {
-		label := g.id("Return")
-		var names []string
-		for _, v := range results {
-			names = append(names, v.name)
-		}
-		for _, r := range returns {
-			if len(r.Results) == 0 {
-				bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "goto " + label})
-				continue
-			}
-			bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "{ " + strings.Join(names, ", ") + " ="},
-				splice{at: off(r.End()), text: "; goto " + label + " }"})
-		}
-		opening = "{ "
-		bodyEdits = append(bodyEdits, splice{at: off(fd.Body.Rbrace), text: "}; " + label + ": return "})
-	}
+	var exitFire, start string
 	if rule.Exit {
 		var vals []value
 		if rule.Args {
 			vals = results
 		}
-		args, exprs, ptrs, dropped := g.passAt(vals)
-		fn.Dropped += len(dropped)
 		fn.Exit = autoprobe.Name("exit", g.pkg.Name(), name)
-		args = append([]probe.Arg{elapsedArg}, args...)
-		exprs = append([]string{"uint64(usdtAutoNanotime() - x.start)"}, exprs...)
-		site, fireFn := g.add(fd, fn.Exit, args, dropped, sem)
-		shape := g.exit(fireFn, len(ptrs), exprs)
-		// Registered first, the deferred call runs last: after any
-		// recover in the function has set the final results. It is a
-		// method value of a generated type that holds the results'
-		// addresses, not a func literal: a literal would be the
-		// function's func1 and renumber the user's closures (main.f.func1
-		// would become main.f.func2 in tracebacks and profiles), and
-		// deferring a call with arguments would renumber its deferwraps.
-		// It also carries the start time, taken after the entry probe
-		// fired, so that each call (recursive ones included) measures
-		// itself; a panic unwinding through the function runs it too.
-		fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), g.prefix + "Nanotime()"}, ptrs...), ", ")))
+		if atReturn {
+			var dropped []probe.Arg
+			if len(vals) > probe.MaxArgs-2 {
+				dropped = g.drop(vals[probe.MaxArgs-2:])
+				vals = vals[:probe.MaxArgs-2]
+			}
+			args, exprs, _ := g.pass(vals)
+			fn.Dropped += len(dropped)
+			site, fireFn := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem)
+			// The start time is taken after the entry probe fired, and is
+			// zero unless the semaphore was set then: a call that began
+			// untraced fires no exit probe, as with the deferred call.
+			start = g.id("Start")
+			fire = append(fire, start+" = "+g.prefix+"Nanotime()")
+			elapsed := fmt.Sprintf("%sSince(%s)", g.prefix, start)
+			exitFire = fmt.Sprintf("if %s != 0 { %sFire%d(%s) }; ", start, g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
+		} else {
+			args, exprs, ptrs, dropped := g.passAt(vals)
+			fn.Dropped += len(dropped)
+			args = append([]probe.Arg{elapsedArg}, args...)
+			exprs = append([]string{"uint64(usdtAutoNanotime() - x.start)"}, exprs...)
+			site, fireFn := g.add(fd, fn.Exit, args, dropped, sem)
+			shape := g.exit(fireFn, len(ptrs), exprs)
+			// Registered first, the deferred call runs last: after any
+			// recover in the function has set the final results. It is a
+			// method value of a generated type that holds the results'
+			// addresses, not a func literal: a literal would be the
+			// function's func1 and renumber the user's closures (main.f.func1
+			// would become main.f.func2 in tracebacks and profiles), and
+			// deferring a call with arguments would renumber its deferwraps.
+			// It also carries the start time, taken after the entry probe
+			// fired, so that each call (recursive ones included) measures
+			// itself; a panic unwinding through the function runs it too.
+			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), g.prefix + "Nanotime()"}, ptrs...), ", ")))
+		}
+	}
+	// bodyEdits turn the returns into jumps to one return at the end of
+	// the body, which gets a block of its own: a jump may not skip
+	// declarations in the label's block.
+	var bodyEdits []splice
+	opening := ""
+	if join {
+		var names []string
+		for _, v := range results {
+			names = append(names, v.name)
+		}
+		end := exitFire + "return "
+		if len(returns) > 0 {
+			label := g.id("Return")
+			end = label + ": " + end
+			for _, r := range returns {
+				if len(r.Results) == 0 {
+					bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "goto " + label})
+					continue
+				}
+				bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "{ " + strings.Join(names, ", ") + " ="},
+					splice{at: off(r.End()), text: "; goto " + label + " }"})
+			}
+		}
+		opening = "{ "
+		bodyEdits = append(bodyEdits, splice{at: off(fd.Body.Rbrace), text: "}; " + end})
 	}
 	gate := fmt.Sprintf("if %sTable.semaphores[%d] != 0 { ", g.prefix, sem)
 	probes := gate + strings.Join(fire, "; ") + " }; "
+	if start != "" {
+		probes = "var " + start + " " + g.typ("int64") + "; " + probes
+	}
 	if !split {
 		edits := append(sigEdits, resultEdits...)
 		edits = append(edits, splice{at: off(fd.Body.Lbrace) + 1, text: probes + opening})
@@ -330,26 +373,28 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	return instrumented{fn: fn, edits: edits, traced: b.String()}
 }
 
-// singleExit returns the return statements of fd, a function with an exit
-// probe, when they are better turned into jumps to a single return: nil
-// when fd leaves in one place already, or a jump could change what it
-// means.
+// joinable returns the return statements of fd, a function with an exit
+// probe, and whether they can be turned into jumps to a single return
+// without changing what the function means.
 //
 // The exit probe is a deferred call, which Go open-codes, calling it
 // inline at every return, only while the function's returns times its
 // defers are at most 15; past that, every return, traced or not, calls
 // runtime.deferreturn. And every open-coded return repeats the test and
 // the call. With one return, the exit probe costs one test on the way out
-// and is open-coded in any function.
+// and is open-coded in any function. Without unwind, the single return is
+// where the exit probe fires.
 //
 // A function with defer statements of its own keeps its returns: a
 // deferred call that panics would show the single return's line in the
-// traceback, not the return it ran at. So does one that declares a name
-// of its results anywhere, where an assignment to the result could reach
+// traceback, not the return it ran at (and one that recovers returns
+// without passing the single return). So does one that declares a name of
+// its results anywhere, where an assignment to the result could reach
 // another variable, and one whose top level redeclares a parameter or
 // result with :=.
-func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.ReturnStmt {
-	var returns []*ast.ReturnStmt
+//
+// why says what keeps them, empty when nothing does.
+func (g *generator) joinable(fd *ast.FuncDecl, sig *types.Signature) (returns []*ast.ReturnStmt, why string) {
 	ok := true
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
@@ -362,12 +407,8 @@ func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.Re
 		}
 		return ok
 	})
-	exits := len(returns)
-	if sig.Results().Len() == 0 {
-		exits++ // at the end of the body too
-	}
-	if !ok || exits < 2 {
-		return nil
+	if !ok {
+		return nil, "it defers calls of its own"
 	}
 	results := fieldNames(fd.Type.Results)
 	if len(results) > 0 {
@@ -377,6 +418,9 @@ func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.Re
 			}
 			return ok
 		})
+	}
+	if !ok {
+		return nil, "its body declares a name of its results again"
 	}
 	// The body moves into a block of its own, where a short variable
 	// declaration of its top level would declare a parameter or result
@@ -389,15 +433,12 @@ func (g *generator) singleExit(fd *ast.FuncDecl, sig *types.Signature) []*ast.Re
 		if as, isAssign := st.(*ast.AssignStmt); isAssign && as.Tok == token.DEFINE {
 			for _, lhs := range as.Lhs {
 				if id, isIdent := lhs.(*ast.Ident); isIdent && params[id.Name] && g.defs[id] == nil {
-					ok = false
+					return nil, "it assigns " + id.Name + " with := at its top level"
 				}
 			}
 		}
 	}
-	if !ok {
-		return nil
-	}
-	return returns
+	return returns, ""
 }
 
 // fieldNames is the set of names the lists declare, blank ones aside.

@@ -64,6 +64,9 @@ type Func struct {
 	Dropped     int    // arguments beyond the note's limit, not passed
 	// Traced names the function's traced copy when it was split.
 	Traced string
+	// Deferred says why the exit probe is a deferred call although the
+	// rule has unwind: false.
+	Deferred string
 }
 
 // Result is what the compile must use instead of its inputs.

@@ -119,6 +119,9 @@ func (inv Invocation) compile() error {
 			if fn.Traced != "" {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
 			}
+			if fn.Deferred != "" {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: unwind: false, but the exit probe is a deferred call: %s\n", f.pkg, fn.Name, fn.Deferred)
+			}
 			if fn.Dropped > 0 {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n", f.pkg, fn.Name, fn.Dropped)
 			}

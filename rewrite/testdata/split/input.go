@@ -145,3 +145,42 @@ func Blanks(xs []int) (_ int, ok bool) {
 	}
 	return len(xs), true
 }
+
+// FastSign fires its exit probe at its one return (unwind: false): no
+// deferred call.
+func FastSign(x int) (int, string) {
+	if x < 0 {
+		return -1, "negative"
+	}
+	return 1, "positive"
+}
+
+// FastDouble is tiny: its traced copy fires at the return.
+func FastDouble(a int) int { return a * 2 }
+
+// FastWalk has no results and no return: it fires at the end of its body.
+func FastWalk(xs []int) {
+	for i := range xs {
+		xs[i]++
+		Sum(xs)
+	}
+}
+
+// FastCleanup has a defer of its own: it keeps the deferred exit call.
+func FastCleanup(xs []int) int {
+	defer Skip(nil)
+	if len(xs) == 0 {
+		return 0
+	}
+	return len(xs)
+}
+
+// FastForever never returns: only a panic leaves it, which a deferred
+// call sees.
+func FastForever(ch chan int) int {
+	for {
+		if v := <-ch; v < 0 {
+			panic(v)
+		}
+	}
+}
