@@ -46,6 +46,7 @@ var autoFuncs = []string{
 	"main.nopNotifier.Notify", "main.audit", "main.tryReserve", "main.settle",
 	"main.demo", "main.ship", "main.runCrash", "main.nap", "main.descend",
 	"main.panicky", "main.rescue", "main.latency", "main.spread",
+	"main.brittle", "main.shield",
 }
 
 // autoEntryOnly is rules.yml's "probes: [entry]" rule.
@@ -248,8 +249,8 @@ func (a *auto) testSiteNops(t *testing.T) {
 func (a *auto) testProbeList(t *testing.T) {
 	bin := a.bin(t, "inst")
 	want := autoWantProbes()
-	if len(want) != 61 {
-		t.Fatalf("the expected list has %d probes, want 61 (30 functions with two, one with an entry only)", len(want))
+	if len(want) != 65 {
+		t.Fatalf("the expected list has %d probes, want 65 (32 functions with two, one with an entry only)", len(want))
 	}
 	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
 		checkProbeSet(t, "bpftrace -l", bpftraceList(t, bt, bin), "shop", want)
@@ -566,6 +567,31 @@ usdt:BIN:shop:exit__main__rescue { printf("L rescue 0 %ld\n", arg1); }
 		t.Errorf("panicky took %dns, rescue %dns: want at least 2ms, and rescue 3ms more", p, r)
 	}
 	t.Logf("elapsed ns: %v", ns)
+
+	// brittle's rule has unwind: false. Of its two calls, the one that
+	// returns fires its exit probe with its result, and the one whose
+	// panic unwinds through it fires none; shield, which recovers it, has
+	// the deferred exit probe and fires for both.
+	t.Run("unwind false", func(t *testing.T) {
+		out := bpftrace(t, bt, strings.ReplaceAll(`
+usdt:BIN:shop:entry__main__brittle { printf("U entry brittle %ld 1\n", arg1); }
+usdt:BIN:shop:exit__main__brittle { printf("U exit brittle %ld %ld\n", arg2, arg1); }
+usdt:BIN:shop:exit__main__shield { printf("U exit shield %ld %ld\n", arg2, arg1); }
+`, "BIN", bin), bin+" latency")
+		var got []string
+		for _, m := range regexp.MustCompile(`(?m)^U (.*) (-?\d+)$`).FindAllStringSubmatch(out, -1) {
+			got = append(got, m[1])
+			if ns, _ := strconv.ParseInt(m[2], 10, 64); strings.HasPrefix(m[1], "exit") && (ns <= 0 || ns > 1e9) {
+				t.Errorf("%s: elapsed %dns", m[1], ns)
+			}
+		}
+		// Sorted: bpftrace prints each CPU's events in order, not all of them.
+		slices.Sort(got)
+		want := []string{"entry brittle -1", "entry brittle 4", "exit brittle 8", "exit shield -1", "exit shield 8"}
+		if strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("got events\n%s\nwant\n%s\noutput:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), out)
+		}
+	})
 }
 
 // 5. The script usdt-toolexec bt writes runs without a warning and has a
@@ -655,17 +681,18 @@ func (a *auto) testVerbose(t *testing.T) {
 		}
 	}
 	for _, want := range []string{
-		"31 functions instrumented in 2 packages\n",
-		"usdt-toolexec:   example.com/auto: 14 functions\n",
+		"33 functions instrumented in 2 packages\n",
+		"usdt-toolexec:   example.com/auto: 16 functions\n",
 		"usdt-toolexec:   example.com/auto/orders: 17 functions\n",
-		`usdt-toolexec: warning: rule 5 at ` + filepath.Join(a.dir, "rules-verbose.yml") + `:13:5 (package "example.com/auto/orders", func "Refund*") selected no function in this binary` + "\n",
+		"usdt-toolexec: main.tryReserve: unwind: false, but the exit probe is a deferred call: it defers calls of its own\n",
+		`usdt-toolexec: warning: rule 6 at ` + filepath.Join(a.dir, "rules-verbose.yml") + `:16:5 (package "example.com/auto/orders", func "Refund*") selected no function in this binary` + "\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-v does not print %q", want)
 		}
 	}
 	if n := strings.Count(out, "warning:"); n != 1 {
-		t.Errorf("-v prints %d warnings, want 1 (rule 5)", n)
+		t.Errorf("-v prints %d warnings, want 1 (rule 6)", n)
 	}
 	if t.Failed() {
 		t.Logf("go build output:\n%s", out)
@@ -752,7 +779,7 @@ func crashFrames(t *testing.T, dir, bin string) []frame {
 func (a *auto) testStackTrace(t *testing.T) {
 	plain := crashFrames(t, a.dir, a.bin(t, "plain"))
 	inst := crashFrames(t, a.dir, a.bin(t, "inst"))
-	want := []string{"main.go:77", "orders/orders.go:214", "main.go:76", "main.go:160", "main.go:221"}
+	want := []string{"main.go:77", "orders/orders.go:214", "main.go:76", "main.go:160", "main.go:222"}
 	var lines []string
 	for _, f := range plain {
 		lines = append(lines, f.pos)

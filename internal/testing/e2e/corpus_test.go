@@ -18,13 +18,14 @@ import (
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
-// TestCorpus runs each program of testdata/corpus three ways: built plain,
-// built with every function of its module instrumented and run untraced,
-// and that build run while bpftrace is attached to every probe it has. The
-// three runs must print the same bytes on stdout and on stderr and exit
-// with the same status: instrumentation never changes what a program
-// means. Crash tracebacks, which print code offsets, are turned off
-// (GOTRACEBACK=none); the panic message and the status remain.
+// TestCorpus runs each program of testdata/corpus five ways: built plain,
+// built with every function of its module instrumented (exit probes as
+// deferred calls, and with unwind: false at the returns) and run untraced,
+// and each instrumented build run while bpftrace is attached to every
+// probe it has. The five runs must print the same bytes on stdout and on
+// stderr and exit with the same status: instrumentation never changes
+// what a program means. Crash tracebacks, which print code offsets, are
+// turned off (GOTRACEBACK=none); the panic message and the status remain.
 func TestCorpus(t *testing.T) {
 	root := filepath.Join(repoRoot, "testdata", "corpus")
 	entries, err := os.ReadDir(root)
@@ -65,40 +66,44 @@ func testCorpusProgram(t *testing.T, src string) {
 		}
 	}
 	mod := "example.com/corpus/" + name
-	rules := filepath.Join(dir, "rules.yml")
-	for file, text := range map[string]string{
-		"go.mod": "module " + mod + "\n\ngo 1.24\n",
-		rules:    fmt.Sprintf("provider: corpus\nrules:\n  - package: %q\n", mod+"/..."),
-	} {
-		if err := os.WriteFile(filepath.Join(dir, filepath.Base(file)), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module "+mod+"\n\ngo 1.24\n"), 0o644); err != nil {
+		t.Fatal(err)
 	}
 	plain := filepath.Join(dir, "plain")
-	inst := filepath.Join(dir, "inst")
 	goCmd(t, dir, []string{cgo}, "build", "-o", plain, ".")
-	goCmd(t, dir, []string{cgo}, "build", "-o", inst, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec")+" -rules "+rules, ".")
-	probes := len(readelfNotes(t, inst))
-	if probes == 0 {
-		t.Fatalf("%s: the instrumented build has no probes", name)
-	}
-
 	want := runCorpus(t, plain)
 	t.Logf("plain run: exit status %d, %d bytes of stdout, %d of stderr", want.status, len(want.stdout), len(want.stderr))
-	compareRuns(t, "instrumented, untraced", want, runCorpus(t, inst))
 
-	t.Run("traced", func(t *testing.T) {
-		tracetest.RequireAttach(t)
-		got, hits, attached := runTraced(t, inst)
-		if attached != probes+2 { // and BEGIN and END
-			t.Errorf("bpftrace attached %d probes, want the binary's %d and BEGIN and END", attached, probes)
-		}
-		if hits == 0 {
-			t.Errorf("no probe fired while bpftrace was attached to the %d probes", probes)
-		}
-		t.Logf("%d probes attached, %d hits", probes, hits)
-		compareRuns(t, "instrumented, traced", want, got)
-	})
+	// Exit probes as deferred calls (the default), and at the returns.
+	for _, unwind := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unwind=%v", unwind), func(t *testing.T) {
+			rules := filepath.Join(dir, fmt.Sprintf("rules-%v.yml", unwind))
+			text := fmt.Sprintf("provider: corpus\nrules:\n  - package: %q\n    unwind: %v\n", mod+"/...", unwind)
+			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			inst := filepath.Join(dir, fmt.Sprintf("inst-%v", unwind))
+			goCmd(t, dir, []string{cgo}, "build", "-o", inst, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec")+" -rules "+rules, ".")
+			probes := len(readelfNotes(t, inst))
+			if probes == 0 {
+				t.Fatalf("%s: the instrumented build has no probes", name)
+			}
+			compareRuns(t, "instrumented, untraced", want, runCorpus(t, inst))
+
+			t.Run("traced", func(t *testing.T) {
+				tracetest.RequireAttach(t)
+				got, hits, attached := runTraced(t, inst)
+				if attached != probes+2 { // and BEGIN and END
+					t.Errorf("bpftrace attached %d probes, want the binary's %d and BEGIN and END", attached, probes)
+				}
+				if hits == 0 {
+					t.Errorf("no probe fired while bpftrace was attached to the %d probes", probes)
+				}
+				t.Logf("%d probes attached, %d hits", probes, hits)
+				compareRuns(t, "instrumented, traced", want, got)
+			})
+		})
+	}
 }
 
 func compareRuns(t *testing.T, what string, want, got runResult) {

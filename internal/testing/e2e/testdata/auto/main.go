@@ -201,6 +201,7 @@ func spread(n int8) (a, b, c, d, e, f, g, h, i, j, k int8) {
 
 func latency() {
 	nap()
+	logf("shield=%d,%d", shield(4), shield(-1))
 	logf("descend=%d", descend(3))
 	logf("rescue=%v", rescue())
 	_, _, _, _, _, _, _, _, _, _, k := spread(1)
@@ -234,4 +235,24 @@ func main() {
 		os.Exit(2)
 	}
 	logf("done events=%d", events.n)
+}
+
+// brittle doubles n and panics when n is negative. Its rule has unwind:
+// false: its exit probe fires when it returns, not when its panic unwinds
+// through it.
+func brittle(n int) int {
+	if n < 0 {
+		panic("brittle")
+	}
+	return n * 2
+}
+
+// shield returns brittle(n), or -1 when brittle panics.
+func shield(n int) (r int) {
+	defer func() {
+		if recover() != nil {
+			r = -1
+		}
+	}()
+	return brittle(n)
 }
