@@ -9,9 +9,12 @@
 #   all    the same with "..." (the standard library too): about 10k
 #   entry  the same "..." with entry probes only (probes: [entry]): about
 #          5k, what a selection costs without the exit probes' deferred call
+#   ret    the same "..." with unwind: false: exit probes at the returns,
+#          not in a deferred call
 #   big    scripts/testdata/bigjsonnet, which links go-jsonnet and large
 #          standard library packages (net/http, go/types, crypto/tls,
 #          html/template, ...), with "...": 25k+
+#   bigret big with unwind: false
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
 # warm builds of each (the main package edited, everything else cached;
@@ -30,18 +33,18 @@
 #             (with the probe limits raised), killed after TIMEOUT seconds
 #
 # The go-jsonnet testdata programs (testdata/*.jsonnet) run under the plain
-# and the probed cmd/jsonnet of `own`, `all` and `entry`: stdout, stderr and exit
-# code must be the same, else the script fails.
+# and the probed cmd/jsonnet of `own`, `all`, `entry` and `ret`: stdout,
+# stderr and exit code must be the same, else the script fails.
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, OUT= (a new temp dir if
-# empty), PROGRAMS="own all entry big".
+# empty), PROGRAMS="own all entry ret big bigret".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 REPO=$PWD
 VERSION=${VERSION:-v0.21.0}
 TIMEOUT=${TIMEOUT:-180}
-read -r -a programs <<<"${PROGRAMS:-own all entry big}"
+read -r -a programs <<<"${PROGRAMS:-own all entry ret big bigret}"
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod USDT_RULES=
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-scale.XXXXXX")}
 SID=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}
@@ -60,7 +63,9 @@ chmod -R u+w "$OUT/jsonnet" "$OUT/big"
 printf 'provider: jn\nrules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/own.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n' >"$OUT/all.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/entry.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: false\n' >"$OUT/ret.yml"
 cp "$OUT/all.yml" "$OUT/big.yml"
+cp "$OUT/ret.yml" "$OUT/bigret.yml"
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
@@ -70,7 +75,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 build() {
 	local prog=$1 config=$2 exe=$3 cold=$4 dir pkg main
 	case $prog in
-	big) dir=$OUT/big pkg=. main=$OUT/big/main.go ;;
+	big*) dir=$OUT/big pkg=. main=$OUT/big/main.go ;;
 	*) dir=$OUT/jsonnet pkg=./cmd/jsonnet main=$OUT/jsonnet/cmd/jsonnet/cmd.go ;;
 	esac
 	local cache=$OUT/cache-$prog-$config
@@ -165,7 +170,7 @@ for prog in "${programs[@]}"; do
 	echo "warm build plain $pw s, probed $qw s: x$(ratio "$pw" "$qw")"
 	echo "size plain $ps, probed $qs: $(((qs - ps) / probes)) B per probe"
 	echo "list: $lt s"
-	if [ "$prog" != big ]; then
+	if [ "${prog#big}" = "$prog" ]; then
 		res=$(same "$plain" "$probed") || {
 			echo "testdata: $res"
 			exit 1
