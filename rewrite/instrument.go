@@ -207,7 +207,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	join, atReturn := false, false
 	if rule.Exit {
 		var why string
-		returns, why = g.joinable(fd, sig)
+		returns, why = g.joinable(fd)
 		exits := len(returns)
 		if sig.Results().Len() == 0 {
 			exits++ // at the end of the body too
@@ -374,8 +374,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 }
 
 // joinable returns the return statements of fd, a function with an exit
-// probe, and whether they can be turned into jumps to a single return
-// without changing what the function means.
+// probe, and why they cannot be turned into jumps to a single return
+// without changing what the function means: empty when they can.
 //
 // The exit probe is a deferred call, which Go open-codes, calling it
 // inline at every return, only while the function's returns times its
@@ -392,9 +392,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 // its results anywhere, where an assignment to the result could reach
 // another variable, and one whose top level redeclares a parameter or
 // result with :=.
-//
-// why says what keeps them, empty when nothing does.
-func (g *generator) joinable(fd *ast.FuncDecl, sig *types.Signature) (returns []*ast.ReturnStmt, why string) {
+func (g *generator) joinable(fd *ast.FuncDecl) (returns []*ast.ReturnStmt, why string) {
 	ok := true
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
