@@ -34,8 +34,7 @@ type Rule struct {
 	Args    bool     // entry passes receiver and parameters, exit passes results
 	// Unwind makes the exit probe a deferred call, which also fires when
 	// a panic or runtime.Goexit unwinds through the function; without it
-	// the exit probe fires at the function's returns only, for about half
-	// the code.
+	// the exit probe fires at the function's returns only, in fewer bytes.
 	Unwind bool
 }
 
