@@ -26,6 +26,10 @@
 #                in one fire
 #   pair-*       small's entry and exit, paired on the goroutine id (arg0)
 #                in a map: the latency script before exit probes carried it
+#   *-ret        exit-count, exit-after and pair-after on a build of this
+#                tree whose rules give small unwind: false
+#                (scripts/testdata/fire/rules-ret.yml): the exit probe
+#                fired at the return, not in a deferred call
 #   get-*        the same two scripts on Cache.Get (examples/toolexec's)
 #
 # Each program times its own loop of N iterations. A case's cost per fire
@@ -64,11 +68,12 @@ mkdir -p "$OUT/base-tree"
 git archive "$BASE" | tar -x -C "$OUT/base-tree"
 build after "$root"
 build before "$OUT/base-tree"
+build ret "$root" rules-ret.yml
 gcc -O2 -o "$OUT/cfire" "$src/fire.c"
 
 # The bytes at each probe site, as objdump decodes them.
 echo "== probe sites"
-for v in after before; do
+for v in after before ret; do
 	"$OUT/$v/usdt-toolexec" list "$OUT/$v/fire" >"$OUT/$v/probes.txt"
 	awk 'NR > 1 { print $2, $3 }' "$OUT/$v/probes.txt" | while read -r name pc; do
 		printf '%-7s %-28s %s\n' "$v" "$name" "$(objdump -d --start-address="$pc" --stop-address=$((pc + 5)) "$OUT/$v/fire" | awk -F'\t' '/^ *[0-9a-f]+:/ { print $2 $3; exit }')"
@@ -102,7 +107,10 @@ add entry-only "$OUT/after/fire -mode lone -n $N" 'usdt:BIN:fire:entry__main__lo
 add exit-count "$OUT/after/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
 add exit-after "$OUT/after/fire -mode call -n $N" "${exitonly//FN/small}"
 add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}"
-all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before"
+add exit-count-ret "$OUT/ret/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
+add exit-after-ret "$OUT/ret/fire -mode call -n $N" "${exitonly//FN/small}"
+add pair-after-ret "$OUT/ret/fire -mode call -n $N" "${pair//FN/small}"
+all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt
