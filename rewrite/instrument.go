@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"strconv"
 	"strings"
 
 	"github.com/go-usdt/usdt/asmgen"
@@ -147,7 +148,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	name := funcName(fd)
 	fn := Func{Name: name}
 	var sigEdits, resultEdits []splice
-	split := rule.Exit && splittable(fd)
+	split := rule.Exit && g.splittable(f, fd)
 
 	// nameFields gives every parameter of a list a usable name: unnamed
 	// and blank ones get prefix+index. Go forbids mixing named and
@@ -459,16 +460,19 @@ func fieldNames(lists ...*ast.FieldList) map[string]bool {
 
 // splitMaxNodes bounds the size (syntax nodes of the body) of the
 // functions instrument splits. Only a tiny body leaves the untraced
-// function inlinable: the call of the traced copy takes 57 of the inliner's
-// budget of 80. A larger split function saves only the deferred call's
-// setup (about 0.4 ns a call) and costs a second compile of its body, with
-// everything inlined into it: instrumenting all of go/types compiles it in
-// 1.05x the plain time at 16 nodes, 1.3x at 30 and 1.35x at 60.
+// function inlinable: the semaphore's test and the call of the traced copy
+// take 67-69 of the inliner's budget of 80 (measured with -gcflags=-m=2 on
+// every function of go-jsonnet and fifteen large standard packages). A
+// larger split function saves only the deferred call's setup (about 0.4 ns
+// a call) and costs a second compile of its body, with everything inlined
+// into it: instrumenting all of go/types compiles it in 1.05x the plain
+// time at 16 nodes, 1.3x at 30 and 1.35x at 60.
 const splitMaxNodes = 16
 
 // splittable reports whether fd's body can be copied into a second
-// function unchanged in meaning.
-func splittable(fd *ast.FuncDecl) bool {
+// function unchanged in meaning, and whether the copy can keep fd
+// inlinable: see costlyCall for the calls that cannot.
+func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 	for _, d := range directives(fd) {
 		// noinline keeps the untraced function out of line, where the
 		// split still saves the deferred call's setup; the others name
@@ -493,19 +497,84 @@ func splittable(fd *ast.FuncDecl) bool {
 			return false
 		}
 		nodes++
-		// A type declared in the body would be two types, and values
-		// of it from the two copies would differ.
-		if d, isDecl := n.(*ast.GenDecl); isDecl && d.Tok == token.TYPE {
-			ok = false
-		}
-		// recover stops a panic only when the deferred function calls
-		// it itself, not when the copy it calls does.
-		if call, isCall := n.(*ast.CallExpr); isCall && isIdent(call.Fun, "recover") {
-			ok = false
+		switch n := n.(type) {
+		case *ast.GenDecl:
+			// A type declared in the body would be two types, and
+			// values of it from the two copies would differ.
+			if n.Tok == token.TYPE {
+				ok = false
+			}
+		case *ast.CallExpr:
+			// recover stops a panic only when the deferred function
+			// calls it itself, not when the copy it calls does.
+			if isIdent(n.Fun, "recover") || g.costlyCall(f, n) {
+				ok = false
+			}
 		}
 		return ok && nodes <= splitMaxNodes
 	})
 	return ok && nodes <= splitMaxNodes
+}
+
+// costlyCall reports whether call may cost the inliner 57 (a call it does
+// not inline) or more. Of a split function's budget, the probes leave 11
+// to 13, and a call of a probed function costs 57 at least: the function
+// is not inlinable, or it is split and its test and call cost 67. Splitting
+// a function that calls one gives it a traced copy but keeps it out of
+// line all the same, as 1,300 of the 2,577 functions split in the program
+// above were. So every call is costly but those of builtins, conversions,
+// and functions of the packages that are never probed (such as
+// internal/byteorder's or sync/atomic's), which can cost less. The callee
+// is resolved by name, without types: a miss costs a split, not meaning.
+func (g *generator) costlyCall(f *file, call *ast.CallExpr) bool {
+	fun := ast.Unparen(call.Fun)
+	switch fun := fun.(type) {
+	case *ast.ArrayType, *ast.StarExpr, *ast.FuncType, *ast.MapType, *ast.ChanType, *ast.InterfaceType, *ast.StructType:
+		return false // a conversion
+	case *ast.Ident:
+		obj := g.pkg.Scope().Lookup(fun.Name)
+		if obj == nil {
+			obj = types.Universe.Lookup(fun.Name)
+		}
+		switch obj.(type) {
+		case *types.TypeName, *types.Builtin:
+			return false
+		}
+	case *ast.SelectorExpr:
+		pkgName, isIdent := fun.X.(*ast.Ident)
+		if !isIdent {
+			return true
+		}
+		imported := g.imported(f, pkgName.Name)
+		if imported == nil {
+			return true // a method or a field
+		}
+		switch imported.Scope().Lookup(fun.Sel.Name).(type) {
+		case *types.TypeName, *types.Builtin:
+			return false
+		}
+		return !Excluded(imported.Path())
+	}
+	return true
+}
+
+// imported returns the package f imports as name, or nil.
+func (g *generator) imported(f *file, name string) *types.Package {
+	for _, spec := range f.ast.Imports {
+		path, err := strconv.Unquote(spec.Path.Value)
+		if err != nil {
+			continue
+		}
+		for _, p := range g.pkg.Imports() {
+			if p.Path() != path {
+				continue
+			}
+			if spec.Name != nil && spec.Name.Name == name || spec.Name == nil && p.Name() == name {
+				return p
+			}
+		}
+	}
+	return nil
 }
 
 // directives returns the //go: directives in fd's doc comment.

@@ -121,6 +121,28 @@ func Linked() {}
 // TestSplittable: which functions get an untraced copy of themselves
 // (see instrument).
 func TestSplittable(t *testing.T) {
+	// Declarations the functions under test may use.
+	const decls = `
+import (
+	"math/bits"
+	str "strings"
+	"sync/atomic"
+	"time"
+	"unsafe"
+)
+
+type Cents int64
+
+func helper() int { return 1 }
+
+var (
+	_ = bits.Len
+	_ = str.Index
+	_ atomic.Int32
+	_ time.Duration
+	_ unsafe.Pointer
+)
+`
 	tests := []struct {
 		name string
 		src  string
@@ -139,11 +161,39 @@ func TestSplittable(t *testing.T) {
 		// and the return's 3 (statement, unary, identifier) or 2.
 		{"16 nodes", "func F(a int) int { a++; a++; a++; a++; a++; a++; return -a }", true},
 		{"17 nodes", "func F(a int) int { a++; a++; a++; a++; a++; a++; a++; return a }", false},
+		// Calls of probed functions leave the untraced function out of
+		// line whatever its size.
+		{"call", "func F() int { return helper() }", false},
+		{"call of an import", "func F(s string) int { return bits.Len(uint(len(s))) }", false},
+		{"call through a renamed import", "func F(s string) int { return str.Index(s, \"x\") }", false},
+		{"method call", "func F(d time.Duration) int64 { return d.Nanoseconds() }", false},
+		{"func value", "func F(f func() int) int { return f() }", false},
+		{"builtins", "func F(s []int) int { return len(s) + cap(s) + min(1, 2) }", true},
+		{"conversions", "func F(c Cents) int64 { return int64(c) + int64(Cents(1)) }", true},
+		{"conversions to imported types", "func F(p *int) (time.Duration, unsafe.Pointer) { return time.Duration(*p), unsafe.Pointer(p) }", true},
+		{"conversions to type literals", "func F(p unsafe.Pointer) *[2]int { return (*[2]int)(p) }", true},
+		{"unsafe's functions", "func F(p *int) uintptr { return unsafe.Sizeof(*p) }", true},
+		{"a never probed package", "func F(x *int32) int32 { return atomic.LoadInt32(x) }", true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, decls := parseFuncs(t, "package p\n\n"+tt.src+"\n")
-			if got := splittable(decls["F"]); got != tt.want {
+			fset := token.NewFileSet()
+			f, err := parser.ParseFile(fset, "p.go", "package p\n"+decls+"\n"+tt.src+"\n", parser.ParseComments|parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pkg, err := (&types.Config{Importer: importer.Default()}).Check("p", fset, []*ast.File{f}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var fd *ast.FuncDecl
+			for _, d := range f.Decls {
+				if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == "F" {
+					fd = d
+				}
+			}
+			g := &generator{pkg: pkg}
+			if got := g.splittable(&file{ast: f}, fd); got != tt.want {
 				t.Errorf("splittable = %v, want %v", got, tt.want)
 			}
 		})

@@ -160,7 +160,7 @@ func runCrash() {
 	logf("settle=%d", settle([]int64{30, 60}, 0))
 }
 
-// nap sleeps 2ms: tiny, so it is split and its traced copy times it.
+// nap sleeps 2ms: tiny, but it calls a function, so it is not split.
 func nap() { time.Sleep(2 * time.Millisecond) }
 
 // descend recurses n deep, sleeping 1ms a level: the call at level n
