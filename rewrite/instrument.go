@@ -471,7 +471,7 @@ const splitMaxNodes = 16
 
 // splittable reports whether fd's body can be copied into a second
 // function unchanged in meaning, and whether the copy can keep fd
-// inlinable: see costlyCall for the calls that cannot.
+// inlinable: with one result at most, and no call costlyCall reports.
 func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 	for _, d := range directives(fd) {
 		// noinline keeps the untraced function out of line, where the
@@ -489,6 +489,11 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 				}
 			}
 		}
+	}
+	// Each result past the first costs the call of the traced copy 9
+	// more: with two, the test and the call take 76-79 of the budget.
+	if fd.Type.Results.NumFields() > 1 {
+		return false
 	}
 	nodes := 0
 	ok := true

@@ -170,10 +170,12 @@ var (
 		{"func value", "func F(f func() int) int { return f() }", false},
 		{"builtins", "func F(s []int) int { return len(s) + cap(s) + min(1, 2) }", true},
 		{"conversions", "func F(c Cents) int64 { return int64(c) + int64(Cents(1)) }", true},
-		{"conversions to imported types", "func F(p *int) (time.Duration, unsafe.Pointer) { return time.Duration(*p), unsafe.Pointer(p) }", true},
+		{"conversions to imported types", "func F(p *int) time.Duration { return time.Duration(uintptr(unsafe.Pointer(p))) }", true},
 		{"conversions to type literals", "func F(p unsafe.Pointer) *[2]int { return (*[2]int)(p) }", true},
 		{"unsafe's functions", "func F(p *int) uintptr { return unsafe.Sizeof(*p) }", true},
 		{"a never probed package", "func F(x *int32) int32 { return atomic.LoadInt32(x) }", true},
+		{"two results", "func F(a int) (int, bool) { return a, true }", false},
+		{"two named results", "func F() (a, b int) { return }", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
