@@ -469,9 +469,12 @@ func fieldNames(lists ...*ast.FieldList) map[string]bool {
 // time at 16 nodes, 1.3x at 30 and 1.35x at 60.
 const splitMaxNodes = 16
 
+// splitMaxNodes2 is splitMaxNodes for functions of two results.
+const splitMaxNodes2 = 6
+
 // splittable reports whether fd's body can be copied into a second
 // function unchanged in meaning, and whether the copy can keep fd
-// inlinable: with one result at most, and no call costlyCall reports.
+// inlinable: with two results at most, and no call costlyCall reports.
 func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 	for _, d := range directives(fd) {
 		// noinline keeps the untraced function out of line, where the
@@ -491,8 +494,15 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 		}
 	}
 	// Each result past the first costs the call of the traced copy 9
-	// more: with two, the test and the call take 76-79 of the budget.
-	if fd.Type.Results.NumFields() > 1 {
+	// more: with two, the test and the call take 76-79 of the budget,
+	// which leaves room for no more than "return 0, io.EOF"; with three,
+	// for nothing.
+	maxNodes := splitMaxNodes
+	switch fd.Type.Results.NumFields() {
+	case 0, 1:
+	case 2:
+		maxNodes = splitMaxNodes2
+	default:
 		return false
 	}
 	nodes := 0
@@ -516,9 +526,9 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 				ok = false
 			}
 		}
-		return ok && nodes <= splitMaxNodes
+		return ok && nodes <= maxNodes
 	})
-	return ok && nodes <= splitMaxNodes
+	return ok && nodes <= maxNodes
 }
 
 // costlyCall reports whether call may cost the inliner 57 (a call it does

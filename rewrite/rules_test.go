@@ -174,8 +174,10 @@ var (
 		{"conversions to type literals", "func F(p unsafe.Pointer) *[2]int { return (*[2]int)(p) }", true},
 		{"unsafe's functions", "func F(p *int) uintptr { return unsafe.Sizeof(*p) }", true},
 		{"a never probed package", "func F(x *int32) int32 { return atomic.LoadInt32(x) }", true},
-		{"two results", "func F(a int) (int, bool) { return a, true }", false},
-		{"two named results", "func F() (a, b int) { return }", false},
+		// The block, the return, the literal, the selector's 3.
+		{"two results, 6 nodes", "func F() (int, time.Duration) { return 0, time.Second }", true},
+		{"two results, 7 nodes", "func F(a int) (int, bool) { return -a, a > 0 }", false},
+		{"three results", "func F() (a, b, c int) { return }", false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
