@@ -11,11 +11,12 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
-// parseFuncs parses src and returns its function declarations by the name
-// rules match (funcName).
-func parseFuncs(t *testing.T, src string) (*ast.File, map[string]*ast.FuncDecl) {
+// parseFuncs parses src and returns its file set, for a type check, and
+// its function declarations by the name rules match (funcName).
+func parseFuncs(t *testing.T, src string) (*token.FileSet, *ast.File, map[string]*ast.FuncDecl) {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), "a.go", src, parser.ParseComments|parser.SkipObjectResolution)
+	fset := token.NewFileSet()
+	f, err := parser.ParseFile(fset, "a.go", src, parser.ParseComments|parser.SkipObjectResolution)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func parseFuncs(t *testing.T, src string) (*ast.File, map[string]*ast.FuncDecl) 
 			decls[funcName(fd)] = fd
 		}
 	}
-	return f, decls
+	return fset, f, decls
 }
 
 // TestSpliced: edits apply at offsets of the original text, and of two
@@ -96,7 +97,7 @@ func CgoArgs() {}
 //go:linkname Linked runtime.x
 func Linked() {}
 `
-	f, _ := parseFuncs(t, src)
+	_, f, _ := parseFuncs(t, src)
 	got := map[string]bool{}
 	for _, fd := range funcs(f) {
 		got[funcName(fd)] = true
@@ -181,23 +182,13 @@ var (
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			fset := token.NewFileSet()
-			f, err := parser.ParseFile(fset, "p.go", "package p\n"+decls+"\n"+tt.src+"\n", parser.ParseComments|parser.SkipObjectResolution)
-			if err != nil {
-				t.Fatal(err)
-			}
+			fset, f, funcs := parseFuncs(t, "package p\n"+decls+"\n"+tt.src+"\n")
 			pkg, err := (&types.Config{Importer: importer.Default()}).Check("p", fset, []*ast.File{f}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var fd *ast.FuncDecl
-			for _, d := range f.Decls {
-				if d, ok := d.(*ast.FuncDecl); ok && d.Name.Name == "F" {
-					fd = d
-				}
-			}
 			g := &generator{pkg: pkg}
-			if got := g.splittable(&file{ast: f}, fd); got != tt.want {
+			if got := g.splittable(&file{ast: f}, funcs["F"]); got != tt.want {
 				t.Errorf("splittable = %v, want %v", got, tt.want)
 			}
 		})
