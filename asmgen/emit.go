@@ -62,7 +62,7 @@ func Plan9(arch Arch, header, pkg, table string, stubs []Stub) ([]byte, probetab
 		fmt.Fprintf(&b, "\n// %s:%s\nTEXT ·%s(SB), %d, $0-%d\n\t%s\n\tRET\n",
 			s.Probe.Provider, s.Probe.Name, s.Symbol, flagNOSPLIT|flagNOFRAME, f.Size, nop[arch])
 	}
-	l, err := writeTable(&b, pkg, table, probes, false, func(i int) string { return stubs[i].Symbol })
+	l, err := writeTable(&b, pkg, "·"+table, probes, false, func(i int) string { return "·" + stubs[i].Symbol })
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}
@@ -82,13 +82,13 @@ func writeTable(b *bytes.Buffer, pkg, table string, probes []probe.Probe, backTo
 	l := img.Layout
 	fmt.Fprintf(b, "\n// The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.\n")
 	tableWords(img, l.Size, func(off, stub int) {
-		fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $·%s(SB)\n", table, off, symbol(stub))
+		fmt.Fprintf(b, "DATA %s+%d(SB)/8, $%s(SB)\n", table, off, symbol(stub))
 	}, func(off int, w uint64) {
 		if w != 0 {
-			fmt.Fprintf(b, "DATA ·%s+%d(SB)/8, $%#016x\n", table, off, w)
+			fmt.Fprintf(b, "DATA %s+%d(SB)/8, $%#016x\n", table, off, w)
 		}
 	})
-	fmt.Fprintf(b, "GLOBL ·%s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
+	fmt.Fprintf(b, "GLOBL %s(SB), %d, $%d\n", table, flagNOPTR, l.Size)
 	return l, nil
 }
 

@@ -32,7 +32,7 @@ var basic = map[types.BasicKind]probe.Kind{
 // it from the variable name. The expression is a string for a string and a
 // uint64 for everything else, extended from a narrower value as its kind's
 // sign says, so that probes of different kinds share fire functions (see
-// asmgen.Trampoline). Values that do not fit a register are passed as a
+// asmgen.Symbols). Values that do not fit a register are passed as a
 // constant 0 so that later arguments keep their positions (README, "Probe
 // contract"). The expression names no predeclared identifier (see
 // hygienic).

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"go/format"
 	"go/version"
+	"hash/fnv"
 	"slices"
 	"strings"
 	"text/template"
@@ -20,6 +21,10 @@ var supportFile = template.Must(template.New("support").Funcs(template.FuncMap{"
 
 import "unsafe"
 
+// usdtAutoTable is defined in the assembly, with the sites and the
+// trampoline, under a name outside the package (see asmgen.Symbols).
+//
+//go:linkname usdtAutoTable {{.Symbols.Table}}
 var usdtAutoTable struct {
 	header     [3]uint64
 	semaphores [{{.Slots}}]uint16
@@ -116,11 +121,13 @@ func usdtAutoFire{{.N}}({{join .Params ", "}}) {
 {{end}}	usdtAutoTramp{{.N}}({{join .Call ", "}})
 }
 
+//go:linkname usdtAutoTramp{{.N}} {{index $.Symbols.Trampolines .N}}
 //go:noescape
 func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{else}}
-// usdtAutoFire{{.N}} is a trampoline: its arguments need no copying.
+// usdtAutoFire{{.N}} is the trampoline: its arguments need no copying.
 //
+//go:linkname usdtAutoFire{{.N}} {{index $.Symbols.Trampolines .N}}
 //go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}})
 {{end}}{{end}}{{range .Exits}}
@@ -134,6 +141,7 @@ func (x usdtAutoExit{{.N}}) fire() { usdtAutoFire{{.Fire}}({{join .Args ", "}}) 
 // supportData fills supportFile.
 type supportData struct {
 	Package                 string
+	Symbols                 asmgen.Symbols
 	Slots, Tail             int
 	CStringMax, CStringSize int
 	// Generic says the package's Go has type parameters (1.18).
@@ -167,7 +175,6 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
 	}
 	fires := make([]fireFunc, len(g.fires))
-	tramps := make([]asmgen.Trampoline, len(g.fires))
 	for i, kinds := range g.fires {
 		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
 		for j, k := range kinds {
@@ -183,19 +190,16 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 			f.Call = append(f.Call, a)
 		}
 		fires[i] = f
-		symbol := fmt.Sprintf("usdtAutoFire%d", i)
-		if len(f.Bufs) > 0 {
-			symbol = fmt.Sprintf("usdtAutoTramp%d", i)
-		}
-		tramps[i] = asmgen.Trampoline{Symbol: symbol, Args: len(kinds)}
 	}
-	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, "usdtAutoTable", "usdtAutoSites", cfg.GoidOffset, tramps, g.probes)
+	syms := symbols(cfg.ImportPath, len(fires))
+	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)
 	if err != nil {
 		return nil, nil, err
 	}
 
 	d := supportData{
 		Package:     g.pkg.Name(),
+		Symbols:     syms,
 		Slots:       layout.SemaphoreSlots,
 		Tail:        layout.TailWords(),
 		CStringMax:  usdtrt.CStringMax,
@@ -227,5 +231,25 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("generated invalid Go (a bug): %v\n%s", err, src)
 	}
-	return goSrc, bytes.ReplaceAll(asm, []byte("·"+canonical), []byte("·"+g.prefix)), nil
+	return goSrc, asm, nil
+}
+
+// symbols names the package's n trampolines, its sites and its table:
+// "usdt/", the last element of its import path and a hash of the whole
+// path, which keeps them apart from every other package's.
+func symbols(importPath string, n int) asmgen.Symbols {
+	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
+	for i, c := range elem {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			elem[i] = '_'
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(importPath))
+	ns := fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
+	syms := asmgen.Symbols{Sites: ns + "sites", Table: ns + "table"}
+	for i := range n {
+		syms.Trampolines = append(syms.Trampolines, fmt.Sprintf("%sfire%d", ns, i))
+	}
+	return syms
 }

@@ -8,7 +8,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rules"
@@ -27,9 +26,9 @@ type exitShape struct {
 type generator struct {
 	pkg      *types.Package
 	provider string
-	// probes are the generated probes, behind the trampolines of the
-	// fire functions; a probe's site index is its index here.
-	probes []asmgen.Site
+	// probes are the generated probes, behind the trampoline the fire
+	// functions share; a probe's site index is its index here.
+	probes []probe.Probe
 	// semaphores counts the semaphore slots: one per instrumented
 	// function, shared by its entry and exit probes.
 	semaphores int
@@ -92,7 +91,7 @@ func (g *generator) exit(fire, fields int, args []string) int {
 func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int) (site, fire int) {
 	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Receiver: goReceiver(fd)}
 	fire = g.fire(p.Kinds()[1:])
-	g.probes = append(g.probes, asmgen.Site{Probe: p, Trampoline: fire})
+	g.probes = append(g.probes, p)
 	return len(g.probes) - 1, fire
 }
 

@@ -223,13 +223,13 @@ func (s Step) Run() error {
 	if err := os.WriteFile(asmFile, s.Asm, 0o644); err != nil {
 		return err
 	}
-	asmArgs := []string{"-p", f.pkg}
+	asmArgs := []string{"-p", asmPackage}
 	if f.trimpath != "" {
 		asmArgs = append(asmArgs, "-trimpath", f.trimpath)
 	}
 	asmArgs = append(asmArgs, f.pic...)
 	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
-	if err := os.WriteFile(symabis, symABIs(f.pkg, s.Asm), 0o644); err != nil {
+	if err := os.WriteFile(symabis, symABIs(s.Asm), 0o644); err != nil {
 		return err
 	}
 	if f.symabis != "" {
@@ -310,41 +310,39 @@ func appendToArchive(archive, member, obj string) error {
 	return f.Close()
 }
 
+// asmPackage is the package path the stubs are assembled under. Only a
+// few packages of the runtime may define register-ABI (ABIInternal)
+// assembly, which Go code calls without the stores and restores a call of
+// ABI0 assembly costs, and the assembler knows them by that path alone.
+// The stubs name every symbol in full, so the path names none of them; the
+// linker takes the object as the package's, whose archive holds it.
+const asmPackage = "reflect"
+
 // symABIs is what `asm -gensymabis` says of the stubs' assembly, for the
-// compiler to call them as ABI0 functions: a def line per function. The
-// stubs refer to no Go function, so no ref line matters. Writing it here
-// saves an assembler run per instrumented package: the assembler would
-// parse the whole file, probe table included, for these few lines.
-func symABIs(pkg string, asm []byte) []byte {
-	prefix := symbolPrefix(pkg)
+// compiler to call them with the ABI they are written for: a def line per
+// function, named in full. The stubs refer to no Go function, so no ref
+// line matters. Writing it here saves an assembler run per instrumented
+// package: the assembler would parse the whole file, probe table
+// included, for these few lines.
+func symABIs(asm []byte) []byte {
 	var b []byte
 	for line := range bytes.Lines(asm) {
-		rest, ok := bytes.CutPrefix(line, []byte("TEXT ·"))
+		rest, ok := bytes.CutPrefix(line, []byte("TEXT "))
 		if !ok {
 			continue
 		}
-		if name, _, ok := bytes.Cut(rest, []byte("(SB)")); ok {
-			b = fmt.Appendf(b, "def %s.%s ABI0\n", prefix, name)
-		}
-	}
-	return b
-}
-
-// symbolPrefix is how the toolchain spells a package path in symbol names:
-// bytes that would confuse a symbol's parsers (control characters, space,
-// '%', '"', DEL and beyond, and '.' in the last element) as %xx.
-func symbolPrefix(pkg string) string {
-	last := strings.LastIndexByte(pkg, '/')
-	var b strings.Builder
-	for i := 0; i < len(pkg); i++ {
-		c := pkg[i]
-		if c <= ' ' || c == '%' || c == '"' || c >= 0x7f || (c == '.' && i > last) {
-			fmt.Fprintf(&b, "%%%02x", c)
+		sym, _, ok := bytes.Cut(rest, []byte("(SB)"))
+		if !ok {
 			continue
 		}
-		b.WriteByte(c)
+		abi := []byte("ABI0")
+		if name, sel, ok := bytes.Cut(sym, []byte("<")); ok {
+			sym, abi = name, bytes.TrimSuffix(sel, []byte(">"))
+		}
+		name := strings.NewReplacer("·", ".", "∕", "/").Replace(string(sym))
+		b = fmt.Appendf(b, "def %s %s\n", name, abi)
 	}
-	return b.String()
+	return b
 }
 
 func mergeFiles(dst string, srcs ...string) (string, error) {
