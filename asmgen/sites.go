@@ -16,19 +16,32 @@ import (
 // Assembled under such a path, the file names every symbol in full; the
 // package's Go code reaches them by //go:linkname.
 type Symbols struct {
-	// Trampolines are the entry points of the probes, all the same code:
-	// Go declares each once, for one number of arguments, as
-	//
-	//	func fire(site int, a1 W1, a2 W2, ...)
-	//
-	// where each W is a 64-bit integer or a pointer, and calls it with the
-	// index of the probe's site. (The compiler fails on two declarations
-	// of one symbol, hence one trampoline per declaration.)
-	Trampolines []string
+	// Trampolines are the entry points of the probes, one per Go
+	// declaration: the compiler fails on two declarations of one symbol.
+	Trampolines []Trampoline
 	// Sites holds the probe sites, back to back.
 	Sites string
 	// Table is the probe table, which Go declares as a variable too.
 	Table string
+	// Since is the code the trampolines that read the clock share.
+	Since string
+}
+
+// Trampoline is an entry point of probes, which Go declares as
+//
+//	func fire(site int, a1 W1, a2 W2, ...)
+//
+// where each W is a 64-bit integer or a pointer, and calls with the index
+// of the probe's site. It jumps to that site, the arguments left where
+// the caller's register ABI put them. Two kinds read the clock, so that
+// functions with exit probes do not, one call each fewer: with Since, a1
+// is an exit probe's start time (runtime.nanotime's), which it turns
+// into the time elapsed since; with Now, it returns the time after the
+// probe fired, an exit probe's start time. Both take at most ClockWords
+// words after the site.
+type Trampoline struct {
+	Symbol     string
+	Since, Now bool
 }
 
 // siteCode is one site: the NOP the tracer patches, then a return to the
@@ -111,14 +124,70 @@ func asmName(symbol string) (string, error) {
 // runtime.g at goidOffset and jumps to the site its first argument
 // numbers.
 func trampoline(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
-	a := abis[arch]
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
-	if arch == ARM64 {
-		fmt.Fprintf(b, "\tMOVD $%[3]s(SB), %[2]s\n\tADD %[1]s<<3, %[2]s, %[2]s\n\tMOVD %[4]d(g), %[5]s\n\tJMP (%[2]s)\n", a.site, a.target, sites, goidOffset, a.goid)
-		return
-	}
-	fmt.Fprintf(b, "\tLEAQ %[3]s(SB), %[2]s\n\tLEAQ (%[2]s)(%[1]s*8), %[2]s\n\tMOVQ %[4]d(R14), %[5]s\n\tJMP %[2]s\n", a.site, a.target, sites, goidOffset, a.goid)
+	b.WriteString(toSite(arch, sites, goidOffset, "JMP"))
 }
+
+// toSite is the code that loads the goroutine id and then jumps to, or
+// calls, the site numbered by the first argument.
+func toSite(arch Arch, sites string, goidOffset int64, jump string) string {
+	a := abis[arch]
+	if arch == ARM64 {
+		return fmt.Sprintf("\tMOVD $%[3]s(SB), %[2]s\n\tADD %[1]s<<3, %[2]s, %[2]s\n\tMOVD %[4]d(g), %[5]s\n\t%[6]s (%[2]s)\n", a.site, a.target, sites, goidOffset, a.goid, jump)
+	}
+	return fmt.Sprintf("\tLEAQ %[3]s(SB), %[2]s\n\tLEAQ (%[2]s)(%[1]s*8), %[2]s\n\tMOVQ %[4]d(R14), %[5]s\n\t%[6]s %[2]s\n", a.site, a.target, sites, goidOffset, a.goid, jump)
+}
+
+// ClockWords is how many words after the site index a trampoline that
+// reads the clock takes, all in registers on either architecture: none
+// moves when it calls the site from a frame of its own.
+const ClockWords = 8
+
+// since writes the code the trampolines that read the clock jump to: it
+// keeps the site index and the arguments across a call of
+// runtime.nanotime, turns the start time into the time elapsed since, and
+// calls the site. Calls, not jumps: the frame that keeps them must go
+// before the return, and a site reached by a call is as safe for the
+// kernel's optimized uprobe as one reached by a jump (nothing below SP
+// is live).
+func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
+	a := abis[arch]
+	regs := append([]string{a.site}, a.args[:ClockWords]...)
+	mov, first, call := "MOVQ", 0, "CALL"
+	if arch == ARM64 {
+		// 0(RSP) holds the return address.
+		mov, first = "MOVD", 8
+	}
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, 8*len(regs)+first)
+	for i, r := range regs {
+		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, spReg[arch])
+	}
+	fmt.Fprintf(b, "\t%s runtime·nanotime<ABIInternal>(SB)\n", call)
+	start := fmt.Sprintf("%d(%s)", first+8, spReg[arch])
+	if arch == ARM64 {
+		// The clock's result is in R0.
+		fmt.Fprintf(b, "\tMOVD %s, %[2]s\n\tSUB %[2]s, R0, %[2]s\n", start, regs[1])
+	} else {
+		fmt.Fprintf(b, "\tSUBQ %s, AX\n\tMOVQ AX, %s\n", start, regs[1])
+	}
+	for i := 2; i < len(regs); i++ {
+		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, spReg[arch], regs[i])
+	}
+	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, spReg[arch], regs[0])
+	b.WriteString(toSite(arch, sites, goidOffset, call))
+	b.WriteString("\tRET\n")
+}
+
+// now writes a trampoline with Now: it calls the site, then the clock,
+// whose result it returns.
+func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
+	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
+	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
+}
+
+// spReg is the hardware stack pointer's name in Plan9 assembly.
+var spReg = map[Arch]string{AMD64: "SP", ARM64: "RSP"}
 
 // Plan9Sites is Plan9 for packages with many probes: instead of one stub
 // function per probe it writes one function holding every probe's site
@@ -142,12 +211,30 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, p
 	}
 	var b bytes.Buffer
 	b.WriteString(header)
+	core, err := asmName(syms.Since)
+	if err != nil {
+		return nil, probetable.Layout{}, err
+	}
+	clock := false
 	for _, t := range syms.Trampolines {
-		tramp, err := asmName(t)
+		tramp, err := asmName(t.Symbol)
 		if err != nil {
 			return nil, probetable.Layout{}, err
 		}
-		trampoline(&b, arch, tramp, sites, goidOffset)
+		switch {
+		case t.Since && t.Now:
+			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s both takes and returns the time", t.Symbol)
+		case t.Since:
+			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n\tJMP %s<ABIInternal>(SB)\n", tramp, flagNOSPLIT|flagNOFRAME, core)
+			clock = true
+		case t.Now:
+			now(&b, arch, tramp, sites, goidOffset)
+		default:
+			trampoline(&b, arch, tramp, sites, goidOffset)
+		}
+	}
+	if clock {
+		since(&b, arch, core, sites, goidOffset)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, p := range probes {

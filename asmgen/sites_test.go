@@ -10,7 +10,8 @@ import (
 )
 
 func TestPlan9Sites(t *testing.T) {
-	syms := Symbols{Trampolines: []string{"usdt/p_1.tr0", "usdt/p_1.tr1"}, Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab"}
+	syms := Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0"}, {Symbol: "usdt/p_1.tr1", Since: true}, {Symbol: "usdt/p_1.tr2", Now: true}},
+		Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}
 	p := func(name string, kinds ...probe.Kind) probe.Probe {
 		pr := probe.Probe{Provider: "p", Name: name}
 		for _, k := range kinds {
@@ -28,7 +29,9 @@ func TestPlan9Sites(t *testing.T) {
 	}{
 		{"amd64", AMD64, []probe.Probe{p("a", probe.Int64, probe.String), p("b", probe.Int64, probe.String)}, []string{
 			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n",
-			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n",
+			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
+			"TEXT usdt∕p_1·tr2<ABIInternal>(SB), 4, $0\n",
+			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $72\n",
 			"\tLEAQ (R12)(AX*8), R12\n",
 			"TEXT usdt∕p_1·sites(SB), 516, $0-0\n",
 			"\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc // p:a\n",
@@ -42,7 +45,8 @@ func TestPlan9Sites(t *testing.T) {
 		}, "", nil},
 		{"no goroutine id", AMD64, []probe.Probe{p("a", probe.String, probe.Int64)}, nil, "p:a needs the goroutine id first", nil},
 		{"too many arguments", AMD64, []probe.Probe{p("a", slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)...)}, nil, "at most 12 arguments", nil},
-		{"unspellable", AMD64, nil, nil, `"usdt/go-x.sites" has '-'`, &Symbols{Sites: "usdt/go-x.sites", Table: "t"}},
+		{"unspellable", AMD64, nil, nil, `"usdt/go-x.sites" has '-'`, &Symbols{Sites: "usdt/go-x.sites", Table: "t", Since: "s"}},
+		{"since and now", AMD64, nil, nil, "both takes and returns the time", &Symbols{Sites: "s", Table: "t", Since: "c", Trampolines: []Trampoline{{Symbol: "x", Since: true, Now: true}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -75,33 +79,100 @@ func TestPlan9Sites(t *testing.T) {
 	}
 }
 
-// TestTrampoline checks a trampoline's code: the arguments stay where
-// the caller's register ABI put them.
-func TestTrampoline(t *testing.T) {
+// TestTrampolines checks the trampolines' code: the arguments stay where
+// the caller's register ABI put them; those that read the clock keep them
+// across its call, in a frame, and call the site from it.
+func TestTrampolines(t *testing.T) {
 	tests := []struct {
 		name string
 		arch Arch
+		emit func(*bytes.Buffer, Arch, string, string, int64)
 		code string
 	}{
-		{"amd64", AMD64, `
+		{"amd64", AMD64, trampoline, `
 TEXT tr<ABIInternal>(SB), 516, $0
 	LEAQ sites(SB), R12
 	LEAQ (R12)(AX*8), R12
 	MOVQ 152(R14), R13
 	JMP R12
 `},
-		{"arm64", ARM64, `
+		{"arm64", ARM64, trampoline, `
 TEXT tr<ABIInternal>(SB), 516, $0
 	MOVD $sites(SB), R12
 	ADD R0<<3, R12, R12
 	MOVD 152(g), R13
 	JMP (R12)
 `},
+		{"amd64 now", AMD64, now, `
+TEXT tr<ABIInternal>(SB), 4, $0
+	LEAQ sites(SB), R12
+	LEAQ (R12)(AX*8), R12
+	MOVQ 152(R14), R13
+	CALL R12
+	CALL runtime·nanotime<ABIInternal>(SB)
+	RET
+`},
+		{"amd64 since", AMD64, since, `
+TEXT tr<ABIInternal>(SB), 4, $72
+	MOVQ AX, 0(SP)
+	MOVQ BX, 8(SP)
+	MOVQ CX, 16(SP)
+	MOVQ DI, 24(SP)
+	MOVQ SI, 32(SP)
+	MOVQ R8, 40(SP)
+	MOVQ R9, 48(SP)
+	MOVQ R10, 56(SP)
+	MOVQ R11, 64(SP)
+	CALL runtime·nanotime<ABIInternal>(SB)
+	SUBQ 8(SP), AX
+	MOVQ AX, BX
+	MOVQ 16(SP), CX
+	MOVQ 24(SP), DI
+	MOVQ 32(SP), SI
+	MOVQ 40(SP), R8
+	MOVQ 48(SP), R9
+	MOVQ 56(SP), R10
+	MOVQ 64(SP), R11
+	MOVQ 0(SP), AX
+	LEAQ sites(SB), R12
+	LEAQ (R12)(AX*8), R12
+	MOVQ 152(R14), R13
+	CALL R12
+	RET
+`},
+		{"arm64 since", ARM64, since, `
+TEXT tr<ABIInternal>(SB), 4, $80
+	MOVD R0, 8(RSP)
+	MOVD R1, 16(RSP)
+	MOVD R2, 24(RSP)
+	MOVD R3, 32(RSP)
+	MOVD R4, 40(RSP)
+	MOVD R5, 48(RSP)
+	MOVD R6, 56(RSP)
+	MOVD R7, 64(RSP)
+	MOVD R8, 72(RSP)
+	CALL runtime·nanotime<ABIInternal>(SB)
+	MOVD 16(RSP), R1
+	SUB R1, R0, R1
+	MOVD 24(RSP), R2
+	MOVD 32(RSP), R3
+	MOVD 40(RSP), R4
+	MOVD 48(RSP), R5
+	MOVD 56(RSP), R6
+	MOVD 64(RSP), R7
+	MOVD 72(RSP), R8
+	MOVD 8(RSP), R0
+	MOVD $sites(SB), R12
+	ADD R0<<3, R12, R12
+	MOVD 152(g), R13
+	CALL (R12)
+	RET
+`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var b bytes.Buffer
-			trampoline(&b, tt.arch, "tr", "sites", 152)
+			tt.emit(&b, tt.arch, "tr", "sites", 152)
 			if b.String() != tt.code {
 				t.Errorf("code:\n%s\nwant:\n%s", b.String(), tt.code)
 			}

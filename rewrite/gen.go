@@ -116,20 +116,21 @@ func usdtAutoF32(f float32) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&f)
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 {{range .Fires}}{{if .Bufs}}
 //go:noinline
-func usdtAutoFire{{.N}}({{join .Params ", "}}) {
+func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}} {
 {{range .Bufs}}	var {{.}} usdtAutoCString
-{{end}}	usdtAutoTramp{{.N}}({{join .Call ", "}})
+{{end}}	usdtAutoTramp{{.N}}({{join .Call ", "}}){{if .Result}}
+	return usdtAutoNanotime(){{end}}
 }
 
-//go:linkname usdtAutoTramp{{.N}} {{index $.Symbols.Trampolines .N}}
+//go:linkname usdtAutoTramp{{.N}} {{(index $.Symbols.Trampolines .N).Symbol}}
 //go:noescape
 func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{else}}
 // usdtAutoFire{{.N}} is the trampoline: its arguments need no copying.
 //
-//go:linkname usdtAutoFire{{.N}} {{index $.Symbols.Trampolines .N}}
+//go:linkname usdtAutoFire{{.N}} {{(index $.Symbols.Trampolines .N).Symbol}}
 //go:noescape
-func usdtAutoFire{{.N}}({{join .Params ", "}})
+func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
 {{end}}{{end}}{{range .Exits}}
 // usdtAutoExit{{.N}} holds the time a call started and the addresses of its
 // results; fire reads them when the deferred call runs.
@@ -159,6 +160,7 @@ type fireFunc struct {
 	N                        int
 	Params, StubParams, Call []string
 	Bufs                     []string // the C string buffers it declares
+	Result                   string   // "int64" when it returns the time
 }
 
 // exitType is one way of reading results in a deferred exit probe, shared
@@ -175,10 +177,17 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
 	}
 	fires := make([]fireFunc, len(g.fires))
-	for i, kinds := range g.fires {
+	tramps := make([]asmgen.Trampoline, len(g.fires))
+	for i, sig := range g.fires {
 		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
-		for j, k := range kinds {
+		for j, k := range sig.kinds {
 			a := fmt.Sprintf("a%d", j+1)
+			if j == 0 && sig.since {
+				f.Params = append(f.Params, "start int64")
+				f.StubParams = append(f.StubParams, a+" uint64")
+				f.Call = append(f.Call, "usdtAutoSince(start)")
+				continue
+			}
 			f.Params = append(f.Params, a+" "+k.GoType())
 			if k == probe.String {
 				f.Bufs = append(f.Bufs, fmt.Sprintf("b%d", j+1))
@@ -189,9 +198,16 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 			f.StubParams = append(f.StubParams, a+" "+k.GoType())
 			f.Call = append(f.Call, a)
 		}
+		if sig.now {
+			f.Result = "int64"
+		}
 		fires[i] = f
+		// Without a Go fire function to do it, the trampoline reads the
+		// clock.
+		goFire := len(f.Bufs) > 0
+		tramps[i] = asmgen.Trampoline{Since: sig.since && !goFire, Now: sig.now && !goFire}
 	}
-	syms := symbols(cfg.ImportPath, len(fires))
+	syms := symbols(cfg.ImportPath, tramps)
 	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)
 	if err != nil {
 		return nil, nil, err
@@ -234,10 +250,11 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	return goSrc, asm, nil
 }
 
-// symbols names the package's n trampolines, its sites and its table:
-// "usdt/", the last element of its import path and a hash of the whole
-// path, which keeps them apart from every other package's.
-func symbols(importPath string, n int) asmgen.Symbols {
+// symbols names the package's trampolines (tramps, whose Symbol it
+// sets), its sites and its table: "usdt/", the last element of its import
+// path and a hash of the whole path, which keeps them apart from every
+// other package's.
+func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
 	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
 	for i, c := range elem {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
@@ -247,9 +264,8 @@ func symbols(importPath string, n int) asmgen.Symbols {
 	h := fnv.New32a()
 	h.Write([]byte(importPath))
 	ns := fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
-	syms := asmgen.Symbols{Sites: ns + "sites", Table: ns + "table"}
-	for i := range n {
-		syms.Trampolines = append(syms.Trampolines, fmt.Sprintf("%sfire%d", ns, i))
+	for i := range tramps {
+		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
 	}
-	return syms
+	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since"}
 }

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rules"
@@ -32,7 +33,7 @@ type generator struct {
 	// semaphores counts the semaphore slots: one per instrumented
 	// function, shared by its entry and exit probes.
 	semaphores int
-	fires      [][]probe.Kind
+	fires      []fireSig
 	fireIndex  map[string]int
 	exits      []exitShape
 	exitIndex  map[string]int
@@ -55,25 +56,38 @@ func newGenerator(pkg *types.Package, info *types.Info, provider string, files [
 		defs: info.Defs, prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
-// fire returns the index of the shared fire function for arguments of
-// these kinds, which pass strings as strings and everything else as a
-// uint64 (see convert).
-func (g *generator) fire(kinds []probe.Kind) int {
+// fireSig is what a shared fire function takes after the site index:
+// strings as strings and everything else as a uint64 (see convert). With
+// since, the first is an exit probe's start time, which the fire function
+// turns into the elapsed time the probe passes; with now, it returns the
+// time after the probe fired, an exit probe's start time.
+type fireSig struct {
+	kinds      []probe.Kind
+	since, now bool
+}
+
+// fire returns the shared fire function for arguments of these kinds,
+// and what it does of want's since and now: a trampoline that reads the
+// clock takes at most asmgen.ClockWords.
+func (g *generator) fire(kinds []probe.Kind, want fireSig) (int, fireSig) {
 	passed := make([]probe.Kind, len(kinds))
+	strs := false
 	for i, k := range kinds {
 		passed[i] = probe.Uint64
 		if k == probe.String {
 			passed[i] = probe.String
+			strs = true
 		}
 	}
-	kinds = passed
-	key := fmt.Sprint(kinds)
+	fits := strs || len(passed) <= asmgen.ClockWords
+	sig := fireSig{passed, want.since && fits, want.now && fits}
+	key := fmt.Sprint(sig.kinds, sig.since, sig.now)
 	if i, ok := g.fireIndex[key]; ok {
-		return i
+		return i, sig
 	}
-	g.fires = append(g.fires, kinds)
+	g.fires = append(g.fires, sig)
 	g.fireIndex[key] = len(g.fires) - 1
-	return len(g.fires) - 1
+	return len(g.fires) - 1, sig
 }
 
 func (g *generator) exit(fire, fields int, args []string) int {
@@ -88,11 +102,14 @@ func (g *generator) exit(fire, fields int, args []string) int {
 
 // add adds the probe name of the function fd, which passes the goroutine
 // id and then args and has no room for dropped, with its semaphore in slot.
-func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int) (site, fire int) {
+// An exit probe's fire function takes the start time instead of the
+// elapsed time when it can; an entry probe's returns the time after it
+// fired when now asks for it and it can (the returned fireSig says).
+func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int, now bool) (site, fire int, sig fireSig) {
 	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Receiver: goReceiver(fd)}
-	fire = g.fire(p.Kinds()[1:])
+	fire, sig = g.fire(p.Kinds()[1:], fireSig{since: len(args) > 0 && args[0] == elapsedArg, now: now})
 	g.probes = append(g.probes, p)
-	return len(g.probes) - 1, fire
+	return len(g.probes) - 1, fire, sig
 }
 
 // goidArg and elapsedArg are what every automatic probe, and every exit
@@ -189,6 +206,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	sem := g.semaphores
 	g.semaphores++
 	var fire []string
+	// now is what gives an exit probe its start time: the entry probe's
+	// fire function when it returns the time, else the clock.
+	now := g.prefix + "Nanotime()"
 	if rule.Entry {
 		var vals []value
 		if rule.Args {
@@ -197,8 +217,13 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		args, exprs, dropped := g.pass(vals)
 		fn.Dropped += len(dropped)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
-		site, fireFn := g.add(fd, fn.Entry, args, dropped, sem)
-		fire = append(fire, fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", ")))
+		site, fireFn, sig := g.add(fd, fn.Entry, args, dropped, sem, rule.Exit)
+		call := fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", "))
+		if sig.now {
+			now = call
+		} else {
+			fire = append(fire, call)
+		}
 	}
 	// join turns the returns into jumps to one return at the end of the
 	// body; atReturn fires the exit probe there instead of in a deferred
@@ -245,20 +270,27 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			}
 			args, exprs, _ := g.pass(vals)
 			fn.Dropped += len(dropped)
-			site, fireFn := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem)
+			site, fireFn, sig := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem, false)
 			// The start time is taken after the entry probe fired, and is
 			// zero unless the semaphore was set then: a call that began
 			// untraced fires no exit probe, as with the deferred call.
 			start = g.id("Start")
-			fire = append(fire, start+" = "+g.prefix+"Nanotime()")
-			elapsed := fmt.Sprintf("%sSince(%s)", g.prefix, start)
+			fire = append(fire, start+" = "+now)
+			elapsed := start
+			if !sig.since {
+				elapsed = fmt.Sprintf("%sSince(%s)", g.prefix, start)
+			}
 			exitFire = fmt.Sprintf("if %s != 0 { %sFire%d(%s) }; ", start, g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
 		} else {
 			args, exprs, ptrs, dropped := g.passAt(vals)
 			fn.Dropped += len(dropped)
 			args = append([]probe.Arg{elapsedArg}, args...)
-			exprs = append([]string{"uint64(usdtAutoNanotime() - x.start)"}, exprs...)
-			site, fireFn := g.add(fd, fn.Exit, args, dropped, sem)
+			site, fireFn, sig := g.add(fd, fn.Exit, args, dropped, sem, false)
+			elapsed := "x.start"
+			if !sig.since {
+				elapsed = "uint64(usdtAutoNanotime() - x.start)"
+			}
+			exprs = append([]string{elapsed}, exprs...)
 			shape := g.exit(fireFn, len(ptrs), exprs)
 			// Registered first, the deferred call runs last: after any
 			// recover in the function has set the final results. It is a
@@ -270,7 +302,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			// It also carries the start time, taken after the entry probe
 			// fired, so that each call (recursive ones included) measures
 			// itself; a panic unwinding through the function runs it too.
-			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), g.prefix + "Nanotime()"}, ptrs...), ", ")))
+			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), now}, ptrs...), ", ")))
 		}
 	}
 	// bodyEdits turn the returns into jumps to one return at the end of
