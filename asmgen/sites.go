@@ -33,16 +33,26 @@ type Symbols struct {
 //
 // where each W is a 64-bit integer or a pointer, and calls with the index
 // of the probe's site. It jumps to that site, the arguments left where
-// the caller's register ABI put them. Two kinds read the clock, so that
-// functions with exit probes do not, one call each fewer: with Since, a1
-// is an exit probe's start time (runtime.nanotime's), which it turns
-// into the time elapsed since; with Now, it returns the time after the
-// probe fired, an exit probe's start time. Both take at most ClockWords
-// words after the site.
+// the caller's register ABI put them. Its Clock says whether it reads the
+// clock, so that functions with exit probes do not, one call each fewer.
 type Trampoline struct {
-	Symbol     string
-	Since, Now bool
+	Symbol string
+	Clock  Clock
 }
+
+// Clock is what a trampoline does with runtime.nanotime. A trampoline
+// that reads it takes at most ClockWords words after the site.
+type Clock int
+
+const (
+	NoClock Clock = iota
+	// ClockSince: a1 is an exit probe's start time, which the trampoline
+	// replaces with the time elapsed since.
+	ClockSince
+	// ClockNow: the trampoline returns the time after the probe fired,
+	// an exit probe's start time.
+	ClockNow
+)
 
 // siteCode is one site: the NOP the tracer patches, then a return to the
 // trampoline's caller. Every site has the same size so that the trampoline
@@ -153,7 +163,7 @@ const ClockWords = 8
 func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 	a := abis[arch]
 	regs := append([]string{a.site}, a.args[:ClockWords]...)
-	mov, first, call := "MOVQ", 0, "CALL"
+	mov, first := "MOVQ", 0
 	if arch == ARM64 {
 		// 0(RSP) holds the return address.
 		mov, first = "MOVD", 8
@@ -162,7 +172,7 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 	for i, r := range regs {
 		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, spReg[arch])
 	}
-	fmt.Fprintf(b, "\t%s runtime·nanotime<ABIInternal>(SB)\n", call)
+	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
 	start := fmt.Sprintf("%d(%s)", first+8, spReg[arch])
 	if arch == ARM64 {
 		// The clock's result is in R0.
@@ -174,11 +184,11 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, spReg[arch], regs[i])
 	}
 	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, spReg[arch], regs[0])
-	b.WriteString(toSite(arch, sites, goidOffset, call))
+	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 	b.WriteString("\tRET\n")
 }
 
-// now writes a trampoline with Now: it calls the site, then the clock,
+// now writes a trampoline with ClockNow: it calls the site, then the clock,
 // whose result it returns.
 func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
@@ -221,13 +231,11 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, p
 		if err != nil {
 			return nil, probetable.Layout{}, err
 		}
-		switch {
-		case t.Since && t.Now:
-			return nil, probetable.Layout{}, fmt.Errorf("asmgen: trampoline %s both takes and returns the time", t.Symbol)
-		case t.Since:
+		switch t.Clock {
+		case ClockSince:
 			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n\tJMP %s<ABIInternal>(SB)\n", tramp, flagNOSPLIT|flagNOFRAME, core)
 			clock = true
-		case t.Now:
+		case ClockNow:
 			now(&b, arch, tramp, sites, goidOffset)
 		default:
 			trampoline(&b, arch, tramp, sites, goidOffset)

@@ -10,7 +10,7 @@ import (
 )
 
 func TestPlan9Sites(t *testing.T) {
-	syms := Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0"}, {Symbol: "usdt/p_1.tr1", Since: true}, {Symbol: "usdt/p_1.tr2", Now: true}},
+	syms := Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0"}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow}},
 		Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}
 	p := func(name string, kinds ...probe.Kind) probe.Probe {
 		pr := probe.Probe{Provider: "p", Name: name}
@@ -46,7 +46,6 @@ func TestPlan9Sites(t *testing.T) {
 		{"no goroutine id", AMD64, []probe.Probe{p("a", probe.String, probe.Int64)}, nil, "p:a needs the goroutine id first", nil},
 		{"too many arguments", AMD64, []probe.Probe{p("a", slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)...)}, nil, "at most 12 arguments", nil},
 		{"unspellable", AMD64, nil, nil, `"usdt/go-x.sites" has '-'`, &Symbols{Sites: "usdt/go-x.sites", Table: "t", Since: "s"}},
-		{"since and now", AMD64, nil, nil, "both takes and returns the time", &Symbols{Sites: "s", Table: "t", Since: "c", Trampolines: []Trampoline{{Symbol: "x", Since: true, Now: true}}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -22,7 +22,7 @@ var supportFile = template.Must(template.New("support").Funcs(template.FuncMap{"
 import "unsafe"
 
 // usdtAutoTable is defined in the assembly, with the sites and the
-// trampoline, under a name outside the package (see asmgen.Symbols).
+// trampolines, under a name outside the package (see asmgen.Symbols).
 //
 //go:linkname usdtAutoTable {{.Symbols.Table}}
 var usdtAutoTable struct {
@@ -182,7 +182,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		f := fireFunc{N: i, Params: []string{"site int"}, StubParams: []string{"site int"}, Call: []string{"site"}}
 		for j, k := range sig.kinds {
 			a := fmt.Sprintf("a%d", j+1)
-			if j == 0 && sig.since {
+			if j == 0 && sig.clock == asmgen.ClockSince {
 				f.Params = append(f.Params, "start int64")
 				f.StubParams = append(f.StubParams, a+" uint64")
 				f.Call = append(f.Call, "usdtAutoSince(start)")
@@ -198,14 +198,15 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 			f.StubParams = append(f.StubParams, a+" "+k.GoType())
 			f.Call = append(f.Call, a)
 		}
-		if sig.now {
+		if sig.clock == asmgen.ClockNow {
 			f.Result = "int64"
 		}
 		fires[i] = f
 		// Without a Go fire function to do it, the trampoline reads the
 		// clock.
-		goFire := len(f.Bufs) > 0
-		tramps[i] = asmgen.Trampoline{Since: sig.since && !goFire, Now: sig.now && !goFire}
+		if len(f.Bufs) == 0 {
+			tramps[i].Clock = sig.clock
+		}
 	}
 	syms := symbols(cfg.ImportPath, tramps)
 	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)

@@ -57,19 +57,20 @@ func newGenerator(pkg *types.Package, info *types.Info, provider string, files [
 }
 
 // fireSig is what a shared fire function takes after the site index:
-// strings as strings and everything else as a uint64 (see convert). With
-// since, the first is an exit probe's start time, which the fire function
-// turns into the elapsed time the probe passes; with now, it returns the
-// time after the probe fired, an exit probe's start time.
+// strings as strings and everything else as a uint64 (see convert), and
+// what it does with the clock: with asmgen.ClockSince the first is an
+// exit probe's start time, which it turns into the elapsed time the probe
+// passes; with asmgen.ClockNow it returns the time after the probe fired,
+// an exit probe's start time.
 type fireSig struct {
-	kinds      []probe.Kind
-	since, now bool
+	kinds []probe.Kind
+	clock asmgen.Clock
 }
 
 // fire returns the shared fire function for arguments of these kinds,
-// and what it does of want's since and now: a trampoline that reads the
-// clock takes at most asmgen.ClockWords.
-func (g *generator) fire(kinds []probe.Kind, want fireSig) (int, fireSig) {
+// and whether it does with the clock what want asks: a trampoline that
+// reads the clock takes at most asmgen.ClockWords.
+func (g *generator) fire(kinds []probe.Kind, want asmgen.Clock) (int, asmgen.Clock) {
 	passed := make([]probe.Kind, len(kinds))
 	strs := false
 	for i, k := range kinds {
@@ -79,15 +80,17 @@ func (g *generator) fire(kinds []probe.Kind, want fireSig) (int, fireSig) {
 			strs = true
 		}
 	}
-	fits := strs || len(passed) <= asmgen.ClockWords
-	sig := fireSig{passed, want.since && fits, want.now && fits}
-	key := fmt.Sprint(sig.kinds, sig.since, sig.now)
+	sig := fireSig{passed, want}
+	if !strs && len(passed) > asmgen.ClockWords {
+		sig.clock = asmgen.NoClock
+	}
+	key := fmt.Sprint(sig.kinds, sig.clock)
 	if i, ok := g.fireIndex[key]; ok {
-		return i, sig
+		return i, sig.clock
 	}
 	g.fires = append(g.fires, sig)
 	g.fireIndex[key] = len(g.fires) - 1
-	return len(g.fires) - 1, sig
+	return len(g.fires) - 1, sig.clock
 }
 
 func (g *generator) exit(fire, fields int, args []string) int {
@@ -104,12 +107,19 @@ func (g *generator) exit(fire, fields int, args []string) int {
 // id and then args and has no room for dropped, with its semaphore in slot.
 // An exit probe's fire function takes the start time instead of the
 // elapsed time when it can; an entry probe's returns the time after it
-// fired when now asks for it and it can (the returned fireSig says).
-func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int, now bool) (site, fire int, sig fireSig) {
+// fired when now asks for it and it can (clock says).
+func (g *generator) add(fd *ast.FuncDecl, name string, args, dropped []probe.Arg, slot int, now bool) (site, fire int, clock asmgen.Clock) {
 	p := probe.Probe{Provider: g.provider, Name: name, Args: append([]probe.Arg{goidArg}, args...), Dropped: dropped, Slot: slot, Receiver: goReceiver(fd)}
-	fire, sig = g.fire(p.Kinds()[1:], fireSig{since: len(args) > 0 && args[0] == elapsedArg, now: now})
+	want := asmgen.NoClock
+	switch {
+	case len(args) > 0 && args[0] == elapsedArg:
+		want = asmgen.ClockSince
+	case now:
+		want = asmgen.ClockNow
+	}
+	fire, clock = g.fire(p.Kinds()[1:], want)
 	g.probes = append(g.probes, p)
-	return len(g.probes) - 1, fire, sig
+	return len(g.probes) - 1, fire, clock
 }
 
 // goidArg and elapsedArg are what every automatic probe, and every exit
@@ -217,9 +227,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		args, exprs, dropped := g.pass(vals)
 		fn.Dropped += len(dropped)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
-		site, fireFn, sig := g.add(fd, fn.Entry, args, dropped, sem, rule.Exit)
+		site, fireFn, clock := g.add(fd, fn.Entry, args, dropped, sem, rule.Exit)
 		call := fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", "))
-		if sig.now {
+		if clock == asmgen.ClockNow {
 			now = call
 		} else {
 			fire = append(fire, call)
@@ -270,14 +280,14 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			}
 			args, exprs, _ := g.pass(vals)
 			fn.Dropped += len(dropped)
-			site, fireFn, sig := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem, false)
+			site, fireFn, clock := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem, false)
 			// The start time is taken after the entry probe fired, and is
 			// zero unless the semaphore was set then: a call that began
 			// untraced fires no exit probe, as with the deferred call.
 			start = g.id("Start")
 			fire = append(fire, start+" = "+now)
 			elapsed := start
-			if !sig.since {
+			if clock != asmgen.ClockSince {
 				elapsed = fmt.Sprintf("%sSince(%s)", g.prefix, start)
 			}
 			exitFire = fmt.Sprintf("if %s != 0 { %sFire%d(%s) }; ", start, g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
@@ -285,9 +295,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			args, exprs, ptrs, dropped := g.passAt(vals)
 			fn.Dropped += len(dropped)
 			args = append([]probe.Arg{elapsedArg}, args...)
-			site, fireFn, sig := g.add(fd, fn.Exit, args, dropped, sem, false)
+			site, fireFn, clock := g.add(fd, fn.Exit, args, dropped, sem, false)
 			elapsed := "x.start"
-			if !sig.since {
+			if clock != asmgen.ClockSince {
 				elapsed = "uint64(usdtAutoNanotime() - x.start)"
 			}
 			exprs = append([]string{elapsed}, exprs...)
