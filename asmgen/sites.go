@@ -3,6 +3,7 @@ package asmgen
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -253,10 +254,13 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, p
 		laid[i] = p
 		laid[i].Spec = argSpecs(arch, kinds)
 	}
-	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\nTEXT %s(SB), %d, $0-0\n", sc.size, sites, flagNOSPLIT|flagNOFRAME)
-	for _, p := range probes {
-		fmt.Fprintf(&b, "\t%s // %s:%s\n", sc.code, p.Provider, p.Name)
+	// The sites share one line: a line of their own each would cost every
+	// probe an entry in the line tables (pclntab and DWARF), about 2 bytes.
+	fmt.Fprintf(&b, "\n// The probe sites, %d bytes each: the Go linker keeps a function whole.\n", sc.size)
+	for i, p := range probes {
+		fmt.Fprintf(&b, "// %d: %s:%s\n", i, p.Provider, p.Name)
 	}
+	fmt.Fprintf(&b, "TEXT %s(SB), %d, $0-0\n\t%s\n", sites, flagNOSPLIT|flagNOFRAME, strings.Join(slices.Repeat([]string{sc.code}, len(probes)), "; "))
 	l, err := writeTable(&b, pkg, table, laid, true, func(i int) string { return fmt.Sprintf("%s+%d", sites, sc.size*i) })
 	if err != nil {
 		return nil, probetable.Layout{}, err
