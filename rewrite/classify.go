@@ -78,37 +78,83 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 	return probe.Uint64, "0"
 }
 
-// convertAt is convert for a value read through p, an expression of type
-// unsafe.Pointer that points at it: exit probes read the results that way
-// when they fire, after the function has set them. It returns false for
-// values passed as the constant 0, which need no pointer. The expression is
-// for the generated file, in canonical names. A narrow value is read
-// zero-extended whatever its sign: the note's size says how much of the
-// register a tracer reads, and its sign how to extend that.
-func convertAt(t types.Type, p string) (probe.Kind, string, bool) {
+// A read is how an exit probe reads a result through its address.
+type read int
+
+const (
+	readWord read = iota // the 64-bit word it is
+	readU8
+	readU16
+	readU32
+	readItabType // a non-empty interface's type word
+	readLen      // a slice's length
+	readString   // a string, which a Go fire function copies
+)
+
+// readZero is no read: the probe passes the constant 0.
+const readZero read = -1
+
+// An exit probe's deferred call holds its site with the reads of up to
+// maxSharedReads results above it, readBits each from bit readShift, so
+// that one fire method serves every function whose results are as many
+// words, whatever their types (see usdtAutoRead). The value stays below
+// 1<<31: an immediate operand, where a 64-bit one would take 5 more bytes
+// in every function.
+const (
+	readBits       = 3
+	readShift      = 22
+	maxSharedReads = 3
+)
+
+// expr reads the value p, an expression of type unsafe.Pointer, points at.
+func (r read) expr(p string) string {
+	switch r {
+	case readU8, readU16, readU32:
+		return fmt.Sprintf("uint64(*(*uint%d)(%s))", 8<<(r-readU8), p)
+	case readItabType:
+		return "usdtAutoItabType(" + p + ")"
+	case readLen:
+		return "(*[3]uint64)(" + p + ")[1]"
+	case readString:
+		return "*(*string)(" + p + ")"
+	}
+	return "*(*uint64)(" + p + ")"
+}
+
+// convertAt is convert for a value read through its address: exit probes
+// read the results that way when they fire, after the function has set
+// them. It returns false for values passed as the constant 0, which need
+// no address. A narrow value is read zero-extended whatever its sign: the
+// note's size says how much of the register a tracer reads, and its sign
+// how to extend that.
+func convertAt(t types.Type) (probe.Kind, read, bool) {
 	k, e := convertNamed(t, "v", func(name string) string { return name }, canonical)
 	if e == "0" {
-		return k, e, false
+		return k, readWord, false
 	}
-	load := func(goType string) string { return "*(*" + goType + ")(" + p + ")" }
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
 		if u.Kind() == types.String {
-			return k, load("string"), true
+			return k, readString, true
 		}
 	case *types.Interface:
 		if !u.Empty() {
-			return k, "usdtAutoItabType(" + p + ")", true
+			return k, readItabType, true
 		}
 	case *types.Slice:
-		return k, "(*[3]uint64)(" + p + ")[1]", true
+		return k, readLen, true
 	}
 	// The rest is read as the word or narrower integer it is: int, uint
 	// and pointers (maps, channels and funcs too) are 64 bits wide on
 	// every supported GOARCH, floats are read as their bits, and an empty
 	// interface as its type word.
-	if size := k.Size(); size < 8 {
-		return k, fmt.Sprintf("uint64(%s)", load(fmt.Sprintf("uint%d", size*8))), true
+	switch k.Size() {
+	case 1:
+		return k, readU8, true
+	case 2:
+		return k, readU16, true
+	case 4:
+		return k, readU32, true
 	}
-	return k, load("uint64"), true
+	return k, readWord, true
 }

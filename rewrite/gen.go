@@ -131,7 +131,23 @@ func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 //go:linkname usdtAutoFire{{.N}} {{(index $.Symbols.Trampolines .N).Symbol}}
 //go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
-{{end}}{{end}}{{range .Exits}}
+{{end}}{{end}}{{if .Read}}
+// usdtAutoRead reads a result at p for an exit probe: read says how, in
+// its low bits (see rewrite's read type). One fire method, which reads
+// through it, serves every function whose results are as many words
+// whatever their types, where a method spelling out each read would be
+// one per combination of types. Inlined, its switch would be copied into
+// each method once per result; it runs only while traced.
+//
+//go:noinline
+func usdtAutoRead(read int, p unsafe.Pointer) uint64 {
+	switch read & {{.ReadMask}} {
+{{range .Reads}}	case {{.Code}}:
+		return {{.Expr}}
+{{end}}	}
+	return *(*uint64)(p)
+}
+{{end}}{{range .Exits}}
 // usdtAutoExit{{.N}} holds the time a call started and the addresses of its
 // results; fire reads them when the deferred call runs.
 type usdtAutoExit{{.N}} struct{ {{join .Fields "; "}} }
@@ -149,6 +165,16 @@ type supportData struct {
 	Generic bool
 	Fires   []fireFunc
 	Exits   []exitType
+	// Read says an exit type calls usdtAutoRead, which does Reads.
+	Read     bool
+	ReadMask int
+	Reads    []readCase
+}
+
+// readCase is one read usdtAutoRead does, by its code.
+type readCase struct {
+	Code int
+	Expr string
 }
 
 // fireFunc is one fire function: one per sequence of strings and words
@@ -224,8 +250,15 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		Fires:       fires,
 		Generic:     cfg.GoVersion == "" || version.Compare(cfg.GoVersion, "go1.18") >= 0,
 	}
+	d.ReadMask = 1<<readBits - 1
+	for r := readU8; r < readString; r++ {
+		d.Reads = append(d.Reads, readCase{int(r), r.expr("p")})
+	}
 	for i, x := range g.exits {
-		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: append([]string{"x.site"}, x.args...)}
+		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: x.args}
+		if strings.Contains(strings.Join(x.args, ""), "usdtAutoRead(") {
+			d.Read = true
+		}
 		if x.fields > 0 {
 			var names []string
 			for j := 1; j <= x.fields; j++ {

@@ -5,6 +5,7 @@ import (
 	"go/ast"
 	"go/token"
 	"go/types"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -292,16 +293,17 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			}
 			exitFire = fmt.Sprintf("if %s != 0 { %sFire%d(%s) }; ", start, g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
 		} else {
-			args, exprs, ptrs, dropped := g.passAt(vals)
-			fn.Dropped += len(dropped)
-			args = append([]probe.Arg{elapsedArg}, args...)
-			site, fireFn, clock := g.add(fd, fn.Exit, args, dropped, sem, false)
+			x := g.passAt(vals)
+			fn.Dropped += len(x.dropped)
+			args := append([]probe.Arg{elapsedArg}, x.args...)
+			site, fireFn, clock := g.add(fd, fn.Exit, args, x.dropped, sem, false)
 			elapsed := "x.start"
 			if clock != asmgen.ClockSince {
 				elapsed = "uint64(usdtAutoNanotime() - x.start)"
 			}
-			exprs = append([]string{elapsed}, exprs...)
-			shape := g.exit(fireFn, len(ptrs), exprs)
+			exprs, held := x.fire(site)
+			exprs = slices.Insert(exprs, 1, elapsed)
+			shape := g.exit(fireFn, len(x.ptrs), exprs)
 			// Registered first, the deferred call runs last: after any
 			// recover in the function has set the final results. It is a
 			// method value of a generated type that holds the results'
@@ -312,7 +314,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			// It also carries the start time, taken after the entry probe
 			// fired, so that each call (recursive ones included) measures
 			// itself; a panic unwinding through the function runs it too.
-			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{fmt.Sprint(site), now}, ptrs...), ", ")))
+			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{held, now}, x.ptrs...), ", ")))
 		}
 	}
 	// bodyEdits turn the returns into jumps to one return at the end of
@@ -697,21 +699,74 @@ func (g *generator) drop(vals []value) []probe.Arg {
 	return args
 }
 
+// exitReads is what passAt gives an exit probe's deferred call.
+type exitReads struct {
+	args []probe.Arg
+	// ptrs are the addresses to store, in field order, and reads how to
+	// read each; spelled says a string (which a Go fire function copies)
+	// or a constant needs the reads spelled out in the fire method.
+	ptrs    []string
+	reads   []read
+	spelled bool
+	dropped []probe.Arg
+}
+
 // passAt is pass for the exit probe's deferred call: each value is read
 // through its address, held in a field of the generated usdtAutoExitN
-// type. It returns the addresses to store, in field order. Room is kept
-// for the goroutine id and the elapsed time in arg0 and arg1.
-func (g *generator) passAt(vals []value) (args []probe.Arg, exprs, ptrs []string, dropped []probe.Arg) {
-	for i, v := range vals {
-		if i >= probe.MaxArgs-2 {
-			return args, exprs, ptrs, g.drop(vals[i:])
-		}
-		k, e, ok := convertAt(v.typ, fmt.Sprintf("x.a%d", len(ptrs)+1))
-		if ok {
-			ptrs = append(ptrs, g.prefix+"Pointer(&"+v.name+")")
-		}
-		args = append(args, g.arg(v, k))
-		exprs = append(exprs, e)
+// type. Room is kept for the goroutine id and the elapsed time in arg0 and
+// arg1.
+func (g *generator) passAt(vals []value) exitReads {
+	var x exitReads
+	if len(vals) > probe.MaxArgs-2 {
+		x.dropped = g.drop(vals[probe.MaxArgs-2:])
+		vals = vals[:probe.MaxArgs-2]
 	}
-	return args, exprs, ptrs, nil
+	for _, v := range vals {
+		k, r, ok := convertAt(v.typ)
+		x.args = append(x.args, g.arg(v, k))
+		if !ok {
+			x.spelled = true
+			x.reads = append(x.reads, readZero)
+			continue
+		}
+		x.spelled = x.spelled || r == readString
+		x.ptrs = append(x.ptrs, g.prefix+"Pointer(&"+v.name+")")
+		x.reads = append(x.reads, r)
+	}
+	return x
+}
+
+// fire is how the fire method of the exit probe at site passes the site
+// and reads the results, and the site its deferred call holds. Where it
+// can, the reads go with the site (see readShift), so that the method is
+// shared by every function whose results are as many words.
+func (x exitReads) fire(site int) (exprs []string, held string) {
+	shared := !x.spelled && len(x.reads) > 0 && len(x.reads) <= maxSharedReads && site < 1<<readShift
+	exprs, held = []string{"x.site"}, fmt.Sprint(site)
+	if shared {
+		exprs[0] = fmt.Sprintf("x.site&%#x", 1<<readShift-1)
+	}
+	var code int
+	field := 0
+	for i, r := range x.reads {
+		if r == readZero {
+			exprs = append(exprs, "0")
+			continue
+		}
+		field++
+		p := fmt.Sprintf("x.a%d", field)
+		if !shared {
+			exprs = append(exprs, r.expr(p))
+			continue
+		}
+		shift := readShift + readBits*i
+		exprs = append(exprs, fmt.Sprintf("usdtAutoRead(x.site>>%d, %s)", shift, p))
+		code |= int(r) << (readBits * i)
+	}
+	if code != 0 {
+		// In octal, one digit per result from the lowest; plain octal,
+		// not 0o, which Go before 1.13 lacks.
+		held = fmt.Sprintf("%d|0%o<<%d", site, code, readShift)
+	}
+	return exprs, held
 }

@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"slices"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -276,6 +277,43 @@ var (
 			kind, expr := convertNamed(typ, "x", func(name string) string { return name }, "g")
 			if kind != tt.kind || expr != tt.expr {
 				t.Errorf("convert(%s) = %v %q, want %v %q", typ, kind, expr, tt.kind, tt.expr)
+			}
+		})
+	}
+}
+
+// TestExitReadsFire: an exit probe's reads go with its site, and its fire
+// method is the same for every function with as many word results, unless
+// a string, a constant, more than maxSharedReads results or a site too
+// large for the reads above it needs them spelled out.
+func TestExitReadsFire(t *testing.T) {
+	ptrs := func(n int) []string { return make([]string, n) }
+	tests := []struct {
+		name  string
+		x     exitReads
+		site  int
+		exprs []string
+		held  string
+	}{
+		{"no results", exitReads{}, 7, []string{"x.site"}, "7"},
+		{"words", exitReads{ptrs: ptrs(2), reads: []read{readWord, readWord}}, 9,
+			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)"}, "9"},
+		{"mixed", exitReads{ptrs: ptrs(3), reads: []read{readU8, readWord, readLen}}, 11,
+			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0501<<22"},
+		{"string", exitReads{ptrs: ptrs(2), reads: []read{readItabType, readString}, spelled: true}, 3,
+			[]string{"x.site", "usdtAutoItabType(x.a1)", "*(*string)(x.a2)"}, "3"},
+		{"constant", exitReads{ptrs: ptrs(1), reads: []read{readZero, readU32}, spelled: true}, 3,
+			[]string{"x.site", "0", "uint64(*(*uint32)(x.a1))"}, "3"},
+		{"four results", exitReads{ptrs: ptrs(4), reads: []read{readWord, readU16, readWord, readWord}}, 5,
+			[]string{"x.site", "*(*uint64)(x.a1)", "uint64(*(*uint16)(x.a2))", "*(*uint64)(x.a3)", "*(*uint64)(x.a4)"}, "5"},
+		{"site too large", exitReads{ptrs: ptrs(1), reads: []read{readU8}}, 1 << readShift,
+			[]string{"x.site", "uint64(*(*uint8)(x.a1))"}, "4194304"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			exprs, held := tt.x.fire(tt.site)
+			if !slices.Equal(exprs, tt.exprs) || held != tt.held {
+				t.Errorf("fire(%d) = %q, %q; want %q, %q", tt.site, exprs, held, tt.exprs, tt.held)
 			}
 		})
 	}

@@ -230,10 +230,7 @@ func traceTypes(t *testing.T, bin, mode string) map[string][][]string {
 func TestTracePairs(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	dir := fixture(t, "hop")
-	bin := filepath.Join(t.TempDir(), "hop")
-	goCmd(t, dir, routeA.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
-	out, errOut, err := usdtTrace(t, "-json", "--", bin)
+	out, errOut, err := usdtTrace(t, "-json", "--", buildFixtureRules(t, "hop"))
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}
@@ -377,4 +374,46 @@ func jsonInts(t *testing.T, vals []any) []int64 {
 		ints = append(ints, i)
 	}
 	return ints
+}
+
+// TestTraceExitReads traces exit probes fired by deferred calls, which
+// read the results through their addresses: every kind of read (narrow
+// integers, bools, float bits, slice lengths, interfaces' type words,
+// pointers), shared by the functions whose results are as many words and
+// spelled out for strings and for more than three results. Each must pass
+// what the fixture itself sees its calls return.
+func TestTraceExitReads(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	out, errOut, err := usdtTrace(t, "--", buildFixtureRules(t, "exitreads"))
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	var want, got []string
+	for _, line := range strings.Split(errOut, "\n") {
+		if w, ok := strings.CutPrefix(line, "want "); ok {
+			want = append(want, w)
+		}
+	}
+	for _, l := range parseTrace(t, out) {
+		if l.exit {
+			got = append(got, strings.Join(append([]string{l.label}, l.vals...), " "))
+		}
+	}
+	if len(want) != 20 {
+		t.Fatalf("the fixture printed %d calls, want 20:\n%s", len(want), errOut)
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("exit probes passed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// buildFixtureRules builds testdata/name with the probes its rules.yml
+// selects, and returns the executable.
+func buildFixtureRules(t *testing.T, name string) string {
+	t.Helper()
+	dir := fixture(t, name)
+	bin := filepath.Join(t.TempDir(), name)
+	goCmd(t, dir, routeA.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	return bin
 }
