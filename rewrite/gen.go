@@ -249,6 +249,7 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		CStringSize: usdtrt.CStringMax + 1,
 		Fires:       fires,
 		Generic:     cfg.GoVersion == "" || version.Compare(cfg.GoVersion, "go1.18") >= 0,
+		Read:        g.sharedReads,
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {
@@ -256,9 +257,6 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 	}
 	for i, x := range g.exits {
 		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: x.args}
-		if strings.Contains(strings.Join(x.args, ""), "usdtAutoRead(") {
-			d.Read = true
-		}
 		if x.fields > 0 {
 			var names []string
 			for j := 1; j <= x.fields; j++ {

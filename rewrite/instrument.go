@@ -17,8 +17,9 @@ import (
 
 // exitShape is a generated type whose fire method reads the results of a
 // returning function through the addresses it holds and fires an exit
-// probe: one per distinct way of reading results, shared by every function
-// that returns them that way.
+// probe: one per distinct way of reading results (or, through
+// usdtAutoRead, per number of results), shared by every function that
+// returns them that way.
 type exitShape struct {
 	fire   int
 	fields int
@@ -38,6 +39,8 @@ type generator struct {
 	fireIndex  map[string]int
 	exits      []exitShape
 	exitIndex  map[string]int
+	// sharedReads says an exit shape reads through usdtAutoRead.
+	sharedReads bool
 	// traced holds the names given to traced copies, as "Type.Name" for
 	// methods.
 	traced map[string]bool
@@ -301,7 +304,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			if clock != asmgen.ClockSince {
 				elapsed = "uint64(usdtAutoNanotime() - x.start)"
 			}
-			exprs, held := x.fire(site)
+			exprs, held, shared := x.fire(site)
+			g.sharedReads = g.sharedReads || shared
 			exprs = slices.Insert(exprs, 1, elapsed)
 			shape := g.exit(fireFn, len(x.ptrs), exprs)
 			// Registered first, the deferred call runs last: after any
@@ -703,11 +707,9 @@ func (g *generator) drop(vals []value) []probe.Arg {
 type exitReads struct {
 	args []probe.Arg
 	// ptrs are the addresses to store, in field order, and reads how to
-	// read each; spelled says a string (which a Go fire function copies)
-	// or a constant needs the reads spelled out in the fire method.
+	// read each value (readZero for a constant, which has no address).
 	ptrs    []string
 	reads   []read
-	spelled bool
 	dropped []probe.Arg
 }
 
@@ -725,11 +727,9 @@ func (g *generator) passAt(vals []value) exitReads {
 		k, r, ok := convertAt(v.typ)
 		x.args = append(x.args, g.arg(v, k))
 		if !ok {
-			x.spelled = true
 			x.reads = append(x.reads, readZero)
 			continue
 		}
-		x.spelled = x.spelled || r == readString
 		x.ptrs = append(x.ptrs, g.prefix+"Pointer(&"+v.name+")")
 		x.reads = append(x.reads, r)
 	}
@@ -738,10 +738,13 @@ func (g *generator) passAt(vals []value) exitReads {
 
 // fire is how the fire method of the exit probe at site passes the site
 // and reads the results, and the site its deferred call holds. Where it
-// can, the reads go with the site (see readShift), so that the method is
-// shared by every function whose results are as many words.
-func (x exitReads) fire(site int) (exprs []string, held string) {
-	shared := !x.spelled && len(x.reads) > 0 && len(x.reads) <= maxSharedReads && site < 1<<readShift
+// can, the reads go with the site (see readShift) and shared says so: the
+// method then serves every function whose results are as many words. A
+// string (which a Go fire function copies) or a constant needs its read
+// spelled out in the method.
+func (x exitReads) fire(site int) (exprs []string, held string, shared bool) {
+	shared = len(x.reads) > 0 && len(x.reads) <= maxSharedReads && site < 1<<readShift &&
+		!slices.ContainsFunc(x.reads, func(r read) bool { return r == readZero || r == readString })
 	exprs, held = []string{"x.site"}, fmt.Sprint(site)
 	if shared {
 		exprs[0] = fmt.Sprintf("x.site&%#x", 1<<readShift-1)
@@ -768,5 +771,5 @@ func (x exitReads) fire(site int) (exprs []string, held string) {
 		// not 0o, which Go before 1.13 lacks.
 		held = fmt.Sprintf("%d|0%o<<%d", site, code, readShift)
 	}
-	return exprs, held
+	return exprs, held, shared
 }

@@ -300,9 +300,9 @@ func TestExitReadsFire(t *testing.T) {
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)"}, "9"},
 		{"mixed", exitReads{ptrs: ptrs(3), reads: []read{readU8, readWord, readLen}}, 11,
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0501<<22"},
-		{"string", exitReads{ptrs: ptrs(2), reads: []read{readItabType, readString}, spelled: true}, 3,
+		{"string", exitReads{ptrs: ptrs(2), reads: []read{readItabType, readString}}, 3,
 			[]string{"x.site", "usdtAutoItabType(x.a1)", "*(*string)(x.a2)"}, "3"},
-		{"constant", exitReads{ptrs: ptrs(1), reads: []read{readZero, readU32}, spelled: true}, 3,
+		{"constant", exitReads{ptrs: ptrs(1), reads: []read{readZero, readU32}}, 3,
 			[]string{"x.site", "0", "uint64(*(*uint32)(x.a1))"}, "3"},
 		{"four results", exitReads{ptrs: ptrs(4), reads: []read{readWord, readU16, readWord, readWord}}, 5,
 			[]string{"x.site", "*(*uint64)(x.a1)", "uint64(*(*uint16)(x.a2))", "*(*uint64)(x.a3)", "*(*uint64)(x.a4)"}, "5"},
@@ -311,9 +311,9 @@ func TestExitReadsFire(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			exprs, held := tt.x.fire(tt.site)
-			if !slices.Equal(exprs, tt.exprs) || held != tt.held {
-				t.Errorf("fire(%d) = %q, %q; want %q, %q", tt.site, exprs, held, tt.exprs, tt.held)
+			exprs, held, shared := tt.x.fire(tt.site)
+			if !slices.Equal(exprs, tt.exprs) || held != tt.held || shared != (tt.exprs[0] != "x.site") {
+				t.Errorf("fire(%d) = %q, %q, %v; want %q, %q", tt.site, exprs, held, shared, tt.exprs, tt.held)
 			}
 		})
 	}
