@@ -21,11 +21,12 @@ func Name(kind, pkg, fn string) string {
 // Split splits an automatic probe name "kind__pkg__Func" (or
 // "kind__pkg__Type__Method").
 func Split(name string) (kind, pkg, fn string, ok bool) {
-	parts := strings.SplitN(name, "__", 3)
-	if len(parts) != 3 {
+	kind, rest, ok1 := strings.Cut(name, "__")
+	pkg, fn, ok2 := strings.Cut(rest, "__")
+	if !ok1 || !ok2 {
 		return "", "", "", false
 	}
-	return parts[0], parts[1], parts[2], true
+	return kind, pkg, fn, true
 }
 
 // Label is the Go name of the function behind a probe's pkg and fn parts,

@@ -78,6 +78,7 @@ import (
 	"io"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -261,6 +262,10 @@ func deflate(blob []byte) []byte {
 // with its name and type, needs a fraction of it.
 const maxInflated = 256 << 20
 
+// inflaters are DEFLATE readers for reuse: each holds a 32 KB window, and
+// an executable has a table for every instrumented package.
+var inflaters = sync.Pool{New: func() any { return flate.NewReader(nil) }}
+
 // inflate reverses deflate, reporting whether b held a stream of exactly
 // the size it announced. What follows the stream is padding.
 func inflate(b []byte) ([]byte, bool) {
@@ -268,12 +273,16 @@ func inflate(b []byte) ([]byte, bool) {
 	if k <= 0 || n > maxInflated {
 		return nil, false
 	}
-	r := flate.NewReader(bytes.NewReader(b[k:]))
-	out, err := io.ReadAll(io.LimitReader(r, int64(n)+1))
-	if err != nil || uint64(len(out)) != n {
+	r := inflaters.Get().(io.ReadCloser)
+	defer inflaters.Put(r)
+	r.(flate.Resetter).Reset(bytes.NewReader(b[k:]), nil)
+	// Room for one byte more than announced, which must not come.
+	out := make([]byte, n+1)
+	m, err := io.ReadFull(r, out)
+	if uint64(m) != n || err != io.EOF && err != io.ErrUnexpectedEOF {
 		return nil, false
 	}
-	return out, true
+	return out[:n], true
 }
 
 // nameSep splits probe names into the parts the pool shares: the entry and
@@ -376,8 +385,10 @@ func decodeStrings(b []byte, probes []probe.Probe) bool {
 	if r.bad || size > len(r.rest) {
 		return false
 	}
-	r.pool, r.rest = r.rest[:size], r.rest[size:]
-	r.strs, r.kinds = map[int]string{}, map[int][]probe.Kind{}
+	// One string holds the pool: the probes' strings are parts of it, not
+	// copies, and a table of thousands of probes repeats most of them.
+	r.pool, r.rest = string(r.rest[:size]), r.rest[size:]
+	r.kinds = map[int][]probe.Kind{}
 	pkg := r.str()
 	for i := range probes {
 		p := &probes[i]
@@ -416,10 +427,10 @@ func decodeStrings(b []byte, probes []probe.Probe) bool {
 
 // records reads the uvarints of a table's records.
 type records struct {
-	rest, pool []byte
-	strs       map[int]string // by reference: tables repeat them
-	kinds      map[int][]probe.Kind
-	bad        bool
+	rest  []byte
+	pool  string
+	kinds map[int][]probe.Kind // by reference: tables repeat them
+	bad   bool
 }
 
 func (r *records) uvarint() int {
@@ -446,21 +457,16 @@ func (r *records) str() string { return r.at(r.uvarint()) }
 
 // at is the pool's string at ref.
 func (r *records) at(ref int) string {
-	if s, ok := r.strs[ref]; ok {
-		return s
-	}
 	if ref >= len(r.pool) {
 		r.bad = true
 		return ""
 	}
-	end := bytes.IndexByte(r.pool[ref:], 0)
+	end := strings.IndexByte(r.pool[ref:], 0)
 	if end < 0 {
 		r.bad = true
 		return ""
 	}
-	s := string(r.pool[ref : ref+end])
-	r.strs[ref] = s
-	return s
+	return r.pool[ref : ref+end]
 }
 
 // kindList reads a reference to comma-separated kind names.

@@ -37,31 +37,27 @@ func align4(n int) int { return (n + 3) &^ 3 }
 // Encode returns the contents of a .note.stapsdt section for a 64-bit file
 // with the given byte order. Strings must not contain NUL bytes: a consumer
 // would read a truncated name and misparse the rest of the descriptor.
-func Encode(notes []Note, order binary.ByteOrder) []byte {
+func Encode(notes []Note, order binary.AppendByteOrder) []byte {
 	size := 0
 	for _, n := range notes {
 		size += 12 + len(noteName) + align4(24+len(n.Provider)+len(n.Name)+len(n.Args)+3)
 	}
 	out := make([]byte, 0, size)
 	for _, n := range notes {
-		desc := make([]byte, 24, 24+len(n.Provider)+len(n.Name)+len(n.Args)+3)
-		order.PutUint64(desc[0:], n.PC)
-		order.PutUint64(desc[8:], n.Base)
-		order.PutUint64(desc[16:], n.Semaphore)
-		for _, s := range []string{n.Provider, n.Name, n.Args} {
-			desc = append(desc, s...)
-			desc = append(desc, 0)
-		}
-		var hdr [12]byte
-		order.PutUint32(hdr[0:], uint32(len(noteName)))
+		descsz := 24 + len(n.Provider) + len(n.Name) + len(n.Args) + 3
+		out = order.AppendUint32(out, uint32(len(noteName)))
 		// descsz is the unpadded length: readers skip to the next note by
 		// rounding it up themselves.
-		order.PutUint32(hdr[4:], uint32(len(desc)))
-		order.PutUint32(hdr[8:], NoteType)
-		out = append(out, hdr[:]...)
+		out = order.AppendUint32(out, uint32(descsz))
+		out = order.AppendUint32(out, NoteType)
 		out = append(out, noteName...)
-		out = append(out, desc...)
-		out = append(out, make([]byte, align4(len(desc))-len(desc))...)
+		out = order.AppendUint64(out, n.PC)
+		out = order.AppendUint64(out, n.Base)
+		out = order.AppendUint64(out, n.Semaphore)
+		for _, s := range []string{n.Provider, n.Name, n.Args} {
+			out = append(append(out, s...), 0)
+		}
+		out = append(out, make([]byte, align4(descsz)-descsz)...)
 	}
 	return out
 }

@@ -134,7 +134,10 @@ func TestRoundTrip(t *testing.T) {
 	tests := []struct {
 		name  string
 		class elf.Class
-		order binary.ByteOrder
+		order interface {
+			binary.ByteOrder
+			binary.AppendByteOrder
+		}
 		notes []Note
 		extra bool // surround with a foreign note and a retired section
 	}{
