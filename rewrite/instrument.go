@@ -459,8 +459,12 @@ func (g *generator) joinable(fd *ast.FuncDecl) (returns []*ast.ReturnStmt, why s
 	results := fieldNames(fd.Type.Results)
 	if len(results) > 0 {
 		ast.Inspect(fd.Body, func(n ast.Node) bool {
-			if id, isIdent := n.(*ast.Ident); isIdent && results[id.Name] && g.defs[id] != nil {
-				ok = false
+			// A type switch's symbolic variable (switch y := v.(type)) is
+			// in Defs with no object: each clause declares its own y.
+			if id, isIdent := n.(*ast.Ident); isIdent && results[id.Name] {
+				if _, declared := g.defs[id]; declared {
+					ok = false
+				}
 			}
 			return ok
 		})

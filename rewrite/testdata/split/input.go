@@ -123,6 +123,18 @@ func Shadowed(xs []int) (y int) {
 	return len(xs)
 }
 
+// Switched keeps its returns: in each clause, y is the clause's own
+// variable.
+func Switched(v any) (y int) {
+	switch y := v.(type) {
+	case string:
+		return len(y)
+	case int:
+		return y + 1
+	}
+	return -1
+}
+
 // Reused keeps its returns: its := assigns the parameter n, which it
 // would declare anew in a block.
 func Reused(s string, n int) (int, error) {

@@ -2,8 +2,8 @@
 // ones, returns whose results call functions that change named results,
 // returns out of select, labeled loops and goto, returns in closures, and
 // returns in functions whose top level reuses a parameter with := or whose
-// blocks shadow a result. Instrumented, such functions leave through one
-// return, where that keeps their meaning.
+// blocks or type switches shadow a result. Instrumented, such functions
+// leave through one return, where that keeps their meaning.
 package main
 
 import (
@@ -176,6 +176,27 @@ func shadowed(xs []int) (y int) {
 	return y
 }
 
+// switched names its type switch's variable like its result: in each
+// clause, y is the clause's own variable, not the result.
+func switched(v any) (y int, ok bool) {
+	switch y := v.(type) {
+	case int:
+		return y + 1, true
+	}
+	return -1, false
+}
+
+// measured does the same with clauses where y is not even an int.
+func measured(v any) (y int) {
+	switch y := v.(type) {
+	case string:
+		return len(y)
+	case []int:
+		return len(y) * 10
+	}
+	return -1
+}
+
 // at panics while evaluating what it returns.
 func at(xs []int, i int) (int, bool) {
 	if i < 0 {
@@ -235,6 +256,11 @@ func main() {
 		fmt.Println(reused(s, 5))
 	}
 	fmt.Println("shadowed", shadowed([]int{1, 2, 3}), shadowed([]int{1, 9}))
+	for _, v := range []any{42, "x"} {
+		y, ok := switched(v)
+		fmt.Println("switched", v, y, ok)
+	}
+	fmt.Println("measured", measured("four"), measured([]int{1, 2}), measured(3))
 	fmt.Println(maxOf(3, 9, 4))
 	fmt.Println(maxOf(2.5, -1.0))
 	fmt.Println(maxOf[int]())
