@@ -27,10 +27,10 @@ func (inv Invocation) link() error {
 	if out == "" {
 		return nil
 	}
-	// The notes step allocates what it reads and writes, some 50 MB at
+	// The notes step allocates what it reads and writes, some 25 MB at
 	// 27,000 probes, in a process that ends right after: collecting it
-	// with the heap's usual small targets took a third of the step.
-	// Under a bound, in case a binary has far more probes.
+	// from the runtime's first small heap goals took a quarter of the
+	// step. Under a bound, in case a binary has far more probes.
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(256 << 20)
 	sites, err := writeNotes(out)
