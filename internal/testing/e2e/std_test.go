@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"testing"
+)
+
+// stdPackages are the standard packages whose test suites run
+// instrumented: parsers, printers, encoders, containers, concurrency,
+// reflection, and go/types, which has functions of every shape.
+var stdPackages = []string{
+	"archive/tar", "archive/zip", "bufio", "bytes", "compress/flate",
+	"container/list", "context", "crypto/aes", "crypto/sha256",
+	"encoding/base64", "encoding/binary", "encoding/csv", "encoding/json",
+	"encoding/xml", "errors", "fmt", "go/ast", "go/constant", "go/parser",
+	"go/printer", "go/scanner", "go/types", "hash/crc32", "html/template",
+	"image/png", "io", "maps", "math/big", "mime", "net/url", "os",
+	"path/filepath", "reflect", "regexp", "slices", "sort", "strconv",
+	"strings", "sync", "text/tabwriter", "text/template", "time", "unicode",
+	"unicode/utf8",
+}
+
+// allocationTests count what a call allocates. Instrumented, a function
+// that Go inlined stays out of line, and a value that did not escape
+// through it goes to the heap (README, "Escape analysis follows
+// inlining"): these fail, traced or not, and nothing else may.
+const allocationTests = "^(TestNewIntAllocs|TestCountMallocs|TestAllocations|TestAllocatonsWithTypeAsserts|TestMapIterSet)$"
+
+var (
+	passedPackage = regexp.MustCompile(`(?m)^ok\s`)
+	failedPackage = regexp.MustCompile(`(?m)^FAIL\t(\S+)`)
+)
+
+// TestStdTests runs the test suites of standard packages with every
+// function of the test binaries instrumented ("..."), the exit probes
+// deferred and at the returns: a suite that passes plain must pass
+// instrumented. A package that fails instrumented runs again plain, and
+// fails the test only if it passes that way.
+func TestStdTests(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the test suites of 44 standard packages, built twice, take minutes")
+	}
+	dir := t.TempDir()
+	for _, unwind := range []bool{true, false} {
+		t.Run(fmt.Sprintf("unwind=%v", unwind), func(t *testing.T) {
+			rules := filepath.Join(dir, fmt.Sprintf("rules-%v.yml", unwind))
+			text := fmt.Sprintf("provider: std\nrules:\n  - package: \"...\"\n    unwind: %v\n", unwind)
+			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			toolexec := "-toolexec=" + filepath.Join(toolsDir, "usdt-toolexec") + " -rules " + rules
+			args := append([]string{"test", "-count=1", "-short", "-skip", allocationTests, toolexec}, stdPackages...)
+			out, err := goRun(dir, []string{"CGO_ENABLED=0", "GOFLAGS="}, args...)
+			if err == nil {
+				t.Logf("%d packages passed instrumented", len(passedPackage.FindAllStringIndex(out, -1)))
+				return
+			}
+			var failed []string
+			for _, m := range failedPackage.FindAllStringSubmatch(out, -1) {
+				failed = append(failed, m[1])
+			}
+			if len(failed) == 0 {
+				t.Fatalf("go test, instrumented: %v\n%s", err, out)
+			}
+			plainArgs := append([]string{"test", "-count=1", "-short", "-skip", allocationTests}, failed...)
+			plain, plainErr := goRun(dir, []string{"CGO_ENABLED=0", "GOFLAGS="}, plainArgs...)
+			failsPlain := map[string]bool{}
+			for _, m := range failedPackage.FindAllStringSubmatch(plain, -1) {
+				failsPlain[m[1]] = true
+			}
+			for _, p := range failed {
+				if failsPlain[p] {
+					t.Logf("%s fails plain too (%v): not the instrumentation's doing", p, plainErr)
+				} else {
+					t.Errorf("%s passes plain but fails instrumented", p)
+				}
+			}
+			if t.Failed() {
+				t.Logf("instrumented:\n%s", out)
+			}
+		})
+	}
+}
