@@ -32,6 +32,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"syscall"
@@ -79,7 +80,7 @@ func AddNotes(path string, sites []probe.Probe) error {
 }
 
 func addNotes(path string, sites []probe.Probe) error {
-	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	f, err := openWritable(path)
 	if err != nil {
 		return err
 	}
@@ -100,6 +101,27 @@ func addNotes(path string, sites []probe.Probe) error {
 		return err
 	}
 	return writeInPlace(f, fi.Size(), e)
+}
+
+// openWritable opens path for writing. A umask such as 0222 leaves the
+// linker's output without its owner's write bit, which stops no one from
+// building, so neither may it stop the patch: the owner gets the bit for
+// as long as it takes to open the file, and the file keeps its mode.
+func openWritable(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if !errors.Is(err, fs.ErrPermission) {
+		return f, err
+	}
+	fi, statErr := os.Stat(path)
+	if statErr != nil || fi.Mode().Perm()&0o200 != 0 || os.Chmod(path, fi.Mode()|0o200) != nil {
+		return nil, err
+	}
+	f, err = os.OpenFile(path, os.O_RDWR, 0)
+	if chmodErr := os.Chmod(path, fi.Mode()); err == nil && chmodErr != nil {
+		f.Close()
+		return nil, chmodErr
+	}
+	return f, err
 }
 
 // mapFile maps size bytes of f read-only: its pages are already in the

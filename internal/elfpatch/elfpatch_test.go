@@ -308,7 +308,9 @@ func TestAddNotesNoSites(t *testing.T) {
 }
 
 // TestAddNotesFileHandling checks that the patch is made in place: mode
-// bits kept, a symlink's target patched and the link left alone.
+// bits kept, a read-only file patched all the same (run as a user other
+// than root to see it), a symlink's target patched and the link left
+// alone.
 func TestAddNotesFileHandling(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -317,6 +319,8 @@ func TestAddNotesFileHandling(t *testing.T) {
 	}{
 		{"mode 0755", 0o755, false},
 		{"mode 0750", 0o750, false},
+		// What the linker writes under umask 0222.
+		{"read-only 0555", 0o555, false},
 		{"through symlink", 0o711, true},
 	}
 	for _, tc := range tests {
