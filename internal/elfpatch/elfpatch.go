@@ -602,6 +602,8 @@ func writeInPlace(f *os.File, size int64, e edit) (err error) {
 	}
 	defer func() {
 		if err != nil {
+			// Best effort: the link step removes an executable it
+			// could not patch.
 			f.WriteAt(overwritten, keep)
 			f.Truncate(size)
 		}

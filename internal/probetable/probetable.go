@@ -262,6 +262,10 @@ func deflate(blob []byte) []byte {
 // with its name and type, needs a fraction of it.
 const maxInflated = 256 << 20
 
+// maxRatio is DEFLATE's largest expansion: a 258-byte match coded in two
+// bits.
+const maxRatio = 1032
+
 // inflaters are DEFLATE readers for reuse: each holds a 32 KB window, and
 // an executable has a table for every instrumented package.
 var inflaters = sync.Pool{New: func() any { return flate.NewReader(nil) }}
@@ -270,7 +274,9 @@ var inflaters = sync.Pool{New: func() any { return flate.NewReader(nil) }}
 // the size it announced. What follows the stream is padding.
 func inflate(b []byte) ([]byte, bool) {
 	n, k := binary.Uvarint(b)
-	if k <= 0 || n > maxInflated {
+	// DEFLATE expands a byte into 1,032 at most: bytes that merely passed
+	// the checksum cannot make the reader allocate more than that.
+	if k <= 0 || n > maxInflated || n > maxRatio*uint64(len(b)-k) {
 		return nil, false
 	}
 	r := inflaters.Get().(io.ReadCloser)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"runtime"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -283,6 +284,21 @@ func TestDecodeRejects(t *testing.T) {
 			}
 		})
 	}
+	// Strings announced far past what their stream can hold are refused
+	// before anything the size of the announcement is allocated.
+	t.Run("deflated strings announced past DEFLATE's ratio", func(t *testing.T) {
+		b := deflated(sized(maxInflated / 2))
+		var before, after runtime.MemStats
+		runtime.ReadMemStats(&before)
+		_, _, err := Decode(b, 0x1000)
+		runtime.ReadMemStats(&after)
+		if !errors.Is(err, ErrNotTable) {
+			t.Fatalf("Decode: %v, want %v", err, ErrNotTable)
+		}
+		if grew := after.TotalAlloc - before.TotalAlloc; grew > 1<<20 {
+			t.Errorf("Decode allocated %d bytes for a %d-byte stream", grew, len(stream))
+		}
+	})
 }
 
 func TestBuildRejects(t *testing.T) {
