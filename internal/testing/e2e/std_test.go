@@ -10,17 +10,20 @@ import (
 
 // stdPackages are the standard packages whose test suites run
 // instrumented: parsers, printers, encoders, containers, concurrency,
-// reflection, and go/types, which has functions of every shape.
+// reflection, an HTTP client and server, and go/types, which has
+// functions of every shape.
 var stdPackages = []string{
 	"archive/tar", "archive/zip", "bufio", "bytes", "compress/flate",
-	"container/list", "context", "crypto/aes", "crypto/sha256",
-	"encoding/base64", "encoding/binary", "encoding/csv", "encoding/json",
-	"encoding/xml", "errors", "fmt", "go/ast", "go/constant", "go/parser",
-	"go/printer", "go/scanner", "go/types", "hash/crc32", "html/template",
-	"image/png", "io", "maps", "math/big", "mime", "net/url", "os",
+	"container/heap", "container/list", "context", "crypto/aes",
+	"crypto/sha256", "database/sql", "encoding/asn1", "encoding/base64",
+	"encoding/binary", "encoding/csv", "encoding/gob", "encoding/json",
+	"encoding/xml", "errors", "fmt", "go/ast", "go/constant", "go/doc",
+	"go/parser", "go/printer", "go/scanner", "go/types", "hash/crc32",
+	"html/template", "image/png", "io", "log/slog", "maps", "math",
+	"math/big", "mime", "net/http", "net/netip", "net/url", "os", "os/exec",
 	"path/filepath", "reflect", "regexp", "slices", "sort", "strconv",
-	"strings", "sync", "text/tabwriter", "text/template", "time", "unicode",
-	"unicode/utf8",
+	"strings", "sync", "text/scanner", "text/tabwriter", "text/template",
+	"time", "unicode", "unicode/utf8",
 }
 
 // allocationTests count what a call allocates. Instrumented, a function
@@ -41,7 +44,7 @@ var (
 // fails the test only if it passes that way.
 func TestStdTests(t *testing.T) {
 	if testing.Short() {
-		t.Skip("-short: the test suites of 44 standard packages, built twice, take minutes")
+		t.Skip("-short: the test suites of 55 standard packages, built twice, take minutes")
 	}
 	dir := t.TempDir()
 	for _, unwind := range []bool{true, false} {
