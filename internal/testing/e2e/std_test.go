@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"testing"
 )
 
@@ -55,27 +56,17 @@ func TestStdTests(t *testing.T) {
 				t.Fatal(err)
 			}
 			toolexec := "-toolexec=" + filepath.Join(toolsDir, "usdt-toolexec") + " -rules " + rules
-			args := append([]string{"test", "-count=1", "-short", "-skip", allocationTests, toolexec}, stdPackages...)
-			out, err := goRun(dir, []string{"CGO_ENABLED=0", "GOFLAGS="}, args...)
+			out, failed, err := goTestStd(dir, toolexec, stdPackages)
 			if err == nil {
 				t.Logf("%d packages passed instrumented", len(passedPackage.FindAllStringIndex(out, -1)))
 				return
 			}
-			var failed []string
-			for _, m := range failedPackage.FindAllStringSubmatch(out, -1) {
-				failed = append(failed, m[1])
-			}
 			if len(failed) == 0 {
 				t.Fatalf("go test, instrumented: %v\n%s", err, out)
 			}
-			plainArgs := append([]string{"test", "-count=1", "-short", "-skip", allocationTests}, failed...)
-			plain, plainErr := goRun(dir, []string{"CGO_ENABLED=0", "GOFLAGS="}, plainArgs...)
-			failsPlain := map[string]bool{}
-			for _, m := range failedPackage.FindAllStringSubmatch(plain, -1) {
-				failsPlain[m[1]] = true
-			}
+			_, failedPlain, plainErr := goTestStd(dir, "", failed)
 			for _, p := range failed {
-				if failsPlain[p] {
+				if slices.Contains(failedPlain, p) {
 					t.Logf("%s fails plain too (%v): not the instrumentation's doing", p, plainErr)
 				} else {
 					t.Errorf("%s passes plain but fails instrumented", p)
@@ -86,4 +77,19 @@ func TestStdTests(t *testing.T) {
 			}
 		})
 	}
+}
+
+// goTestStd runs the short tests of the standard packages pkgs, but for
+// allocationTests, with the go flag toolexec unless it is empty, and
+// returns the output and the packages that failed.
+func goTestStd(dir, toolexec string, pkgs []string) (out string, failed []string, err error) {
+	args := []string{"test", "-count=1", "-short", "-skip", allocationTests}
+	if toolexec != "" {
+		args = append(args, toolexec)
+	}
+	out, err = goRun(dir, []string{"CGO_ENABLED=0", "GOFLAGS="}, append(args, pkgs...)...)
+	for _, m := range failedPackage.FindAllStringSubmatch(out, -1) {
+		failed = append(failed, m[1])
+	}
+	return out, failed, err
 }
