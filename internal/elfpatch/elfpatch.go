@@ -379,7 +379,7 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 		described[key{n.Provider, n.Name, n.PC}] = true
 	}
 	for _, s := range sites {
-		if len(described) > 0 && described[key{s.Provider, s.Name, s.PC}] {
+		if described[key{s.Provider, s.Name, s.PC}] {
 			continue
 		}
 		notes = append(notes, sdtnote.Note{Provider: s.Provider, Name: s.Name, Args: s.Spec,
