@@ -85,6 +85,18 @@ func stdImportCfg(t testing.TB) string {
 
 var stdPackages = []string{"errors", "fmt", "os", "path/filepath", "reflect", "runtime", "sort", "strings", "sync", "time"}
 
+// written writes the files Package made, which the compile step passes
+// through memory, and returns the package's files.
+func written(t testing.TB, res *rewrite.Result) []string {
+	t.Helper()
+	for path, src := range res.Sources {
+		if err := os.WriteFile(path, src, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return res.Files
+}
+
 // typeCheckFiles type-checks the Go files as the compiler will, importing
 // the standard packages of stdImportCfg.
 func typeCheckFiles(t testing.TB, paths []string) error {
@@ -186,7 +198,7 @@ func testHygiene(t *testing.T, tt hygieneCase, text string) {
 	if res == nil || res.Skipped != "" {
 		t.Fatalf("Package = %+v, want the package instrumented", res)
 	}
-	if err := typeCheckFiles(t, res.Files); err != nil {
+	if err := typeCheckFiles(t, written(t, res)); err != nil {
 		t.Fatalf("instrumented package does not type-check: %v", err)
 	}
 	compile(t, "amd64", out, res)
@@ -225,7 +237,7 @@ func FuzzInstrument(f *testing.F) {
 			if res == nil || res.Skipped != "" {
 				return
 			}
-			if err := typeCheckFiles(t, res.Files); err != nil {
+			if err := typeCheckFiles(t, written(t, res)); err != nil {
 				var gen []byte
 				for _, p := range res.Files {
 					b, _ := os.ReadFile(p)

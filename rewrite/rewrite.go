@@ -53,7 +53,8 @@ type Config struct {
 	GoVersion  string
 	Rules      *rules.Rules
 	GoidOffset int64
-	// OutDir receives the rewritten and generated files.
+	// OutDir is the directory the rewritten and generated files are named
+	// in (see Result.Sources).
 	OutDir string
 }
 
@@ -76,6 +77,10 @@ type Result struct {
 	Skipped string
 	// Files replaces the compiler's file list.
 	Files []string
+	// Sources holds the contents of the files of Files that Package made,
+	// by path: the compile step hands them to the compiler without
+	// writing them (see toolexec's Step).
+	Sources map[string][]byte
 	// Asm is the Plan9 assembly of the stubs, the probe table and the
 	// goroutine-id reader, to assemble and add to the package archive.
 	Asm   []byte
@@ -145,7 +150,7 @@ func Package(cfg Config) (*Result, error) {
 	}
 
 	g := newGenerator(pkg, cfg.Rules.Provider, files)
-	res := &Result{}
+	res := &Result{Sources: map[string][]byte{}}
 	for _, f := range files {
 		if probeCode(f) {
 			res.Files = append(res.Files, f.path)
@@ -172,11 +177,12 @@ func Package(cfg Config) (*Result, error) {
 			res.Files = append(res.Files, f.path)
 			continue
 		}
-		out, err := writeRewritten(cfg.OutDir, f, edits)
+		path, src, err := rewritten(cfg.OutDir, f, edits)
 		if err != nil {
 			return nil, err
 		}
-		res.Files = append(res.Files, out)
+		res.Files = append(res.Files, path)
+		res.Sources[path] = src
 	}
 	if len(res.Funcs) == 0 {
 		return nil, nil
@@ -189,10 +195,10 @@ func Package(cfg Config) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The directive names the file as if it were on disk, where the
+	// compiler records a file passed through memory as /dev/fd/N.
 	genPath := filepath.Join(cfg.OutDir, "usdt_auto_probes.go")
-	if err := os.WriteFile(genPath, gen, 0o644); err != nil {
-		return nil, err
-	}
+	res.Sources[genPath] = append([]byte("//line "+genPath+":1:1\n"), gen...)
 	// First in the compiler's file order, the probe table is the first
 	// package variable declared. Having no initializer, it is then also
 	// the first initialized, before any user variable whose initializer
@@ -335,16 +341,16 @@ func spliced(src []byte, edits []splice) []byte {
 	return append(out, src[done:]...)
 }
 
-func writeRewritten(dir string, f *file, edits []splice) (string, error) {
-	src := spliced(f.src, edits)
+// rewritten returns the path f's instrumented copy has in dir and its
+// source, which a directive gives the positions of f.
+func rewritten(dir string, f *file, edits []splice) (path string, src []byte, err error) {
 	abs, err := filepath.Abs(f.path)
 	if err != nil {
-		return "", err
+		return "", nil, err
 	}
 	// The directive must start in column 1 and names the next line and
 	// column: without a column, every later position of the file would
 	// have column 0 (unknown) in compiler messages and export data.
-	out := append([]byte("//line "+abs+":1:1\n"), src...)
-	path := filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path))
-	return path, os.WriteFile(path, out, 0o644)
+	src = append([]byte("//line "+abs+":1:1\n"), spliced(f.src, edits)...)
+	return filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path)), src, nil
 }

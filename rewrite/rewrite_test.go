@@ -48,12 +48,10 @@ func TestGolden(t *testing.T) {
 			}
 			got := map[string][]byte{"usdt_auto_probes_" + arch + ".s": res.Asm}
 			for _, f := range res.Files {
-				b, err := os.ReadFile(f)
-				if err != nil {
-					t.Fatal(err)
-				}
-				// The line directive names the input by its absolute path.
-				got[filepath.Base(f)] = bytes.ReplaceAll(b, []byte(dir), []byte("$DIR"))
+				// The line directives name the input by its absolute
+				// path and the generated file by the output's.
+				b := bytes.ReplaceAll(res.Sources[f], []byte(dir), []byte("$DIR"))
+				got[filepath.Base(f)] = bytes.ReplaceAll(b, []byte(out), []byte("$OUT"))
 			}
 			for name, b := range got {
 				if arch != "amd64" && strings.HasSuffix(name, ".go") {
@@ -98,6 +96,7 @@ func compile(t *testing.T, arch, out string, res *rewrite.Result) {
 		Compile: filepath.Join(strings.TrimSpace(string(toolDir)), "compile"),
 		Args:    []string{"-p", "example.com/shop", "-pack", "-o", filepath.Join(out, "_pkg_.a")},
 		Files:   res.Files,
+		Sources: res.Sources,
 		Asm:     res.Asm,
 	}
 	if err := step.Run(); err != nil {

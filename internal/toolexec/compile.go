@@ -6,6 +6,7 @@ import (
 	"go/parser"
 	"go/token"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -127,7 +128,7 @@ func (inv Invocation) compile() error {
 			}
 		}
 	}
-	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Asm: res.Asm}.Run()
+	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Sources: res.Sources, Asm: res.Asm}.Run()
 }
 
 // mainImportPath is the import path of the main package being compiled:
@@ -210,6 +211,9 @@ type Step struct {
 	// Args are the compiler's arguments; Files replace their Go files.
 	Args  []string
 	Files []string
+	// Sources holds the contents of the files of Files that are not on
+	// disk, by path.
+	Sources map[string][]byte
 	// Asm is the stubs' Plan9 assembly.
 	Asm []byte
 }
@@ -228,17 +232,25 @@ func (s Step) Run() error {
 		asmArgs = append(asmArgs, "-trimpath", f.trimpath)
 	}
 	asmArgs = append(asmArgs, f.pic...)
-	symabis := filepath.Join(objdir, "usdt_auto_probes.symabis")
-	if err := os.WriteFile(symabis, symABIs(s.Asm), 0o644); err != nil {
-		return err
-	}
+	symabis := symABIs(s.Asm)
 	if f.symabis != "" {
-		merged, err := mergeFiles(filepath.Join(objdir, "usdt_merged.symabis"), f.symabis, symabis)
+		own, err := os.ReadFile(f.symabis)
 		if err != nil {
 			return err
 		}
-		symabis = merged
+		if len(own) > 0 && own[len(own)-1] != '\n' {
+			own = append(own, '\n')
+		}
+		symabis = append(own, symabis...)
 	}
+	sources := maps.Clone(s.Sources)
+	symabisPath := filepath.Join(objdir, "usdt_auto_probes.symabis")
+	sources[symabisPath] = symabis
+	files, release, err := s.inMemory(append([]string{symabisPath}, s.Files...), sources)
+	if err != nil {
+		return err
+	}
+	defer release()
 
 	var args []string
 	for i := 0; i < len(s.Args); i++ {
@@ -252,7 +264,10 @@ func (s Step) Run() error {
 			args = append(args, a)
 		}
 	}
-	args = append(append(args, "-symabis", symabis), s.Files...)
+	args = append(args, "-symabis", files.name(symabisPath))
+	for _, path := range s.Files {
+		args = append(args, files.name(path))
+	}
 	// The stubs' object does not depend on the compile: assembling it
 	// meanwhile takes the assembler off the build's critical path. Its
 	// output waits, so that it never interleaves with the compiler's.
@@ -262,7 +277,9 @@ func (s Step) Run() error {
 	asmRunner.Stdout, asmRunner.Stderr = &asmOut, &asmOut
 	assembled := make(chan error, 1)
 	go func() { assembled <- asmRunner.run(asm, append(asmArgs, "-o", obj, asmFile)...) }()
-	compileErr := s.run(s.Compile, args...)
+	compiler := s.Runner
+	compiler.extraFiles = files.fds
+	compileErr := compiler.run(s.Compile, args...)
 	asmErr := <-assembled
 	s.Stderr.Write(asmOut.Bytes())
 	if compileErr != nil {
@@ -272,6 +289,71 @@ func (s Step) Run() error {
 		return asmErr
 	}
 	return appendToArchive(f.output, "usdt_probes.o", obj)
+}
+
+// passed names the files the compiler reads: those passed through memory
+// as the descriptors it inherits, the others by their paths.
+type passed struct {
+	fds   []*os.File
+	names map[string]string
+}
+
+func (p passed) name(path string) string {
+	if name, ok := p.names[path]; ok {
+		return name
+	}
+	return path
+}
+
+// inMemory hands the files of paths that sources holds (contents by path)
+// to the compiler as memory files, which it reads as /dev/fd/N. Creating
+// a file on disk costs about a millisecond of system time on the machines
+// this project is measured on, and a probed build makes one for every Go
+// file it instruments; a memory file costs microseconds. What the
+// compiler records of a file's name comes from the line directive each of
+// these files starts with, not /dev/fd/N; the descriptors are numbered in
+// the order of paths all the same, so that the build stays reproducible.
+// Through another -exec wrapper, which may not pass descriptors on, or
+// where memory files are missing, the sources are written to their paths.
+func (s Step) inMemory(paths []string, sources map[string][]byte) (passed, func(), error) {
+	p := passed{names: map[string]string{}}
+	release := func() {
+		for _, f := range p.fds {
+			f.Close()
+		}
+	}
+	if len(s.Exec) > 0 {
+		return p, release, writeSources(sources)
+	}
+	for _, path := range paths {
+		src, ok := sources[path]
+		if !ok {
+			continue
+		}
+		f, err := memoryFile(filepath.Base(path))
+		if err != nil {
+			release()
+			return passed{}, func() {}, writeSources(sources)
+		}
+		p.fds = append(p.fds, f)
+		// The descriptors the child inherits start at 3, in order.
+		p.names[path] = fmt.Sprintf("/dev/fd/%d", 2+len(p.fds))
+		if _, err := f.Write(src); err != nil {
+			release()
+			return passed{}, func() {}, err
+		}
+	}
+	return p, release, nil
+}
+
+// writeSources writes each of sources (contents by path) to its path.
+func writeSources(sources map[string][]byte) error {
+	for path, src := range sources {
+		if err := os.WriteFile(path, src, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // appendToArchive adds a member to the package archive the compiler wrote,
@@ -343,21 +425,6 @@ func symABIs(asm []byte) []byte {
 		b = fmt.Appendf(b, "def %s %s\n", name, abi)
 	}
 	return b
-}
-
-func mergeFiles(dst string, srcs ...string) (string, error) {
-	var all []byte
-	for _, s := range srcs {
-		data, err := os.ReadFile(s)
-		if err != nil {
-			return "", err
-		}
-		all = append(all, data...)
-		if len(data) > 0 && data[len(data)-1] != '\n' {
-			all = append(all, '\n')
-		}
-	}
-	return dst, os.WriteFile(dst, all, 0o644)
 }
 
 // writeSentinel writes the defining file into the package's private work

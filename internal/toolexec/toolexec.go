@@ -88,6 +88,8 @@ func Run(opt Options, tool string, args []string, stdout, stderr io.Writer) erro
 type Runner struct {
 	Exec           []string
 	Stdout, Stderr io.Writer
+	// extraFiles are inherited by the tool, as descriptors 3 and on.
+	extraFiles []*os.File
 }
 
 func (r Runner) run(tool string, args ...string) error {
@@ -99,6 +101,7 @@ func (r Runner) run(tool string, args ...string) error {
 	cmd.Stdin = os.Stdin
 	cmd.Stdout = r.Stdout
 	cmd.Stderr = r.Stderr
+	cmd.ExtraFiles = r.extraFiles
 	return cmd.Run()
 }
 

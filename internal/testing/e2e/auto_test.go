@@ -1142,7 +1142,27 @@ usdt:BIN:shop:exit__cprice__Label { printf("P exit Label g=%ld r=%s\n", arg0, st
 // with CGO_ENABLED=1.
 func (a *auto) testCgo(t *testing.T) {
 	tracetest.Require(t, "gcc")
-	bin, out, err := a.goBuild(a.dir, "cgoshop", true, "-work", a.toolexec("-v", "-rules", a.rules), "./cgoshop")
+	bin, out, err := a.goBuild(a.dir, "cgoshop", true, a.toolexec("-v", "-rules", a.rules), "./cgoshop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{
+		"usdt-toolexec: example.com/auto/cprice.Scale: entry__cprice__Scale exit__cprice__Scale\n",
+		"usdt-toolexec: example.com/auto/cprice.Label: entry__cprice__Label exit__cprice__Label\n",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("-v does not print %q:\n%s", want, out)
+		}
+	}
+	// Through another -exec wrapper (env), the compile step writes the
+	// files it rewrites into the work directory, which -work keeps,
+	// instead of passing them through memory. (env leaves the tools'
+	// identity as it is: a compiler flag of no other build has cprice
+	// compiled again.)
+	_, out, err = a.goBuild(a.dir, "cgoshop-disk", true, "-work", "-gcflags=example.com/auto/cprice=-e", a.toolexec("-rules", a.rules, "-exec", "env"), "./cgoshop")
+	if err != nil {
+		t.Fatal(err)
+	}
 	if m := regexp.MustCompile(`(?m)^WORK=(\S+)$`).FindStringSubmatch(out); m != nil {
 		t.Cleanup(func() { os.RemoveAll(m[1]) })
 		var rewritten []string
@@ -1157,17 +1177,6 @@ func (a *auto) testCgo(t *testing.T) {
 		}
 	} else {
 		t.Errorf("go build -work printed no WORK=:\n%s", out)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, want := range []string{
-		"usdt-toolexec: example.com/auto/cprice.Scale: entry__cprice__Scale exit__cprice__Scale\n",
-		"usdt-toolexec: example.com/auto/cprice.Label: entry__cprice__Label exit__cprice__Label\n",
-	} {
-		if !strings.Contains(out, want) {
-			t.Errorf("-v does not print %q:\n%s", want, out)
-		}
 	}
 	want := map[string]bool{"entry__cprice__Scale": true, "exit__cprice__Scale": true, "entry__cprice__Label": true, "exit__cprice__Label": true}
 	checkProbeSet(t, "bpftrace -l (cgoshop)", bpftraceList(t, tracetest.Host, bin), "shop", want)

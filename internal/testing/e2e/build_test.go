@@ -259,6 +259,33 @@ func TestBuildNoRulesIsPlain(t *testing.T) {
 	}
 }
 
+// TestBuildSourcesInMemory: the compile step hands the compiler the files
+// it rewrites and generates through memory, not the disk, and the
+// executable is the one built with them on disk, as they are through
+// another -exec wrapper (env here), which may not pass descriptors on.
+func TestBuildSourcesInMemory(t *testing.T) {
+	dir := buildFixture(t)
+	writeFile(t, filepath.Join(dir, "rules.yml"), rulesA)
+	bins := t.TempDir()
+	memory, disk := filepath.Join(bins, "memory"), filepath.Join(bins, "disk")
+	out := goCmd(t, dir, buildEnv(), "build", "-a", "-work", "-trimpath", "-ldflags=-buildid=", usdtToolexec("-rules", "rules.yml"), "-o", memory, ".")
+	work, ok := strings.CutPrefix(strings.TrimSpace(out), "WORK=")
+	if !ok {
+		t.Fatalf("go build -work printed %q, want WORK=dir", out)
+	}
+	defer os.RemoveAll(work)
+	written, err := filepath.Glob(filepath.Join(work, "b*", "usdt_*.go"))
+	if err != nil || len(written) > 0 {
+		t.Errorf("the compile steps wrote %v (%v), want the Go files in memory", written, err)
+	}
+	goCmd(t, dir, buildEnv(), "build", "-a", "-trimpath", "-ldflags=-buildid=", usdtToolexec("-rules", "rules.yml", "-exec", "env"), "-o", disk, ".")
+	checkProbes(t, memory, "shop", wantA)
+	runOutput(t, memory, nil, buildOutput)
+	if !sameFile(t, memory, disk) {
+		t.Errorf("the executable built from files in memory differs from the one built from files on disk")
+	}
+}
+
 // TestBuildStdSuites runs the standard library's own tests of instrumented
 // packages, then lists the probes of some of their test binaries.
 func TestBuildStdSuites(t *testing.T) {
