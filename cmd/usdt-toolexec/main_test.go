@@ -29,6 +29,15 @@ func TestScript(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// go get -tool loads the whole module graph, go.mod files that a build
+	// never reads included (gopkg.in/check.v1, which yaml.v3 requires):
+	// fetch them now, while the proxy is reachable, or the scripts' go get
+	// fails offline on a fresh module cache.
+	list := exec.Command("go", "list", "-m", "all")
+	list.Dir = root
+	if out, err := list.CombinedOutput(); err != nil {
+		t.Fatalf("go list -m all, to fill the module cache the scripts use offline: %v\n%s", err, out)
+	}
 	testscript.Run(t, testscript.Params{
 		Dir:                 "testdata/script",
 		RequireExplicitExec: true,
