@@ -12,7 +12,7 @@
 //	    exclude: ["*.String", "init"]     # globs on the same names; default none
 //	    probes: [entry, exit]             # which probes to insert; default both
 //	    args: true                        # pass arguments and results; default true
-//	    unwind: true                      # exit probes fire on panics too; default true
+//	    unwind: false                     # true: exit probes fire on panics too; default false
 //
 // provider is the USDT provider name that bpftrace, perf and gdb show for
 // every automatic probe, so it must match [A-Za-z_][A-Za-z0-9_]*.
@@ -22,13 +22,14 @@
 // parameters and the exit probe the results; with args false the probes carry
 // no arguments.
 //
-// With unwind true, the exit probe is a deferred call: it fires on every
-// return and also while a panic or runtime.Goexit unwinds through the
-// function. With unwind false, it fires at the function's returns only,
-// without a deferred call, which makes a probed program about a tenth
-// smaller per probe. A function whose returns cannot all be joined into
-// one (see usdt-toolexec's documentation) keeps the deferred call. unwind
-// false in a rule without exit probes is an error.
+// With unwind false, the exit probe fires at the function's returns, all
+// joined into one; a function whose returns cannot all be joined (see
+// usdt-toolexec's documentation) gets a deferred call instead. With unwind
+// true, the exit probe is a deferred call in every function: it fires on
+// every return and also while a panic or runtime.Goexit unwinds through
+// the function, which costs a probed program about a quarter more bytes
+// per probe and keeps the results of every such function in memory. unwind
+// in a rule without exit probes is an error.
 //
 // Every key is checked: an unknown key, a value of the wrong type (a quoted
 // "true" is a string, not a boolean; exclude and probes want lists even for

@@ -78,7 +78,7 @@ func TestParseDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Rule{Index: 0, Pos: Pos{File: "usdt.yml", Line: 1, Col: 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true, Unwind: true}
+	want := Rule{Index: 0, Pos: Pos{File: "usdt.yml", Line: 1, Col: 9}, Package: "example.com/shop", Func: "*", Entry: true, Exit: true, Args: true}
 	if rs.Provider != "go" || len(rs.Rules) != 1 || !equalRule(rs.Rules[0], want) {
 		t.Errorf("got provider %q rules %+v, want go and %+v", rs.Provider, rs.Rules, want)
 	}
@@ -97,7 +97,7 @@ rules:
     exclude: ["HandleDebug"]
     probes: [exit]
     args: false
-    unwind: false
+    unwind: true
   - package: example.com/cart
     exclude: *common
     probes: [exit, entry]
@@ -116,9 +116,9 @@ rules:
 	}
 	want := []Rule{
 		{Index: 0, Pos: Pos{File: "f.yml", Line: 4, Col: 5}, Package: "example.com/shop/...", Func: "Handle*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: false},
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: true},
 		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, Unwind: true},
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
 		t.Fatalf("got %+v", rs)

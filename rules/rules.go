@@ -216,7 +216,7 @@ func (p *parser) rules(v *yaml.Node, rs *Rules) {
 		return
 	}
 	for i, item := range seq.Content {
-		r := Rule{Index: i, Pos: posOf(p.file, item), Func: "*", Entry: true, Exit: true, Args: true, Unwind: true}
+		r := Rule{Index: i, Pos: posOf(p.file, item), Func: "*", Entry: true, Exit: true, Args: true}
 		p.rule(item, &r)
 		rs.Rules = append(rs.Rules, r)
 	}
@@ -276,8 +276,8 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 		}
 		return ""
 	})
-	if unwind != nil && !r.Unwind && !r.Exit {
-		p.errorf(unwind, "remove unwind, or add exit to probes", "unwind: false is about exit probes, and rule %d has none", r.Index+1)
+	if unwind != nil && !r.Exit {
+		p.errorf(unwind, "remove unwind, or add exit to probes", "unwind is about exit probes, and rule %d has none", r.Index+1)
 	}
 	if !hasPackage {
 		p.errorf(item, `every rule needs an import path pattern, e.g. package: "example.com/shop/..."`, "rule %d has no package", r.Index+1)

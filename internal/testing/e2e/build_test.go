@@ -691,6 +691,7 @@ func TestBuildKeepsUnusedMethodsOut(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/unused\n\ngo 1.24\n")
 	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n")
+	writeFile(t, filepath.Join(dir, "rules-deferred.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n    unwind: true\n")
 	writeFile(t, filepath.Join(dir, "main.go"), `package main
 
 import "fmt"
@@ -709,7 +710,11 @@ func val(n int) (t T) { t.n = n; return t }
 
 func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
 `)
-	for _, cfg := range []struct{ name, toolexec string }{{"plain", ""}, {"probed", usdtToolexec("-rules", "rules.yml")}} {
+	for _, cfg := range []struct{ name, toolexec string }{
+		{"plain", ""},
+		{"probed", usdtToolexec("-rules", "rules.yml")},
+		{"deferred", usdtToolexec("-rules", "rules-deferred.yml")},
+	} {
 		bin := filepath.Join(t.TempDir(), cfg.name)
 		args := []string{"build", "-o", bin, "."}
 		if cfg.toolexec != "" {
@@ -717,7 +722,7 @@ func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
 		}
 		goCmd(t, dir, buildEnv(), args...)
 		runOutput(t, bin, nil, "3")
-		if cfg.name == "probed" {
+		if cfg.toolexec != "" {
 			checkProbes(t, bin, "unused", []string{"entry__main__main", "exit__main__main", "entry__main__ptr", "exit__main__ptr", "entry__main__val", "exit__main__val",
 				"entry__main__T__String", "exit__main__T__String", "entry__main__T__GoString", "exit__main__T__GoString"})
 		}
@@ -747,7 +752,7 @@ func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
 func TestBuildOpenCodesExitProbes(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/returns\n\ngo 1.24\n")
-	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: returns\nrules:\n  - package: example.com/returns\n")
+	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: returns\nrules:\n  - package: example.com/returns\n    unwind: true\n")
 	var cases strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&cases, "\tcase %d:\n\t\treturn %q\n", i, strconv.Itoa(i*i))
