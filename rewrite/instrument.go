@@ -27,7 +27,9 @@ type exitShape struct {
 }
 
 type generator struct {
-	pkg      *types.Package
+	pkg *types.Package
+	// real gives the package an import of pkg stands for (see typeCheck).
+	real     func(*types.Package) *types.Package
 	provider string
 	// probes are the generated probes, behind the trampoline the fire
 	// functions share; a probe's site index is its index here.
@@ -52,9 +54,9 @@ type generator struct {
 	aliases map[string]bool
 }
 
-func newGenerator(pkg *types.Package, provider string, files []*file) *generator {
+func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {
 	prefix, idents := choosePrefix(files)
-	return &generator{pkg: pkg, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
+	return &generator{pkg: pkg, real: real, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
 		prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
@@ -588,13 +590,19 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 	default:
 		return false
 	}
+	// The size first: costlyCall may have to read an import's export data.
 	nodes := 0
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if n != nil {
+			nodes++
+		}
+		return nodes <= maxNodes
+	})
+	if nodes > maxNodes {
+		return false
+	}
 	ok := true
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
-		if n == nil {
-			return false
-		}
-		nodes++
 		switch n := n.(type) {
 		case *ast.GenDecl:
 			// A type declared in the body would be two types, and
@@ -609,9 +617,9 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 				ok = false
 			}
 		}
-		return ok && nodes <= maxNodes
+		return ok
 	})
-	return ok && nodes <= maxNodes
+	return ok
 }
 
 // costlyCall reports whether call may cost the inliner 57 (a call it does
@@ -656,7 +664,10 @@ func (g *generator) costlyCall(f *file, call *ast.CallExpr) bool {
 	return true
 }
 
-// imported returns the package f imports as name, or nil.
+// imported returns the package f imports as name, or nil. An import the
+// type-check gave a stand-in is read now, found by the name its path
+// suggests (see guessName): a package named otherwise is taken for a
+// variable, whose call is costly, as a miss should be.
 func (g *generator) imported(f *file, name string) *types.Package {
 	for _, spec := range f.ast.Imports {
 		path, err := strconv.Unquote(spec.Path.Value)
@@ -668,7 +679,7 @@ func (g *generator) imported(f *file, name string) *types.Package {
 				continue
 			}
 			if spec.Name != nil && spec.Name.Name == name || spec.Name == nil && p.Name() == name {
-				return p
+				return g.real(p)
 			}
 		}
 	}

@@ -144,12 +144,12 @@ func Package(cfg Config) (*Result, error) {
 	if !selected {
 		return nil, nil
 	}
-	pkg, info, err := typeCheck(cfg, fset, files, false)
+	pkg, info, real, err := typeCheck(cfg, fset, files, false)
 	if err != nil {
 		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
-	g := newGenerator(pkg, cfg.Rules.Provider, files)
+	g := newGenerator(pkg, real, cfg.Rules.Provider, files)
 	res := &Result{Sources: map[string][]byte{}}
 	for _, f := range files {
 		if probeCode(f) {

@@ -188,7 +188,7 @@ var (
 			if err != nil {
 				t.Fatal(err)
 			}
-			g := &generator{pkg: pkg}
+			g := &generator{pkg: pkg, real: func(p *types.Package) *types.Package { return p }}
 			if got := g.splittable(&file{ast: f}, funcs["F"]); got != tt.want {
 				t.Errorf("splittable = %v, want %v", got, tt.want)
 			}

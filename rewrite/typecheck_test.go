@@ -1,0 +1,137 @@
+package rewrite_test
+
+import (
+	"bytes"
+	"maps"
+	"slices"
+	"testing"
+
+	"github.com/go-usdt/usdt/rewrite"
+	"github.com/go-usdt/usdt/rules"
+)
+
+// TestStandInImportsChangeNothing instruments every standard package that
+// can be, every function with entry and exit probes both ways, once with
+// the imports that only function bodies use stood in for by empty
+// packages and once with every import read, and wants the same files.
+func TestStandInImportsChangeNothing(t *testing.T) {
+	patterns := []string{"std"}
+	if testing.Short() {
+		patterns = []string{"encoding/json", "flag", "go/types", "net/http", "text/template"}
+	}
+	for _, text := range []string{atReturns, deferred} {
+		r, err := rules.Parse("rules.yml", []byte(text))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, cfg := range stdConfigs(t, patterns...) {
+			if rewrite.Excluded(cfg.ImportPath) {
+				continue
+			}
+			cfg.Rules = r
+			cfg.MatchPath = "example.com/shop"
+			with := instrumentStd(t, cfg, true)
+			without := instrumentStd(t, cfg, false)
+			if with == nil || without == nil {
+				if (with == nil) != (without == nil) {
+					t.Errorf("%s: instrumented with stand-ins %v, without %v", cfg.ImportPath, with != nil, without != nil)
+				}
+				continue
+			}
+			if with.Skipped != without.Skipped || !bytes.Equal(with.Asm, without.Asm) || !slices.Equal(with.Files, without.Files) ||
+				!maps.EqualFunc(with.Sources, without.Sources, bytes.Equal) {
+				t.Errorf("%s (%q): stand-in imports change what is generated", cfg.ImportPath, text)
+			}
+		}
+	}
+}
+
+func instrumentStd(t *testing.T, cfg rewrite.Config, standIns bool) *rewrite.Result {
+	t.Helper()
+	defer rewrite.SetStandInImports(standIns)()
+	cfg.OutDir = "/nonexistent/out"
+	res, err := rewrite.Package(cfg)
+	if err != nil {
+		t.Fatalf("%s: %v", cfg.ImportPath, err)
+	}
+	return res
+}
+
+// TestDeclImports: which imports the type-check reads, where the others
+// get an empty stand-in.
+func TestDeclImports(t *testing.T) {
+	tests := []struct {
+		name string
+		src  string
+		want []string
+		ok   bool
+	}{
+		{"bodies only", `import ("fmt"; "strings"); func F(s string) { fmt.Println(strings.ToUpper(s)) }`, []string{}, true},
+		{"parameter and result", `import ("io"; "time"); func F(r io.Reader) time.Duration { return 0 }`, []string{"io", "time"}, true},
+		{"receiver and type parameter", `import ("cmp"; "sync"); type L[T any] struct{}; func (l *L[T]) F() {}; func G[T cmp.Ordered](l *L[sync.Mutex]) {}`, []string{"cmp", "sync"}, true},
+		{"defined by another type", `import "time"; type D time.Duration`, []string{"time"}, true},
+		{"alias", `import "io"; type R = io.Reader`, []string{"io"}, true},
+		{"instantiated", `import "sync/atomic"; type P atomic.Pointer[int]`, []string{"sync/atomic"}, true},
+		{"struct fields and methods", `import ("bufio"; "io"); type T struct{ w *bufio.Writer }; type I interface{ io.Reader; M(bufio.Reader) }`, []string{}, true},
+		{"variables", `import ("errors"; "sync"); var Err = errors.New("x"); var mu sync.Mutex`, []string{}, true},
+		{"constant", `import "unsafe"; const N = unsafe.Sizeof(0); type A [N]byte; func F(a A) {}`, []string{"unsafe"}, true},
+		{"renamed", `import str "strings"; func F(b *str.Builder) {}`, []string{"strings"}, true},
+		{"dot and blank", `import (. "strings"; _ "embed"); func F(b *Builder) {}`, []string{"strings"}, true},
+		{"major version", `import "math/rand/v2"; func F(r *rand.Rand) {}`, []string{"math/rand/v2"}, true},
+		{"named otherwise than its path", `import "github.com/google/go-jsonnet"; func F(vm *jsonnet.VM) {}`, nil, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, ok := rewrite.DeclImports("package p\n" + tt.src + "\n")
+			if ok != tt.ok || ok && !slices.Equal(got, tt.want) {
+				t.Errorf("DeclImports = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
+			}
+		})
+	}
+}
+
+func TestGuessName(t *testing.T) {
+	for path, want := range map[string]string{
+		"fmt":                  "fmt",
+		"net/http":             "http",
+		"math/rand/v2":         "rand",
+		"gopkg.in/yaml.v3":     "yaml",
+		"example.com/v2":       "example",
+		"github.com/x/go-json": "go-json",
+	} {
+		if got := rewrite.GuessName(path); got != want {
+			t.Errorf("GuessName(%q) = %q, want %q", path, got, want)
+		}
+	}
+}
+
+// TestStandInsNeededAfterAll: a signature that names a type of an import
+// only a struct's fields use, through an alias, gets it read all the same.
+func TestStandInsNeededAfterAll(t *testing.T) {
+	paths := writeFiles(t, map[string]string{"a.go": `package shop
+
+import (
+	"fmt"
+	"strings"
+)
+
+type T = struct{ b strings.Builder }
+
+type U struct{ s fmt.Stringer }
+
+func F(t T, u U) int { return len(fmt.Sprint(t.b.String(), u)) }
+`})
+	cfg := rewrite.Config{ImportPath: "example.com/shop", ImportCfg: stdImportCfg(t), GOARCH: "amd64"}
+	with, err := rewrite.Signatures(cfg, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rewrite.SetStandInImports(false)()
+	without, err := rewrite.Signatures(cfg, paths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if with["F"] != without["F"] || with["F"] != "struct{b strings.Builder}, U" {
+		t.Errorf("F is %q with stand-ins, %q without", with["F"], without["F"])
+	}
+}
