@@ -73,34 +73,46 @@ func AddNotes(path string, sites []probe.Probe) error {
 	if len(sites) == 0 {
 		return nil
 	}
-	if err := addNotes(path, sites); err != nil {
-		return fmt.Errorf("elfpatch: %s: %w", path, err)
-	}
-	return nil
+	_, err := AddNotesFound(path, func([]byte) ([]probe.Probe, error) { return sites, nil })
+	return err
 }
 
-func addNotes(path string, sites []probe.Probe) error {
+// AddNotesFound is AddNotes for the sites find finds in the executable's
+// bytes, which it returns: the file is read once, mapped, for both.
+func AddNotesFound(path string, find func(image []byte) ([]probe.Probe, error)) ([]probe.Probe, error) {
+	sites, err := addNotes(path, find)
+	if err != nil {
+		return nil, fmt.Errorf("elfpatch: %s: %w", path, err)
+	}
+	return sites, nil
+}
+
+func addNotes(path string, find func(image []byte) ([]probe.Probe, error)) ([]probe.Probe, error) {
 	f, err := openWritable(path)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return err
+		return nil, err
 	}
 	data, err := mapFile(f, fi.Size())
 	if err != nil {
-		return err
+		return nil, err
 	}
 	if data != nil {
 		defer syscall.Munmap(data)
 	}
+	sites, err := find(data)
+	if err != nil || len(sites) == 0 {
+		return nil, err
+	}
 	e, err := patch(data, sites)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	return writeInPlace(f, fi.Size(), e)
+	return sites, writeInPlace(f, fi.Size(), e)
 }
 
 // openWritable opens path for writing. A umask such as 0222 leaves the

@@ -325,29 +325,50 @@ var ErrNotTable = errors.New("probetable: not a table")
 // addr. Its probes have all the fields Build reads, and Package, PC and
 // Semaphore. It returns the table's size so a scanner can skip past it.
 func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
-	if len(b) < headerSize || !isMagic(b) {
-		return nil, 0, ErrNotTable
-	}
-	n := int(binary.LittleEndian.Uint32(b[8:]))
-	size := int(binary.LittleEndian.Uint32(b[12:]))
-	slots := int(binary.LittleEndian.Uint32(b[20:]))
-	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
-		return nil, 0, ErrNotTable
-	}
-	ver := b[len(Magic)-1]
-	l := newLayout(n, slots, backToBack(ver), 0)
-	if l.StringsOffset >= size { // the strings hold at least the package
-		return nil, 0, ErrNotTable
-	}
-	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
-		return nil, 0, ErrNotTable
+	n, size, err := header(b)
+	if err != nil {
+		return nil, 0, err
 	}
 	probes := make([]probe.Probe, n)
+	if err := decodeInto(probes, b[:size], addr); err != nil {
+		return nil, 0, err
+	}
+	return probes, size, nil
+}
+
+// header checks what the first bytes of b say of a table there, its
+// checksum included, and returns its number of probes and its size.
+func header(b []byte) (n, size int, err error) {
+	if len(b) < headerSize || !isMagic(b) {
+		return 0, 0, ErrNotTable
+	}
+	n = int(binary.LittleEndian.Uint32(b[8:]))
+	size = int(binary.LittleEndian.Uint32(b[12:]))
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
+		return 0, 0, ErrNotTable
+	}
+	l := newLayout(n, slots, backToBack(b[len(Magic)-1]), 0)
+	if l.StringsOffset >= size { // the strings hold at least the package
+		return 0, 0, ErrNotTable
+	}
+	if checksum(b[l.SlotsOffset:size]) != binary.LittleEndian.Uint32(b[16:]) {
+		return 0, 0, ErrNotTable
+	}
+	return n, size, nil
+}
+
+// decodeInto decodes the table b, whose header passed, into probes, one
+// for each of its probes.
+func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	ver := b[len(Magic)-1]
+	l := newLayout(len(probes), slots, backToBack(ver), 0)
 	for i := range probes {
 		p := &probes[i]
 		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
 		if p.Slot >= slots {
-			return nil, 0, ErrNotTable
+			return ErrNotTable
 		}
 		if backToBack(ver) {
 			// An unrelocated first address leaves every PC zero.
@@ -359,11 +380,11 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		}
 		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
-	strs := b[l.StringsOffset:size]
+	strs := b[l.StringsOffset:]
 	if ver == version5 {
 		var ok bool
 		if strs, ok = inflate(strs); !ok {
-			return nil, 0, ErrNotTable
+			return ErrNotTable
 		}
 	}
 	decode := decodeStrings
@@ -371,14 +392,14 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		decode = decodeV2
 	}
 	if !decode(strs, probes) {
-		return nil, 0, ErrNotTable
+		return ErrNotTable
 	}
 	for _, p := range probes {
 		if p.PC == 0 {
-			return nil, 0, fmt.Errorf("probetable: probe %s:%s has no stub address", p.Provider, p.Name)
+			return fmt.Errorf("probetable: probe %s:%s has no stub address", p.Provider, p.Name)
 		}
 	}
-	return probes, size, nil
+	return nil
 }
 
 // decodeStrings reads a table's pool and records into probes, and reports

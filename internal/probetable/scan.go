@@ -3,8 +3,10 @@ package probetable
 import (
 	"bytes"
 	"debug/elf"
+	"errors"
 	"fmt"
-	"slices"
+	"runtime"
+	"sync"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -19,56 +21,119 @@ const NamesSection = ".usdt.names"
 // executable. Tables are 8-byte aligned symbols, so only aligned offsets are
 // candidates; a candidate that fails to decode is skipped.
 func Scan(f *elf.File) ([]probe.Probe, error) {
-	tables, err := scanData(f)
-	return slices.Concat(tables...), err
+	tables, err := locateData(f, (*elf.Section).Data)
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(tables)
 }
 
-// scanData returns the tables of f's writable sections, each apart.
-func scanData(f *elf.File) ([][]probe.Probe, error) {
-	var tables [][]probe.Probe
+// ScanImage is Scan on the executable image holds, which the link step
+// maps: the sections it reads are parts of image, not copies.
+func ScanImage(image []byte) ([]probe.Probe, error) {
+	f, err := elf.NewFile(bytes.NewReader(image))
+	if err != nil {
+		return nil, err
+	}
+	tables, err := locateData(f, func(s *elf.Section) ([]byte, error) {
+		if s.Offset > uint64(len(image)) || s.FileSize > uint64(len(image))-s.Offset {
+			return nil, fmt.Errorf("section %s is past the end of the file", s.Name)
+		}
+		return image[s.Offset : s.Offset+s.FileSize], nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return decodeAll(tables)
+}
+
+// located is a table whose header passed (see header): its bytes, its
+// address, its number of probes, where they go among all the tables' and
+// where it is, for errors.
+type located struct {
+	b        []byte
+	addr     uint64
+	n, start int
+	section  string
+}
+
+// locateData returns the tables of f's writable sections, whose contents
+// data gives.
+func locateData(f *elf.File, data func(*elf.Section) ([]byte, error)) ([]located, error) {
+	var tables []located
 	for _, s := range f.Sections {
 		if s.Type != elf.SHT_PROGBITS || s.Flags&elf.SHF_ALLOC == 0 || s.Flags&elf.SHF_WRITE == 0 {
 			continue
 		}
-		found, err := scanSection(s, s.Addr)
+		b, err := data(s)
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
 		}
-		tables = append(tables, found...)
+		tables = append(tables, locate(b, s.Addr, s.Name)...)
 	}
 	return tables, nil
 }
 
-// scanSection decodes the tables of s, whose offset 0 is at address addr.
-// A probe.Probe is large and a binary may hold tens of thousands: the
-// tables stay apart until one copy joins them.
-func scanSection(s *elf.Section, addr uint64) ([][]probe.Probe, error) {
-	data, err := s.Data()
-	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", s.Name, err)
-	}
-	var tables [][]probe.Probe
+// locate finds the tables in data, the section named section, whose offset
+// 0 is at address addr.
+func locate(data []byte, addr uint64, section string) []located {
+	var tables []located
 	for off := 0; ; {
 		i := bytes.Index(data[off:], Magic[:len(Magic)-1])
 		if i < 0 {
-			return tables, nil
+			return tables
 		}
 		at := off + i
 		if (addr+uint64(at))%8 != 0 {
 			off = at + 1
 			continue
 		}
-		found, size, err := Decode(data[at:], addr+uint64(at))
-		switch {
-		case err == ErrNotTable:
+		n, size, err := header(data[at:])
+		if err != nil {
 			off = at + 1
 			continue
-		case err != nil:
-			return nil, fmt.Errorf("probe table at %#x in %s: %w", addr+uint64(at), s.Name, err)
 		}
-		tables = append(tables, found)
+		tables = append(tables, located{b: data[at : at+size], addr: addr + uint64(at), n: n, section: section})
 		off = at + size
 	}
+}
+
+// decodeAll decodes tables into one slice, a table per processor at once:
+// a binary may hold tens of thousands of probes, and a probe.Probe is
+// large. A table whose header passed but whose probes do not decode is
+// left out, as Decode would reject it.
+func decodeAll(tables []located) ([]probe.Probe, error) {
+	total := 0
+	next := make(chan int, len(tables))
+	for i := range tables {
+		tables[i].start = total
+		total += tables[i].n
+		next <- i
+	}
+	close(next)
+	probes := make([]probe.Probe, total)
+	errs := make([]error, len(tables))
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(tables)) {
+		wg.Go(func() {
+			for i := range next {
+				t := tables[i]
+				errs[i] = decodeInto(probes[t.start:t.start+t.n], t.b, t.addr)
+			}
+		})
+	}
+	wg.Wait()
+	kept := probes[:0]
+	for i, t := range tables {
+		switch err := errs[i]; {
+		case errors.Is(err, ErrNotTable):
+		case err != nil:
+			return nil, fmt.Errorf("probe table at %#x in %s: %w", t.addr, t.section, err)
+		default:
+			kept = append(kept, probes[t.start:t.start+t.n]...)
+		}
+	}
+	return kept, nil
 }
 
 // ByPC indexes the probes of f's tables, in its writable data and in
@@ -76,35 +141,29 @@ func scanSection(s *elf.Section, addr uint64) ([][]probe.Probe, error) {
 // describes the note's arguments. Notes without a table (those of C
 // objects) have no entry. The probes of NamesSection have no Semaphore.
 func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
-	tables, err := scanData(f)
+	probes, err := Scan(f)
 	if err != nil {
 		return nil, err
 	}
-	var named [][]probe.Probe
+	var named []probe.Probe
 	if s := f.Section(NamesSection); s != nil && s.Type == elf.SHT_PROGBITS {
+		data, err := s.Data()
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
+		}
 		// The section has no address: its offsets keep the alignment the
 		// assembler gave the tables.
-		if named, err = scanSection(s, 0); err != nil {
+		if named, err = decodeAll(locate(data, 0, s.Name)); err != nil {
 			return nil, err
 		}
 	}
-	n := 0
-	for _, ts := range [][][]probe.Probe{tables, named} {
-		for _, t := range ts {
-			n += len(t)
-		}
+	byPC := make(map[uint64]probe.Probe, len(probes)+len(named))
+	for _, p := range probes {
+		byPC[p.PC] = p
 	}
-	byPC := make(map[uint64]probe.Probe, n)
-	for _, t := range tables {
-		for _, p := range t {
-			byPC[p.PC] = p
-		}
-	}
-	for _, t := range named {
-		for _, p := range t {
-			p.Semaphore = 0
-			byPC[p.PC] = p
-		}
+	for _, p := range named {
+		p.Semaphore = 0
+		byPC[p.PC] = p
 	}
 	return byPC, nil
 }

@@ -45,21 +45,18 @@ func (inv Invocation) link() error {
 }
 
 func writeNotes(path string) ([]probe.Probe, error) {
-	f, err := elf.Open(path)
-	if err != nil {
+	return elfpatch.AddNotesFound(path, func(image []byte) ([]probe.Probe, error) {
+		sites, err := probetable.ScanImage(image)
 		// Not an ELF executable (another GOOS): nothing to do.
 		if _, ok := err.(*elf.FormatError); ok {
 			return nil, nil
 		}
-		return nil, err
-	}
-	sites, err := probetable.Scan(f)
-	f.Close()
-	if err != nil || len(sites) == 0 {
-		return nil, err
-	}
-	disambiguate(sites)
-	return sites, elfpatch.AddNotes(path, sites)
+		if err != nil {
+			return nil, err
+		}
+		disambiguate(sites)
+		return sites, nil
+	})
 }
 
 // disambiguate renames the automatic probes of packages that share a
