@@ -4,17 +4,17 @@
 #
 # Programs (CGO_ENABLED=0, modules through the Go module proxy):
 #
-#   own    go-jsonnet VERSION's cmd/jsonnet, its own packages probed
-#          (github.com/google/go-jsonnet/...): about 1k probes
-#   all    the same with "..." (the standard library too): about 10k
-#   entry  the same "..." with entry probes only (probes: [entry]): about
-#          5k, what a selection costs without the exit probes' deferred call
-#   ret    the same "..." with unwind: false: exit probes at the returns,
-#          not in a deferred call
-#   big    scripts/testdata/bigjsonnet, which links go-jsonnet and large
-#          standard library packages (net/http, go/types, crypto/tls,
-#          html/template, ...), with "...": 25k+
-#   bigret big with unwind: false
+#   own       go-jsonnet VERSION's cmd/jsonnet, its own packages probed
+#             (github.com/google/go-jsonnet/...): about 1k probes
+#   all       the same with "..." (the standard library too): about 10k
+#   entry     the same "..." with entry probes only (probes: [entry]):
+#             about 5k, what a selection costs without the exit probes
+#   unwind    the same "..." with unwind: true: every exit probe a
+#             deferred call, which fires while a panic unwinds too
+#   big       scripts/testdata/bigjsonnet, which links go-jsonnet and large
+#             standard library packages (net/http, go/types, crypto/tls,
+#             html/template, ...), with "...": 25k+
+#   bigunwind big with unwind: true
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
 # warm builds of each (the main package edited, everything else cached;
@@ -33,18 +33,18 @@
 #             (with the probe limits raised), killed after TIMEOUT seconds
 #
 # The go-jsonnet testdata programs (testdata/*.jsonnet) run under the plain
-# and the probed cmd/jsonnet of `own`, `all`, `entry` and `ret`: stdout,
+# and the probed cmd/jsonnet of `own`, `all`, `entry` and `unwind`: stdout,
 # stderr and exit code must be the same, else the script fails.
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, OUT= (a new temp dir if
-# empty), PROGRAMS="own all entry ret big bigret".
+# empty), PROGRAMS="own all entry unwind big bigunwind".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 REPO=$PWD
 VERSION=${VERSION:-v0.21.0}
 TIMEOUT=${TIMEOUT:-180}
-read -r -a programs <<<"${PROGRAMS:-own all entry ret big bigret}"
+read -r -a programs <<<"${PROGRAMS:-own all entry unwind big bigunwind}"
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod USDT_RULES=
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-scale.XXXXXX")}
 SID=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}
@@ -63,9 +63,9 @@ chmod -R u+w "$OUT/jsonnet" "$OUT/big"
 printf 'provider: jn\nrules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/own.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n' >"$OUT/all.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/entry.yml"
-printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: false\n' >"$OUT/ret.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: true\n' >"$OUT/unwind.yml"
 cp "$OUT/all.yml" "$OUT/big.yml"
-cp "$OUT/ret.yml" "$OUT/bigret.yml"
+cp "$OUT/unwind.yml" "$OUT/bigunwind.yml"
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
