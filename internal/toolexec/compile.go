@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/goidoff"
@@ -81,6 +82,15 @@ func (inv Invocation) compile() error {
 	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
 		return inv.run(inv.Tool, args...)
 	}
+	// Instrumenting a package allocates 10 to 60 MB, most of it garbage
+	// and all of it gone when the process ends after the compiler's:
+	// collecting it from the runtime's first small heap goals took a
+	// third of the wrapper's time (six large packages, three runs each:
+	// 0.79 s of CPU collecting, 0.54 s not), for a few MB more of peak
+	// memory (net/http: 40 to 48 MB, beside the compiler's 210). Under a
+	// bound, for packages far larger.
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(256 << 20)
 	goarch := os.Getenv("GOARCH")
 	if goarch == "" {
 		goarch = runtime.GOARCH
