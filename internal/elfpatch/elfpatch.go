@@ -471,10 +471,13 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 // section holding the lowest one. All pcs must share its address-offset
 // delta, since every note shares one base.
 func (im *image) codeSection(sites []probe.Probe) (*shdr, error) {
-	var text *shdr
+	var text, h *shdr
 	lowest := ^uint64(0)
 	for _, s := range sites {
-		h := im.sectionAt(s.PC, 1, func(h *shdr) bool { return h.isExec() && !h.isNobits() })
+		// Sites come in runs of one section.
+		if h == nil || !h.contains(s.PC, 1) {
+			h = im.sectionAt(s.PC, 1, func(h *shdr) bool { return h.isExec() && !h.isNobits() })
+		}
 		if h == nil {
 			return nil, fmt.Errorf("probe %s: pc %#x is not inside an executable section", siteName(s), s.PC)
 		}
@@ -493,7 +496,7 @@ func (im *image) codeSection(sites []probe.Probe) (*shdr, error) {
 // add, or nil when no site has a semaphore or an existing .probes already
 // covers them all.
 func (im *image) semaphoreOverlay(sites []probe.Probe) (*shdr, error) {
-	var sec *shdr
+	var sec, h *shdr
 	var lo, hi uint64
 	for _, s := range sites {
 		a := s.Semaphore
@@ -503,7 +506,10 @@ func (im *image) semaphoreOverlay(sites []probe.Probe) (*shdr, error) {
 		if a%2 != 0 {
 			return nil, fmt.Errorf("probe %s: semaphore %#x is not 2-byte aligned", siteName(s), a)
 		}
-		h := im.sectionAt(a, 2, func(*shdr) bool { return true })
+		// Semaphores come in runs of one section.
+		if sec == nil || !sec.contains(a, 2) {
+			h = im.sectionAt(a, 2, func(*shdr) bool { return true })
+		}
 		switch {
 		case h == nil:
 			return nil, fmt.Errorf("probe %s: semaphore %#x is outside every allocated section", siteName(s), a)
