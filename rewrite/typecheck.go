@@ -1,7 +1,6 @@
 package rewrite
 
 import (
-	"bufio"
 	"fmt"
 	"go/ast"
 	"go/importer"
@@ -13,6 +12,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/importcfg"
 )
 
 // typeCheck checks the package against the export data the compiler itself
@@ -30,7 +31,7 @@ import (
 // returns the package a stand-in stands for, read on first use, and any
 // other package as it is.
 func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (pkg *types.Package, info *types.Info, real func(*types.Package) *types.Package, err error) {
-	packagefile, importmap, err := readImportCfg(cfg.ImportCfg)
+	packagefile, importmap, err := importcfg.Read(cfg.ImportCfg)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -302,34 +303,4 @@ func hasInvalid(t types.Type, seen map[types.Type]bool) bool {
 		return hasInvalid(types.Unalias(t), seen)
 	}
 	return false
-}
-
-// readImportCfg reads the compiler's import configuration: "packagefile
-// path=file" gives export data, "importmap src=path" redirects vendored and
-// internal paths.
-func readImportCfg(path string) (packagefile, importmap map[string]string, err error) {
-	packagefile, importmap = map[string]string{}, map[string]string{}
-	if path == "" {
-		return packagefile, importmap, nil
-	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		verb, rest, _ := strings.Cut(strings.TrimSpace(sc.Text()), " ")
-		key, value, ok := strings.Cut(rest, "=")
-		if !ok {
-			continue
-		}
-		switch verb {
-		case "packagefile":
-			packagefile[key] = value
-		case "importmap":
-			importmap[key] = value
-		}
-	}
-	return packagefile, importmap, sc.Err()
 }

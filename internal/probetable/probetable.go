@@ -359,8 +359,18 @@ func header(b []byte) (n, size int, err error) {
 }
 
 // decodeInto decodes the table b, whose header passed, into probes, one
-// for each of its probes.
+// for each of its probes: their strings and slots (decodeText), then
+// where they are (locateProbes).
 func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
+	if err := decodeText(probes, b); err != nil {
+		return err
+	}
+	return locateProbes(probes, b, addr)
+}
+
+// decodeText decodes what the table b says of its probes that the link
+// does not change: their strings and semaphore slots.
+func decodeText(probes []probe.Probe, b []byte) error {
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
 	ver := b[len(Magic)-1]
 	l := newLayout(len(probes), slots, backToBack(ver), 0)
@@ -370,15 +380,6 @@ func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
 		if p.Slot >= slots {
 			return ErrNotTable
 		}
-		if backToBack(ver) {
-			// An unrelocated first address leaves every PC zero.
-			if first := binary.LittleEndian.Uint64(b[l.StubsOffset:]); first != 0 {
-				p.PC = first + SiteSize*uint64(i)
-			}
-		} else {
-			p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
-		}
-		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
 	strs := b[l.StringsOffset:]
 	if ver == version5 {
@@ -394,12 +395,41 @@ func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
 	if !decode(strs, probes) {
 		return ErrNotTable
 	}
-	for _, p := range probes {
+	return nil
+}
+
+// locateProbes sets the PC and the Semaphore of probes, whose slots
+// decodeText read, from the table b loaded at addr.
+func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	ver := b[len(Magic)-1]
+	l := newLayout(len(probes), slots, backToBack(ver), 0)
+	for i := range probes {
+		p := &probes[i]
+		if backToBack(ver) {
+			// An unrelocated first address leaves every PC zero.
+			if first := binary.LittleEndian.Uint64(b[l.StubsOffset:]); first != 0 {
+				p.PC = first + SiteSize*uint64(i)
+			}
+		} else {
+			p.PC = binary.LittleEndian.Uint64(b[l.StubsOffset+8*i:])
+		}
 		if p.PC == 0 {
 			return fmt.Errorf("probetable: probe %s:%s has no stub address", p.Provider, p.Name)
 		}
+		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
 	}
 	return nil
+}
+
+// linkInvariant is the part of a table's bytes that linking does not
+// change: all but its stub addresses, which are relocated, and its
+// semaphores, which are zero until a tracer attaches.
+func linkInvariant(b []byte) (head, tail []byte) {
+	n := int(binary.LittleEndian.Uint32(b[8:]))
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	l := newLayout(n, slots, backToBack(b[len(Magic)-1]), 0)
+	return b[:headerSize], b[l.SlotsOffset:]
 }
 
 // decodeStrings reads a table's pool and records into probes, and reports

@@ -3,9 +3,13 @@ package probetable
 import (
 	"bytes"
 	"debug/elf"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -25,12 +29,14 @@ func Scan(f *elf.File) ([]probe.Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(tables)
+	return decodeAll(tables, nil)
 }
 
 // ScanImage is Scan on the executable image holds, which the link step
-// maps: the sections it reads are parts of image, not copies.
-func ScanImage(image []byte) ([]probe.Probe, error) {
+// maps: the sections it reads are parts of image, not copies. The probes
+// of a table that ahead decoded before the link are copied, not decoded
+// again; ahead may be nil.
+func ScanImage(image []byte, ahead *Ahead) ([]probe.Probe, error) {
 	f, err := elf.NewFile(bytes.NewReader(image))
 	if err != nil {
 		return nil, err
@@ -44,17 +50,97 @@ func ScanImage(image []byte) ([]probe.Probe, error) {
 	if err != nil {
 		return nil, err
 	}
-	return decodeAll(tables)
+	return decodeAll(tables, ahead)
+}
+
+// Ahead holds the tables of object files, decoded while the linker links
+// them: their probes have all but their PC and Semaphore, which only the
+// executable gives.
+type Ahead struct {
+	tables map[uint32][]located // by checksum
+}
+
+// DecodeArchives decodes the tables of the package archives at paths, in
+// their object files but the compiled Go: the stubs' objects the compile
+// step appends (see toolexec's appendToArchive) and those of a package's
+// own assembly, where a table may start anywhere. A table the executable
+// holds otherwise than its object does (one whose trailing zeros the
+// object leaves out, say), or that an archive could not be read for, is
+// not found here, and ScanImage decodes it.
+func DecodeArchives(paths []string) *Ahead {
+	var tables []located
+	for _, path := range paths {
+		for _, obj := range archiveMembers(path, func(name string) bool {
+			return strings.HasSuffix(name, ".o") && name != "_go_.o"
+		}) {
+			tables = append(tables, locate(obj, 0, false, "")...)
+		}
+	}
+	decodeEach(tables, func(t *located) error { return decodeText(t.probes, t.b) })
+	a := &Ahead{tables: map[uint32][]located{}}
+	for _, t := range tables {
+		if t.err == nil {
+			sum := binary.LittleEndian.Uint32(t.b[16:])
+			a.tables[sum] = append(a.tables[sum], t)
+		}
+	}
+	return a
+}
+
+// archiveMembers returns the contents of the members of the archive at
+// path whose names keep says to, reading the others' headers only.
+func archiveMembers(path string, keep func(name string) bool) [][]byte {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	var members [][]byte
+	hdr := make([]byte, 60)
+	for off := int64(8); ; {
+		if _, err := f.ReadAt(hdr, off); err != nil {
+			return members
+		}
+		size, err := strconv.ParseInt(strings.TrimSpace(string(hdr[48:58])), 10, 64)
+		if err != nil || size < 0 {
+			return members
+		}
+		if keep(strings.TrimRight(string(hdr[:16]), " ")) {
+			b := make([]byte, size)
+			if _, err := f.ReadAt(b, off+60); err != nil {
+				return members
+			}
+			members = append(members, b)
+		}
+		off += 60 + size + size%2
+	}
+}
+
+// find returns the probes a decoded of the linked table b, or nil.
+func (a *Ahead) find(b []byte) []probe.Probe {
+	if a == nil {
+		return nil
+	}
+	head, tail := linkInvariant(b)
+	for _, t := range a.tables[binary.LittleEndian.Uint32(b[16:])] {
+		h, tl := linkInvariant(t.b)
+		if bytes.Equal(h, head) && bytes.Equal(tl, tail) {
+			return t.probes
+		}
+	}
+	return nil
 }
 
 // located is a table whose header passed (see header): its bytes, its
-// address, its number of probes, where they go among all the tables' and
-// where it is, for errors.
+// address, its number of probes, where it is, for errors, and once
+// decoded, its probes or why it is no table.
 type located struct {
-	b        []byte
-	addr     uint64
-	n, start int
-	section  string
+	b       []byte
+	addr    uint64
+	n       int
+	section string
+	probes  []probe.Probe
+	err     error
 }
 
 // locateData returns the tables of f's writable sections, whose contents
@@ -69,14 +155,15 @@ func locateData(f *elf.File, data func(*elf.Section) ([]byte, error)) ([]located
 		if err != nil {
 			return nil, fmt.Errorf("reading %s: %w", s.Name, err)
 		}
-		tables = append(tables, locate(b, s.Addr, s.Name)...)
+		tables = append(tables, locate(b, s.Addr, true, s.Name)...)
 	}
 	return tables, nil
 }
 
 // locate finds the tables in data, the section named section, whose offset
-// 0 is at address addr.
-func locate(data []byte, addr uint64, section string) []located {
+// 0 is at address addr; with aligned, only at the 8-byte aligned addresses
+// the linker gives them.
+func locate(data []byte, addr uint64, aligned bool, section string) []located {
 	var tables []located
 	for off := 0; ; {
 		i := bytes.Index(data[off:], Magic[:len(Magic)-1])
@@ -84,7 +171,7 @@ func locate(data []byte, addr uint64, section string) []located {
 			return tables
 		}
 		at := off + i
-		if (addr+uint64(at))%8 != 0 {
+		if aligned && (addr+uint64(at))%8 != 0 {
 			off = at + 1
 			continue
 		}
@@ -98,39 +185,57 @@ func locate(data []byte, addr uint64, section string) []located {
 	}
 }
 
-// decodeAll decodes tables into one slice, a table per processor at once:
-// a binary may hold tens of thousands of probes, and a probe.Probe is
-// large. A table whose header passed but whose probes do not decode is
-// left out, as Decode would reject it.
-func decodeAll(tables []located) ([]probe.Probe, error) {
+// decodeEach gives every table its part of one slice of all their
+// probes, and runs decode on them, a table per processor at once: a
+// binary may hold tens of thousands of probes, and a probe.Probe is large.
+// It returns the slice.
+func decodeEach(tables []located, decode func(*located) error) []probe.Probe {
 	total := 0
+	for _, t := range tables {
+		total += t.n
+	}
+	all := make([]probe.Probe, total)
 	next := make(chan int, len(tables))
+	at := 0
 	for i := range tables {
-		tables[i].start = total
-		total += tables[i].n
+		tables[i].probes = all[at : at+tables[i].n]
+		at += tables[i].n
 		next <- i
 	}
 	close(next)
-	probes := make([]probe.Probe, total)
-	errs := make([]error, len(tables))
 	var wg sync.WaitGroup
 	for range min(runtime.GOMAXPROCS(0), len(tables)) {
 		wg.Go(func() {
 			for i := range next {
-				t := tables[i]
-				errs[i] = decodeInto(probes[t.start:t.start+t.n], t.b, t.addr)
+				tables[i].err = decode(&tables[i])
 			}
 		})
 	}
 	wg.Wait()
-	kept := probes[:0]
-	for i, t := range tables {
-		switch err := errs[i]; {
-		case errors.Is(err, ErrNotTable):
-		case err != nil:
-			return nil, fmt.Errorf("probe table at %#x in %s: %w", t.addr, t.section, err)
-		default:
-			kept = append(kept, probes[t.start:t.start+t.n]...)
+	return all
+}
+
+// decodeAll decodes tables, or copies the probes ahead has of them, and
+// returns all their probes. A table whose header passed but whose probes
+// do not decode is left out, as Decode would reject it.
+func decodeAll(tables []located, ahead *Ahead) ([]probe.Probe, error) {
+	all := decodeEach(tables, func(t *located) error {
+		if known := ahead.find(t.b); known != nil {
+			copy(t.probes, known)
+		} else if err := decodeText(t.probes, t.b); err != nil {
+			return err
+		}
+		return locateProbes(t.probes, t.b, t.addr)
+	})
+	// The tables' probes lie in order in all: keeping those that decoded
+	// moves them down in place.
+	kept := all[:0]
+	for _, t := range tables {
+		switch {
+		case t.err == nil:
+			kept = append(kept, t.probes...)
+		case !errors.Is(t.err, ErrNotTable):
+			return nil, fmt.Errorf("probe table at %#x in %s: %w", t.addr, t.section, t.err)
 		}
 	}
 	return kept, nil
@@ -153,7 +258,7 @@ func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
 		}
 		// The section has no address: its offsets keep the alignment the
 		// assembler gave the tables.
-		if named, err = decodeAll(locate(data, 0, s.Name)); err != nil {
+		if named, err = decodeAll(locate(data, 0, true, s.Name), nil); err != nil {
 			return nil, err
 		}
 	}

@@ -4,13 +4,16 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sort"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/elfpatch"
+	"github.com/go-usdt/usdt/internal/importcfg"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/rules"
@@ -20,6 +23,20 @@ import (
 // executable. If that fails the executable is removed: a binary without the
 // probes it was built for must not look like a successful build.
 func (inv Invocation) link() error {
+	// The notes step allocates what it reads and writes, some 25 MB at
+	// 27,000 probes, in a process that ends right after: collecting it
+	// from the runtime's first small heap goals took a quarter of the
+	// step. Under a bound, in case a binary has far more probes.
+	debug.SetGCPercent(-1)
+	debug.SetMemoryLimit(256 << 20)
+	// Decoding the tables' strings was most of the notes step, and needs
+	// no address: it runs while the linker does, from the objects beside
+	// the compiled Go in the package archives, where the stubs are.
+	ahead := make(chan *probetable.Ahead, 1)
+	go func() {
+		packagefile, _, _ := importcfg.Read(flagValue(inv.Args, "importcfg"))
+		ahead <- probetable.DecodeArchives(slices.Collect(maps.Values(packagefile)))
+	}()
 	if err := inv.run(inv.Tool, inv.Args...); err != nil {
 		return err
 	}
@@ -27,13 +44,7 @@ func (inv Invocation) link() error {
 	if out == "" {
 		return nil
 	}
-	// The notes step allocates what it reads and writes, some 25 MB at
-	// 27,000 probes, in a process that ends right after: collecting it
-	// from the runtime's first small heap goals took a quarter of the
-	// step. Under a bound, in case a binary has far more probes.
-	debug.SetGCPercent(-1)
-	debug.SetMemoryLimit(256 << 20)
-	sites, err := writeNotes(out)
+	sites, err := writeNotes(out, <-ahead)
 	if err != nil {
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
@@ -44,9 +55,9 @@ func (inv Invocation) link() error {
 	return nil
 }
 
-func writeNotes(path string) ([]probe.Probe, error) {
+func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
 	return elfpatch.AddNotesFound(path, func(image []byte) ([]probe.Probe, error) {
-		sites, err := probetable.ScanImage(image)
+		sites, err := probetable.ScanImage(image, ahead)
 		// Not an ELF executable (another GOOS): nothing to do.
 		if _, ok := err.(*elf.FormatError); ok {
 			return nil, nil
