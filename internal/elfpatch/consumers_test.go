@@ -35,7 +35,7 @@ func patchedBinary(t *testing.T, v variant) (string, *built, []probeWant) {
 	t.Helper()
 	path, b := fresh(t, v)
 	sites := b.sites(v)
-	if err := AddNotes(path, sites); err != nil {
+	if err := addSites(path, sites); err != nil {
 		t.Fatal(err)
 	}
 	var want []probeWant

@@ -63,23 +63,15 @@ const (
 var le = binary.LittleEndian
 
 // AddNotes rewrites the ELF executable at path so that every USDT consumer
-// (bpftrace, bcc, perf, gdb, readelf) sees sites as stapsdt probes, from
-// their Provider, Name, Spec, PC and Semaphore address. Notes
-// already in the file (a cgo binary whose C objects carried sys/sdt.h
-// probes) are kept, each probe appearing once. With no sites the file is
-// left untouched. The file is patched in place, since it is a build
-// product that was just written; a failure leaves it as it was.
-func AddNotes(path string, sites []probe.Probe) error {
-	if len(sites) == 0 {
-		return nil
-	}
-	_, err := AddNotesFound(path, func([]byte) ([]probe.Probe, error) { return sites, nil })
-	return err
-}
-
-// AddNotesFound is AddNotes for the sites find finds in the executable's
-// bytes, which it returns: the file is read once, mapped, for both.
-func AddNotesFound(path string, find func(image []byte) ([]probe.Probe, error)) ([]probe.Probe, error) {
+// (bpftrace, bcc, perf, gdb, readelf) sees the sites find finds in its
+// bytes as stapsdt probes, from their Provider, Name, Spec, PC and
+// Semaphore address, and returns those sites: the file is read once,
+// mapped, for both. Notes already in the file (a cgo binary whose C
+// objects carried sys/sdt.h probes) are kept, each probe appearing once.
+// With no sites the file is left untouched. The file is patched in place,
+// since it is a build product that was just written; a failure leaves it
+// as it was.
+func AddNotes(path string, find func(image []byte) ([]probe.Probe, error)) ([]probe.Probe, error) {
 	sites, err := addNotes(path, find)
 	if err != nil {
 		return nil, fmt.Errorf("elfpatch: %s: %w", path, err)

@@ -52,7 +52,7 @@ func TestAddNotesLayout(t *testing.T) {
 			hadBase := before.Section(baseName) != nil
 
 			sites := b.sites(v)
-			if err := AddNotes(path, sites); err != nil {
+			if err := addSites(path, sites); err != nil {
 				t.Fatal(err)
 			}
 			patched := readFile(t, path)
@@ -152,7 +152,7 @@ func TestAddNotesLayout(t *testing.T) {
 
 			// Same input, same bytes.
 			again, _ := fresh(t, v)
-			if err := AddNotes(again, sites); err != nil {
+			if err := addSites(again, sites); err != nil {
 				t.Fatal(err)
 			}
 			if !bytes.Equal(readFile(t, again), patched) {
@@ -161,7 +161,7 @@ func TestAddNotesLayout(t *testing.T) {
 
 			// Patching the result again describes each probe once and adds
 			// no second overlay.
-			if err := AddNotes(path, sites); err != nil {
+			if err := addSites(path, sites); err != nil {
 				t.Fatal(err)
 			}
 			f2 := openELF(t, path)
@@ -191,7 +191,7 @@ func TestAddNotesSharedSemaphore(t *testing.T) {
 		{Provider: "elfpatchtest", Name: "exit", Spec: v.args, PC: b.pc, Semaphore: b.table + 8},
 		{Provider: "elfpatchtest", Name: "other", Spec: v.args, PC: b.pc, Semaphore: b.table + 10},
 	}
-	if err := AddNotes(path, sites); err != nil {
+	if err := addSites(path, sites); err != nil {
 		t.Fatal(err)
 	}
 	f := openELF(t, path)
@@ -272,7 +272,7 @@ func TestAddNotesErrors(t *testing.T) {
 				}
 			}
 			orig := readFile(t, path)
-			err := AddNotes(path, tc.sites)
+			err := addSites(path, tc.sites)
 			if err == nil || !strings.Contains(err.Error(), tc.want) || !strings.Contains(err.Error(), path) {
 				t.Fatalf("AddNotes error = %v, want one naming %s and containing %q", err, path, tc.want)
 			}
@@ -296,7 +296,7 @@ func TestAddNotesNoSites(t *testing.T) {
 				t.Fatal(err)
 			}
 			st, _ := os.Stat(path)
-			if err := AddNotes(path, tc.sites); err != nil {
+			if err := addSites(path, tc.sites); err != nil {
 				t.Fatal(err)
 			}
 			st2, _ := os.Stat(path)
@@ -340,7 +340,7 @@ func TestAddNotesFileHandling(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := AddNotes(path, b.sites(exeVariant)); err != nil {
+			if err := addSites(path, b.sites(exeVariant)); err != nil {
 				t.Fatal(err)
 			}
 			st, err := os.Stat(target)
@@ -384,7 +384,7 @@ func TestAddNotesFullDisk(t *testing.T) {
 			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &tight); err != nil {
 				t.Skipf("cannot limit the file size: %v", err)
 			}
-			err := AddNotes(path, b.sites(v))
+			err := addSites(path, b.sites(v))
 			if err := syscall.Setrlimit(syscall.RLIMIT_FSIZE, &lim); err != nil {
 				t.Fatal(err)
 			}
@@ -419,4 +419,13 @@ func TestAddStrings(t *testing.T) {
 			}
 		})
 	}
+}
+
+// addSites is AddNotes for sites known beforehand.
+func addSites(path string, sites []probe.Probe) error {
+	if len(sites) == 0 {
+		return nil
+	}
+	_, err := AddNotes(path, func([]byte) ([]probe.Probe, error) { return sites, nil })
+	return err
 }

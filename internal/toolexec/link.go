@@ -56,7 +56,7 @@ func (inv Invocation) link() error {
 }
 
 func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
-	return elfpatch.AddNotesFound(path, func(image []byte) ([]probe.Probe, error) {
+	return elfpatch.AddNotes(path, func(image []byte) ([]probe.Probe, error) {
 		sites, err := probetable.ScanImage(image, ahead)
 		// Not an ELF executable (another GOOS): nothing to do.
 		if _, ok := err.(*elf.FormatError); ok {
