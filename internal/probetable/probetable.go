@@ -92,7 +92,7 @@ var Magic = [8]byte{0x7f, 'U', 'S', 'D', 'T', 'g', 'o', version}
 
 // version is the layout Build writes for stubs anywhere, version5 or
 // version4 the one for stubs back to back, with strings deflated or as they
-// are; Decode also reads version2.
+// are; the decoder also reads version2.
 const (
 	version  = 0x03
 	version5 = 0x05
@@ -105,7 +105,7 @@ const (
 // relocation, per probe.
 const SiteSize = 8
 
-// isMagic reports whether b starts with the magic of a version Decode
+// isMagic reports whether b starts with the magic of a version the decoder
 // reads.
 func isMagic(b []byte) bool {
 	if len(b) < len(Magic) || !bytes.Equal(b[:len(Magic)-1], Magic[:len(Magic)-1]) {
@@ -320,21 +320,6 @@ func (w *pool) ref(s string) int {
 
 // ErrNotTable reports bytes that start with the magic but are no table.
 var ErrNotTable = errors.New("probetable: not a table")
-
-// Decode reads the table at the start of b, which was loaded at address
-// addr. Its probes have all the fields Build reads, and Package, PC and
-// Semaphore. It returns the table's size so a scanner can skip past it.
-func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
-	n, size, err := header(b)
-	if err != nil {
-		return nil, 0, err
-	}
-	probes := make([]probe.Probe, n)
-	if err := decodeInto(probes, b[:size], addr); err != nil {
-		return nil, 0, err
-	}
-	return probes, size, nil
-}
 
 // header checks what the first bytes of b say of a table there, its
 // checksum included, and returns its number of probes and its size.

@@ -429,3 +429,19 @@ func FuzzDecode(f *testing.F) {
 		}
 	})
 }
+
+// Decode reads the table at the start of b, which was loaded at address
+// addr, as the scanner reads each table it finds: its probes have all the
+// fields Build reads, and Package, PC and Semaphore. It returns the
+// table's size.
+func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
+	n, size, err := header(b)
+	if err != nil {
+		return nil, 0, err
+	}
+	probes := make([]probe.Probe, n)
+	if err := decodeInto(probes, b[:size], addr); err != nil {
+		return nil, 0, err
+	}
+	return probes, size, nil
+}

@@ -217,7 +217,7 @@ func decodeEach(tables []located, decode func(*located) error) []probe.Probe {
 
 // decodeAll decodes tables, or copies the probes ahead has of them, and
 // returns all their probes. A table whose header passed but whose probes
-// do not decode is left out, as Decode would reject it.
+// do not decode is left out.
 func decodeAll(tables []located, ahead *Ahead) ([]probe.Probe, error) {
 	all := decodeEach(tables, func(t *located) error {
 		if known := ahead.find(t.b); known != nil {
