@@ -618,6 +618,17 @@ func writeInPlace(f *os.File, size int64, e edit) (err error) {
 			f.Truncate(size)
 		}
 	}()
+	tail := 0
+	for _, b := range e.tail {
+		tail += len(b)
+	}
+	// The linker allocates its output's blocks up front; the tail's are
+	// allocated the same way, or ext4 would delay them, and renaming a
+	// file with delayed blocks over another (go build installing the
+	// executable) makes ext4 write out every dirty page of the file first:
+	// 15 ms for a 27 MB executable. A file system without fallocate
+	// just allocates while writing.
+	syscall.Fallocate(int(f.Fd()), 0, keep, int64(tail))
 	at := keep
 	for _, b := range e.tail {
 		if _, err := f.WriteAt(b, at); err != nil {
