@@ -11,11 +11,12 @@ import (
 )
 
 // Symbols names what Plan9Sites defines for a package, in Go's notation
-// ("usdt/parser_1f2e3d4c.sites"): names outside the package, because only
-// the runtime's packages may define register-ABI (ABIInternal) assembly,
-// and the assembler decides that by the package path it is given (-p).
-// Assembled under such a path, the file names every symbol in full; the
-// package's Go code reaches them by //go:linkname.
+// ("usdt/parser_1f2e3d4c.sites"): only the runtime's packages may define
+// register-ABI (ABIInternal) assembly, and the assembler decides that by
+// the package path it is given (-p), so the file is assembled under such
+// a path and names every symbol in full. The package's Go code reaches
+// them by //go:linkname, or, for a trampoline named as its Go declaration
+// ("example.com/parser.usdtAutoFire3"), directly.
 type Symbols struct {
 	// Trampolines are the entry points of the probes, one per Go
 	// declaration: the compiler fails on two declarations of one symbol.

@@ -122,14 +122,14 @@ func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}} {
 	return usdtAutoNanotime(){{end}}
 }
 
-//go:linkname usdtAutoTramp{{.N}} {{(index $.Symbols.Trampolines .N).Symbol}}
-//go:noescape
+{{if .Linkname}}//go:linkname usdtAutoTramp{{.N}} {{.Linkname}}
+{{end}}//go:noescape
 func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{else}}
 // usdtAutoFire{{.N}} is the trampoline: its arguments need no copying.
 //
-//go:linkname usdtAutoFire{{.N}} {{(index $.Symbols.Trampolines .N).Symbol}}
-//go:noescape
+{{if .Linkname}}//go:linkname usdtAutoFire{{.N}} {{.Linkname}}
+{{end}}//go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
 {{end}}{{end}}{{if .Read}}
 // usdtAutoRead reads a result at p for an exit probe: read says how, in
@@ -187,6 +187,9 @@ type fireFunc struct {
 	Params, StubParams, Call []string
 	Bufs                     []string // the C string buffers it declares
 	Result                   string   // "int64" when it returns the time
+	// Linkname is the trampoline's symbol when Go reaches it by
+	// //go:linkname, "" when the symbol is the declaration's own.
+	Linkname string
 }
 
 // exitType is one way of reading results in a deferred exit probe, shared
@@ -234,7 +237,19 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 			tramps[i].Clock = sig.clock
 		}
 	}
-	syms := symbols(cfg.ImportPath, tramps)
+	names := make([]string, len(fires))
+	for i, f := range fires {
+		names[i] = fmt.Sprintf("%sFire%d", g.prefix, i)
+		if len(f.Bufs) > 0 {
+			names[i] = fmt.Sprintf("%sTramp%d", g.prefix, i)
+		}
+	}
+	syms := symbols(cfg.ImportPath, tramps, names)
+	for i, t := range syms.Trampolines {
+		if t.Symbol != cfg.ImportPath+"."+names[i] {
+			fires[i].Linkname = t.Symbol
+		}
+	}
 	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)
 	if err != nil {
 		return nil, nil, err
@@ -286,7 +301,15 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 // sets), its sites and its table: "usdt/", the last element of its import
 // path and a hash of the whole path, which keeps them apart from every
 // other package's.
-func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
+//
+// A trampoline takes instead the symbol of its Go declaration (names),
+// the package's symbol prefix and the name, when assembly can spell that
+// prefix: the compiler then binds the declaration to the assembly without
+// a //go:linkname. A linknamed function that assembly defines may be
+// called from any package by either ABI, so the compiler gives each an
+// ABI0 wrapper, which nothing calls but the linker still loads: 2,239
+// functions in the objects of a program of 26,000 probes.
+func symbols(importPath string, tramps []asmgen.Trampoline, names []string) asmgen.Symbols {
 	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
 	for i, c := range elem {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
@@ -296,8 +319,36 @@ func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
 	h := fnv.New32a()
 	h.Write([]byte(importPath))
 	ns := fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
+	own := ownPrefix(importPath)
 	for i := range tramps {
 		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
+		if own {
+			tramps[i].Symbol = importPath + "." + names[i]
+		}
 	}
 	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since"}
+}
+
+// ownPrefix reports whether importPath is its package's symbol prefix and
+// assembly can spell it: letters, digits, '_', '/', and dots before the
+// last element, which the compiler escapes ("gopkg.in/yaml%2ev3"), as it
+// does every byte outside ASCII; the assembler takes no '-' or '%'.
+func ownPrefix(importPath string) bool {
+	last := strings.LastIndexByte(importPath, '/')
+	for i, c := range []byte(importPath) {
+		switch {
+		case c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '_':
+		case c >= '0' && c <= '9' || c == '/':
+			if i == 0 {
+				return false
+			}
+		case c == '.':
+			if i == 0 || i > last {
+				return false
+			}
+		default:
+			return false
+		}
+	}
+	return importPath != ""
 }

@@ -370,3 +370,27 @@ func TestExcluded(t *testing.T) {
 		}
 	}
 }
+
+func TestOwnPrefix(t *testing.T) {
+	for _, tt := range []struct {
+		path string
+		want bool
+	}{
+		{"main", true},
+		{"encoding/json", true},
+		{"vendor/golang.org/x/net/idna", true},
+		{"example.com/v2/p_q", true},
+		{"example.com/9p", true},
+		{"github.com/google/go-jsonnet", false}, // '-'
+		{"gopkg.in/yaml.v3", false},             // escaped to yaml%2ev3
+		{"9fans.net/go/acme", false},            // a leading digit
+		{"example.com/ü", false},                // escaped, as all non-ASCII
+		{"example.com/a~b", false},
+		{".x/y", false},
+		{"", false},
+	} {
+		if got := ownPrefix(tt.path); got != tt.want {
+			t.Errorf("ownPrefix(%q) = %v, want %v", tt.path, got, tt.want)
+		}
+	}
+}
