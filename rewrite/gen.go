@@ -199,8 +199,10 @@ type exitType struct {
 	Fields, Args []string
 }
 
-// files returns the generated Go support file and its assembly.
-func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
+// files returns the generated Go support file and its assembly; spliced
+// is the code spliced into the package's files, which uses the support
+// file's helpers.
+func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err error) {
 	arch := asmgen.Arch(cfg.GOARCH)
 	if !slices.Contains(asmgen.Arches, arch) {
 		return nil, nil, fmt.Errorf("instrumenting functions is not supported on GOARCH=%s (amd64 and arm64 are)", cfg.GOARCH)
@@ -286,7 +288,11 @@ func (g *generator) files(cfg Config) (goSrc, asm []byte, err error) {
 		return nil, nil, err
 	}
 	b.WriteString(g.aliasDecls())
-	src, err := g.hygienic(b.Bytes())
+	src, err := g.prune(b.Bytes(), spliced)
+	if err != nil {
+		return nil, nil, fmt.Errorf("generated invalid Go (a bug): %v\n%s", err, b.Bytes())
+	}
+	src, err = g.hygienic(src)
 	if err != nil {
 		return nil, nil, err
 	}

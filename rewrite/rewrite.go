@@ -151,6 +151,7 @@ func Package(cfg Config) (*Result, error) {
 
 	g := newGenerator(pkg, real, cfg.Rules.Provider, files)
 	res := &Result{Sources: map[string][]byte{}}
+	var spliced strings.Builder
 	for _, f := range files {
 		if probeCode(f) {
 			res.Files = append(res.Files, f.path)
@@ -177,6 +178,10 @@ func Package(cfg Config) (*Result, error) {
 			res.Files = append(res.Files, f.path)
 			continue
 		}
+		for _, e := range edits {
+			spliced.WriteString(e.text)
+			spliced.WriteByte('\n')
+		}
 		path, src, err := rewritten(cfg.OutDir, f, edits)
 		if err != nil {
 			return nil, err
@@ -187,7 +192,7 @@ func Package(cfg Config) (*Result, error) {
 	if len(res.Funcs) == 0 {
 		return nil, nil
 	}
-	gen, asm, err := g.files(cfg)
+	gen, asm, err := g.files(cfg, spliced.String())
 	var shadowed *Shadowed
 	if errors.As(err, &shadowed) {
 		return &Result{Skipped: err.Error()}, nil

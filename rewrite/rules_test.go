@@ -7,6 +7,7 @@ import (
 	"go/token"
 	"go/types"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -392,5 +393,62 @@ func TestOwnPrefix(t *testing.T) {
 		if got := ownPrefix(tt.path); got != tt.want {
 			t.Errorf("ownPrefix(%q) = %v, want %v", tt.path, got, tt.want)
 		}
+	}
+}
+
+func TestPrune(t *testing.T) {
+	const support = `package p
+
+import "unsafe"
+
+type usdtAutoPointer = unsafe.Pointer
+
+var usdtAutoTable struct{ semaphores [1]uint16 }
+
+// usdtAutoWord is used by usdtAutoItabType only.
+func usdtAutoWord(p unsafe.Pointer) uint64 { return *(*uint64)(unsafe.Pointer(&p)) }
+
+func usdtAutoItabType(p unsafe.Pointer) uint64 { return usdtAutoWord(p) }
+
+// usdtAutoBool is used by nothing.
+func usdtAutoBool(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+type usdtAutoCString [2]byte
+
+func (b *usdtAutoCString) set(s string) *byte { return &b[0] }
+
+//go:noinline
+func usdtAutoFire0(site int, a1 string) {
+	var b1 usdtAutoCString
+	usdtAutoTramp0(site, b1.set(a1))
+}
+
+func usdtAutoTramp0(site int, a1 *byte)
+
+func usdtAutoFire1(site int, a1 uint64)
+`
+	g := &generator{prefix: "usdtAuto1"}
+	out, err := g.prune([]byte(support), "if usdtAuto1Table.semaphores[0] != 0 { usdtAuto1Fire1(0, usdtAuto1ItabType(nil)) }")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := string(out)
+	for _, kept := range []string{"usdtAutoPointer =", "usdtAutoTable struct", "func usdtAutoWord", "func usdtAutoItabType", "func usdtAutoFire1"} {
+		if !strings.Contains(got, kept) {
+			t.Errorf("pruned %q, which is used:\n%s", kept, got)
+		}
+	}
+	for _, gone := range []string{"usdtAutoBool", "usdtAutoCString", "set(", "usdtAutoFire0", "usdtAutoTramp0"} {
+		if strings.Contains(got, gone) {
+			t.Errorf("kept %q, which nothing uses:\n%s", gone, got)
+		}
+	}
+	if _, err := parser.ParseFile(token.NewFileSet(), "", out, 0); err != nil {
+		t.Errorf("pruned file does not parse: %v\n%s", err, got)
 	}
 }
