@@ -18,7 +18,7 @@
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
 # warm builds of each (the main package edited, everything else cached;
-# the median of three);
+# the median of WARM, plain and probed alternated);
 # the ratios probed/plain; the size added per probe; the time of
 # `usdt-toolexec list`; and the start-up of tracers attaching to the probed
 # executable, one after the other in this run:
@@ -36,14 +36,15 @@
 # and the probed cmd/jsonnet of `own`, `all`, `entry` and `unwind`: stdout,
 # stderr and exit code must be the same, else the script fails.
 #
-# Environment: VERSION=v0.21.0, TIMEOUT=180, OUT= (a new temp dir if
-# empty), PROGRAMS="own all entry unwind big bigunwind".
+# Environment: VERSION=v0.21.0, TIMEOUT=180, WARM=9, OUT= (a new temp dir
+# if empty), PROGRAMS="own all entry unwind big bigunwind".
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 REPO=$PWD
 VERSION=${VERSION:-v0.21.0}
 TIMEOUT=${TIMEOUT:-180}
+WARM=${WARM:-9}
 read -r -a programs <<<"${PROGRAMS:-own all entry unwind big bigunwind}"
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod USDT_RULES=
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-scale.XXXXXX")}
@@ -154,9 +155,10 @@ for prog in "${programs[@]}"; do
 	plain=$OUT/$prog-plain probed=$OUT/$prog-probed
 	pc=$(build "$prog" plain "$plain" 1)
 	qc=$(build "$prog" probed "$probed" 1)
-	# Warm builds take a second or less: the median of three, alternated.
+	# Warm builds take a second or less, and single ones move by several
+	# per cent: the median of WARM, alternated.
 	pws=() qws=()
-	for _ in 1 2 3; do
+	for _ in $(seq "$WARM"); do
 		pws+=("$(build "$prog" plain "$plain" 0)")
 		qws+=("$(build "$prog" probed "$probed" 0)")
 	done
