@@ -119,8 +119,9 @@ func (s *standIns) real(p *types.Package) *types.Package {
 // declImports returns the import paths whose names the declarations that
 // instrumenting reads use: receivers, parameters, results and type
 // parameters; the declarations of types defined by another named type,
-// whose kind is that type's; constants, which may give an array its
-// length. The rest, fields and methods of a declared struct or interface,
+// whose kind is that type's, or by a pointer type, which go/types makes
+// invalid when what it points to is; constants, which may give an array
+// its length. The rest, fields and methods of a declared struct or interface,
 // variables and function bodies, instrumenting never looks into: a kind
 // of a struct, an interface or a function type is that, whatever its parts
 // are. It reports false when those declarations use a name that no import
@@ -175,7 +176,7 @@ func declImports(files []*ast.File) (map[string]bool, bool) {
 					switch s := spec.(type) {
 					case *ast.TypeSpec:
 						switch ast.Unparen(s.Type).(type) {
-						case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr, *ast.IndexListExpr:
+						case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr, *ast.IndexListExpr, *ast.StarExpr:
 							use(s)
 						}
 					case *ast.ValueSpec:

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"maps"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-usdt/usdt/rewrite"
@@ -71,6 +72,8 @@ func TestDeclImports(t *testing.T) {
 		{"receiver and type parameter", `import ("cmp"; "sync"); type L[T any] struct{}; func (l *L[T]) F() {}; func G[T cmp.Ordered](l *L[sync.Mutex]) {}`, []string{"cmp", "sync"}, true},
 		{"defined by another type", `import "time"; type D time.Duration`, []string{"time"}, true},
 		{"alias", `import "io"; type R = io.Reader`, []string{"io"}, true},
+		{"pointer", `import "os"; type H *os.File`, []string{"os"}, true},
+		{"pointer alias", `import "os"; type H = **os.File`, []string{"os"}, true},
 		{"instantiated", `import "sync/atomic"; type P atomic.Pointer[int]`, []string{"sync/atomic"}, true},
 		{"struct fields and methods", `import ("bufio"; "io"); type T struct{ w *bufio.Writer }; type I interface{ io.Reader; M(bufio.Reader) }`, []string{}, true},
 		{"variables", `import ("errors"; "sync"); var Err = errors.New("x"); var mu sync.Mutex`, []string{}, true},
@@ -133,5 +136,36 @@ func F(t T, u U) int { return len(fmt.Sprint(t.b.String(), u)) }
 	}
 	if with["F"] != without["F"] || with["F"] != "struct{b strings.Builder}, U" {
 		t.Errorf("F is %q with stand-ins, %q without", with["F"], without["F"])
+	}
+}
+
+// TestStandInPointerType: a pointer type defined by an import's type gets
+// the import read, and the probes pass the pointer: go/types makes a
+// pointer to an invalid type invalid, and a stand-in has no types. (An
+// alias of it makes the signature invalid, and the check reads every
+// import anyway.)
+func TestStandInPointerType(t *testing.T) {
+	paths := writeFiles(t, map[string]string{"a.go": `package shop
+
+import "os"
+
+type handle *os.File
+
+func F(h handle) handle { return h }
+`})
+	r, err := rules.Parse("rules.yml", []byte(atReturns))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := rewrite.Config{ImportPath: "example.com/shop", MatchPath: "example.com/shop", ImportCfg: stdImportCfg(t), GOARCH: "amd64", Files: paths, Rules: r}
+	with := instrumentStd(t, cfg, true)
+	without := instrumentStd(t, cfg, false)
+	if !maps.EqualFunc(with.Sources, without.Sources, bytes.Equal) {
+		t.Errorf("stand-in imports change what is generated")
+	}
+	for path, src := range with.Sources {
+		if strings.Contains(path, "rewritten") && !strings.Contains(string(src), "usdtAutoWord(usdtAutoPointer(h))") {
+			t.Errorf("the entry probe does not pass the pointer h:\n%s", src)
+		}
 	}
 }
