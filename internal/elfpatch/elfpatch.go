@@ -321,7 +321,7 @@ func patch(data []byte, sites []probe.Probe) (edit, error) {
 		if s.Provider == "" || s.Name == "" {
 			return edit{}, fmt.Errorf("probe %q has an empty provider or name", siteName(s))
 		}
-		if strings.ContainsRune(s.Provider+s.Name+s.Spec, 0) {
+		if strings.IndexByte(s.Provider, 0) >= 0 || strings.IndexByte(s.Name, 0) >= 0 || strings.IndexByte(s.Spec, 0) >= 0 {
 			return edit{}, fmt.Errorf("probe %q: names and arguments must not contain NUL bytes", siteName(s))
 		}
 	}
