@@ -84,14 +84,21 @@ func Signatures(cfg Config, paths []string) (map[string]string, error) {
 	return sigs, nil
 }
 
-// DeclImports is declImports on the Go source src.
-func DeclImports(src string) ([]string, bool) {
+// DeclImports is declImports on the Go source src, with the placeholders
+// as "name(path).Type".
+func DeclImports(src string) (needed, behind []string, ok bool) {
 	f, err := parser.ParseFile(token.NewFileSet(), "x.go", src, parser.SkipObjectResolution)
 	if err != nil {
-		return nil, false
+		return nil, nil, false
 	}
-	needed, ok := declImports([]*ast.File{f})
-	return slices.Sorted(maps.Keys(needed)), ok
+	n, b, ok := declImports([]*ast.File{f})
+	for path, ph := range b {
+		for typ := range ph.types {
+			behind = append(behind, ph.name+"("+path+")."+typ)
+		}
+	}
+	slices.Sort(behind)
+	return slices.Sorted(maps.Keys(n)), behind, ok
 }
 
 // GuessName is guessName.

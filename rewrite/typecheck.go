@@ -10,6 +10,7 @@ import (
 	"os"
 	"path"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -63,8 +64,8 @@ func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (pkg
 	}
 	gc := importer.ForCompiler(fset, "gc", lookup).(types.ImporterFrom)
 	if !bodies && standInImports {
-		if needed, ok := declImports(asts); ok {
-			imp := &standIns{ImporterFrom: gc, needed: needed, made: map[*types.Package]bool{}}
+		if needed, behind, ok := declImports(asts); ok {
+			imp := &standIns{ImporterFrom: gc, needed: needed, behind: behind, made: map[*types.Package]bool{}}
 			// Uses of a stand-in are errors: the check goes on past them,
 			// and the signatures tell.
 			pkg, info, _ := check(imp, func(error) {})
@@ -82,10 +83,12 @@ func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (pkg
 var standInImports = true
 
 // standIns imports the packages of needed, by their paths as the source
-// writes them, and gives every other an empty package.
+// writes them, and gives every other an empty package, but for the
+// placeholders behind says it declares.
 type standIns struct {
 	types.ImporterFrom
 	needed map[string]bool
+	behind map[string]*placeholders
 	made   map[*types.Package]bool
 }
 
@@ -98,6 +101,14 @@ func (s *standIns) ImportFrom(path, dir string, mode types.ImportMode) (*types.P
 		return s.ImporterFrom.ImportFrom(path, dir, mode)
 	}
 	pkg := types.NewPackage(path, guessName(path))
+	if b := s.behind[path]; b != nil {
+		pkg.SetName(b.name)
+		for name := range b.types {
+			obj := types.NewTypeName(token.NoPos, pkg, name, nil)
+			types.NewNamed(obj, types.NewStruct(nil, nil), nil)
+			pkg.Scope().Insert(obj)
+		}
+	}
 	pkg.MarkComplete()
 	s.made[pkg] = true
 	return pkg, nil
@@ -119,33 +130,49 @@ func (s *standIns) real(p *types.Package) *types.Package {
 // declImports returns the import paths whose names the declarations that
 // instrumenting reads use: receivers, parameters, results and type
 // parameters; the declarations of types defined by another named type,
-// whose kind is that type's, or by a pointer type, which go/types makes
-// invalid when what it points to is; constants, which may give an array
-// its length. The rest, fields and methods of a declared struct or interface,
+// whose kind is that type's; constants, which may give an array its
+// length. The rest, fields and methods of a declared struct or interface,
 // variables and function bodies, instrumenting never looks into: a kind
 // of a struct, an interface or a function type is that, whatever its parts
 // are. It reports false when those declarations use a name that no import
 // has, as far as the paths tell (an import named otherwise than its
-// path's last element): the stand-ins cannot be chosen then.
-func declImports(files []*ast.File) (map[string]bool, bool) {
-	needed := map[string]bool{}
+// path's last element, which guessNames cannot mend): the stand-ins cannot
+// be chosen then.
+//
+// A type named behind a pointer, slice, map, channel or function type of
+// a parameter or result (*jsonnet.VM), or of a pointer type's declaration,
+// leaves the kind that: what it is does not matter. Its import is read
+// only if named otherwise too; else behind gives the stand-in the names to
+// declare, as empty structs, since go/types makes a pointer to an invalid
+// type invalid. An import the file renames has no name to give the
+// stand-in, which type strings qualify types with, and is read.
+func declImports(files []*ast.File) (needed map[string]bool, behind map[string]*placeholders, ok bool) {
+	needed = map[string]bool{}
+	behind = map[string]*placeholders{}
 	for _, f := range files {
 		names := map[string]string{} // name in this file -> path
+		renamed := map[string]bool{}
 		for _, spec := range f.Imports {
 			p, err := strconv.Unquote(spec.Path.Value)
 			if err != nil {
-				return nil, false
+				return nil, nil, false
 			}
-			name := guessName(p)
 			if spec.Name != nil {
-				name = spec.Name.Name
+				switch n := spec.Name.Name; n {
+				case ".":
+					needed[p] = true
+				case "_":
+				default:
+					names[n] = p
+					renamed[n] = true
+				}
+				continue
 			}
-			switch name {
-			case ".":
-				needed[p] = true
-			case "_":
-			default:
-				names[name] = p
+			for _, n := range guessNames(p) {
+				if q, dup := names[n]; dup && q != p {
+					renamed[n] = true // ambiguous: read whichever it is
+				}
+				names[n] = p
 			}
 		}
 		// In a declaration, a selector's operand is a package.
@@ -164,20 +191,70 @@ func declImports(files []*ast.File) (map[string]bool, bool) {
 				return true
 			})
 		}
+		hide := func(n ast.Node) {
+			ast.Inspect(n, func(n ast.Node) bool {
+				switch n := n.(type) {
+				case *ast.IndexExpr, *ast.IndexListExpr:
+					use(n) // a generic type, which a placeholder is not
+					return false
+				case *ast.SelectorExpr:
+					x, isIdent := n.X.(*ast.Ident)
+					p, imported := names[x.Name]
+					if !isIdent || !imported || renamed[x.Name] {
+						use(n)
+						return false
+					}
+					if behind[p] == nil {
+						behind[p] = &placeholders{name: x.Name, types: map[string]bool{}}
+					}
+					behind[p].types[n.Sel.Name] = true
+					return false
+				}
+				return true
+			})
+		}
+		useField := func(list *ast.FieldList) {
+			if list == nil {
+				return
+			}
+			for _, field := range list.List {
+				switch t := ast.Unparen(field.Type).(type) {
+				case *ast.StarExpr, *ast.MapType, *ast.ChanType, *ast.FuncType, *ast.Ellipsis:
+					hide(t)
+				case *ast.ArrayType:
+					if t.Len == nil {
+						hide(t)
+					} else {
+						use(t)
+					}
+				default:
+					use(t)
+				}
+			}
+		}
 		for _, d := range f.Decls {
 			switch d := d.(type) {
 			case *ast.FuncDecl:
 				if d.Recv != nil {
 					use(d.Recv)
 				}
-				use(d.Type)
+				if d.Type.TypeParams != nil {
+					use(d.Type.TypeParams)
+				}
+				useField(d.Type.Params)
+				useField(d.Type.Results)
 			case *ast.GenDecl:
 				for _, spec := range d.Specs {
 					switch s := spec.(type) {
 					case *ast.TypeSpec:
 						switch ast.Unparen(s.Type).(type) {
-						case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr, *ast.IndexListExpr, *ast.StarExpr:
+						case *ast.Ident, *ast.SelectorExpr, *ast.IndexExpr, *ast.IndexListExpr:
 							use(s)
+						case *ast.StarExpr:
+							if s.TypeParams != nil {
+								use(s.TypeParams)
+							}
+							hide(s.Type)
 						}
 					case *ast.ValueSpec:
 						if d.Tok != token.CONST {
@@ -194,10 +271,40 @@ func declImports(files []*ast.File) (map[string]bool, bool) {
 			}
 		}
 		if !ok {
-			return nil, false
+			return nil, nil, false
 		}
 	}
-	return needed, true
+	for p := range needed {
+		delete(behind, p)
+	}
+	return needed, behind, true
+}
+
+// placeholders are the types a stand-in declares (see declImports), and
+// the name the files import it under.
+type placeholders struct {
+	name  string
+	types map[string]bool
+}
+
+// guessNames are the names the package at path may have, as far as the
+// path tells: guessName's, or when that is no identifier (go-jsonnet),
+// what it is without a "go-" prefix or a "-go" suffix, or without dashes.
+func guessNames(p string) []string {
+	name := guessName(p)
+	if token.IsIdentifier(name) {
+		return []string{name}
+	}
+	var names []string
+	for _, n := range []string{
+		strings.TrimSuffix(strings.TrimPrefix(name, "go-"), "-go"),
+		strings.ReplaceAll(name, "-", ""),
+	} {
+		if token.IsIdentifier(n) && !slices.Contains(names, n) {
+			names = append(names, n)
+		}
+	}
+	return names
 }
 
 // versionElem is a major version's path element, which a package's name

@@ -62,32 +62,37 @@ func instrumentStd(t *testing.T, cfg rewrite.Config, standIns bool) *rewrite.Res
 // get an empty stand-in.
 func TestDeclImports(t *testing.T) {
 	tests := []struct {
-		name string
-		src  string
-		want []string
-		ok   bool
+		name         string
+		src          string
+		want, behind []string
+		ok           bool
 	}{
-		{"bodies only", `import ("fmt"; "strings"); func F(s string) { fmt.Println(strings.ToUpper(s)) }`, []string{}, true},
-		{"parameter and result", `import ("io"; "time"); func F(r io.Reader) time.Duration { return 0 }`, []string{"io", "time"}, true},
-		{"receiver and type parameter", `import ("cmp"; "sync"); type L[T any] struct{}; func (l *L[T]) F() {}; func G[T cmp.Ordered](l *L[sync.Mutex]) {}`, []string{"cmp", "sync"}, true},
-		{"defined by another type", `import "time"; type D time.Duration`, []string{"time"}, true},
-		{"alias", `import "io"; type R = io.Reader`, []string{"io"}, true},
-		{"pointer", `import "os"; type H *os.File`, []string{"os"}, true},
-		{"pointer alias", `import "os"; type H = **os.File`, []string{"os"}, true},
-		{"instantiated", `import "sync/atomic"; type P atomic.Pointer[int]`, []string{"sync/atomic"}, true},
-		{"struct fields and methods", `import ("bufio"; "io"); type T struct{ w *bufio.Writer }; type I interface{ io.Reader; M(bufio.Reader) }`, []string{}, true},
-		{"variables", `import ("errors"; "sync"); var Err = errors.New("x"); var mu sync.Mutex`, []string{}, true},
-		{"constant", `import "unsafe"; const N = unsafe.Sizeof(0); type A [N]byte; func F(a A) {}`, []string{"unsafe"}, true},
-		{"renamed", `import str "strings"; func F(b *str.Builder) {}`, []string{"strings"}, true},
-		{"dot and blank", `import (. "strings"; _ "embed"); func F(b *Builder) {}`, []string{"strings"}, true},
-		{"major version", `import "math/rand/v2"; func F(r *rand.Rand) {}`, []string{"math/rand/v2"}, true},
-		{"named otherwise than its path", `import "github.com/google/go-jsonnet"; func F(vm *jsonnet.VM) {}`, nil, false},
+		{"bodies only", `import ("fmt"; "strings"); func F(s string) { fmt.Println(strings.ToUpper(s)) }`, []string{}, nil, true},
+		{"parameter and result", `import ("io"; "time"); func F(r io.Reader) time.Duration { return 0 }`, []string{"io", "time"}, nil, true},
+		{"receiver and type parameter", `import ("cmp"; "sync"); type L[T any] struct{}; func (l *L[T]) F() {}; func G[T cmp.Ordered](l *L[sync.Mutex]) {}`, []string{"cmp", "sync"}, nil, true},
+		{"defined by another type", `import "time"; type D time.Duration`, []string{"time"}, nil, true},
+		{"alias", `import "io"; type R = io.Reader`, []string{"io"}, nil, true},
+		{"instantiated", `import "sync/atomic"; type P atomic.Pointer[int]`, []string{"sync/atomic"}, nil, true},
+		{"struct fields and methods", `import ("bufio"; "io"); type T struct{ w *bufio.Writer }; type I interface{ io.Reader; M(bufio.Reader) }`, []string{}, nil, true},
+		{"variables", `import ("errors"; "sync"); var Err = errors.New("x"); var mu sync.Mutex`, []string{}, nil, true},
+		{"constant", `import "unsafe"; const N = unsafe.Sizeof(0); type A [N]byte; func F(a A) {}`, []string{"unsafe"}, nil, true},
+		{"renamed", `import str "strings"; func F(b *str.Builder) {}`, []string{"strings"}, nil, true},
+		{"dot and blank", `import (. "strings"; _ "embed"); func F(b *Builder) {}`, []string{"strings"}, nil, true},
+		{"behind a pointer", `import "math/rand/v2"; func F(r *rand.Rand) {}`, []string{}, []string{"rand(math/rand/v2).Rand"}, true},
+		{"behind a slice, map, channel, func, ellipsis", `import ("io"; "os"; "time"); func F(a []io.Reader, m map[os.Signal]time.Month, c chan os.File, f func(io.Writer), xs ...time.Time) {}`,
+			[]string{}, []string{"io(io).Reader", "io(io).Writer", "os(os).File", "os(os).Signal", "time(time).Month", "time(time).Time"}, true},
+		{"behind and named", `import "os"; func F(f *os.File) os.FileMode { return 0 }`, []string{"os"}, nil, true},
+		{"behind, generic", `import "sync/atomic"; func F(p *atomic.Pointer[int]) {}`, []string{"sync/atomic"}, nil, true},
+		{"pointer type", `import "os"; type H *os.File`, []string{}, []string{"os(os).File"}, true},
+		{"pointer alias", `import "os"; type H = **os.File`, []string{}, []string{"os(os).File"}, true},
+		{"named otherwise than its path", `import "github.com/google/go-jsonnet"; func F(vm *jsonnet.VM) {}`, []string{}, []string{"jsonnet(github.com/google/go-jsonnet).VM"}, true},
+		{"named otherwise, beyond a guess", `import "github.com/json-iterator/go"; func F(c *jsoniter.Config) {}`, nil, nil, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, ok := rewrite.DeclImports("package p\n" + tt.src + "\n")
-			if ok != tt.ok || ok && !slices.Equal(got, tt.want) {
-				t.Errorf("DeclImports = %q, %v; want %q, %v", got, ok, tt.want, tt.ok)
+			got, behind, ok := rewrite.DeclImports("package p\n" + tt.src + "\n")
+			if ok != tt.ok || ok && (!slices.Equal(got, tt.want) || !slices.Equal(behind, tt.behind)) {
+				t.Errorf("DeclImports = %q, %q, %v; want %q, %q, %v", got, behind, ok, tt.want, tt.behind, tt.ok)
 			}
 		})
 	}
