@@ -69,7 +69,7 @@ cp "$OUT/all.yml" "$OUT/big.yml"
 cp "$OUT/unwind.yml" "$OUT/bigunwind.yml"
 
 now() { date +%s.%N; }
-secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b - a }'; }
+secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", b / a }'; }
 
 # build PROG CONFIG(plain|probed) OUTFILE COLD(1|0): prints wall seconds.
