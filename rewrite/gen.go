@@ -239,18 +239,25 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 			tramps[i].Clock = sig.clock
 		}
 	}
-	names := make([]string, len(fires))
+	syms := symbols(cfg.ImportPath, tramps)
+	// A trampoline takes instead its Go declaration's own symbol, the
+	// package's symbol prefix and the name, where assembly can spell that
+	// prefix: the compiler then binds the declaration to the assembly
+	// without a //go:linkname. A linknamed function that assembly defines
+	// may be called from any package by either ABI, so the compiler gives
+	// each an ABI0 wrapper, which nothing calls but the linker still
+	// loads: 2,239 functions in the objects of a program of 26,000 probes.
+	own := ownPrefix(cfg.ImportPath)
 	for i, f := range fires {
-		names[i] = fmt.Sprintf("%sFire%d", g.prefix, i)
+		if !own {
+			fires[i].Linkname = syms.Trampolines[i].Symbol
+			continue
+		}
+		name := "Fire"
 		if len(f.Bufs) > 0 {
-			names[i] = fmt.Sprintf("%sTramp%d", g.prefix, i)
+			name = "Tramp"
 		}
-	}
-	syms := symbols(cfg.ImportPath, tramps, names)
-	for i, t := range syms.Trampolines {
-		if t.Symbol != cfg.ImportPath+"."+names[i] {
-			fires[i].Linkname = t.Symbol
-		}
+		syms.Trampolines[i].Symbol = fmt.Sprintf("%s.%s%s%d", cfg.ImportPath, g.prefix, name, i)
 	}
 	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)
 	if err != nil {
@@ -307,15 +314,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 // sets), its sites and its table: "usdt/", the last element of its import
 // path and a hash of the whole path, which keeps them apart from every
 // other package's.
-//
-// A trampoline takes instead the symbol of its Go declaration (names),
-// the package's symbol prefix and the name, when assembly can spell that
-// prefix: the compiler then binds the declaration to the assembly without
-// a //go:linkname. A linknamed function that assembly defines may be
-// called from any package by either ABI, so the compiler gives each an
-// ABI0 wrapper, which nothing calls but the linker still loads: 2,239
-// functions in the objects of a program of 26,000 probes.
-func symbols(importPath string, tramps []asmgen.Trampoline, names []string) asmgen.Symbols {
+func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
 	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
 	for i, c := range elem {
 		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
@@ -325,12 +324,8 @@ func symbols(importPath string, tramps []asmgen.Trampoline, names []string) asmg
 	h := fnv.New32a()
 	h.Write([]byte(importPath))
 	ns := fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
-	own := ownPrefix(importPath)
 	for i := range tramps {
 		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
-		if own {
-			tramps[i].Symbol = importPath + "." + names[i]
-		}
 	}
 	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since"}
 }
