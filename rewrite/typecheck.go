@@ -199,8 +199,12 @@ func declImports(files []*ast.File) (needed map[string]bool, behind map[string]*
 					return false
 				case *ast.SelectorExpr:
 					x, isIdent := n.X.(*ast.Ident)
+					if !isIdent || renamed[x.Name] {
+						use(n)
+						return false
+					}
 					p, imported := names[x.Name]
-					if !isIdent || !imported || renamed[x.Name] {
+					if !imported {
 						use(n)
 						return false
 					}
