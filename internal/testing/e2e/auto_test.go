@@ -91,6 +91,7 @@ type auto struct {
 	memo  map[string]memoized
 	// buildOutput is what go build printed for each variant a.bin built.
 	buildOutput map[string]string
+	target      target
 }
 
 type memoized struct {
@@ -129,7 +130,7 @@ func (a *auto) goBuild(dir, name string, cgo bool, args ...string) (bin, out str
 	if cgo {
 		cgoEnv = "CGO_ENABLED=1"
 	}
-	out, err = goRun(dir, []string{cgoEnv}, append([]string{"build", "-o", bin}, args...)...)
+	out, err = goRun(dir, append(a.target.env(), cgoEnv), append([]string{"build", "-o", bin}, args...)...)
 	if err != nil {
 		return "", out, fmt.Errorf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
 	}
@@ -142,6 +143,9 @@ func (a *auto) goBuild(dir, name string, cgo bool, args ...string) (bin, out str
 // inst-pie (-buildmode=pie).
 func (a *auto) bin(t *testing.T, variant string) string {
 	t.Helper()
+	if guestDir != "" {
+		return prebuilt(t, "auto", variant)
+	}
 	return a.must(t, "build "+variant, func() (string, error) {
 		var args []string
 		switch variant {
@@ -169,15 +173,30 @@ func TestAuto(t *testing.T) {
 	requireAMD64(t)
 	a := &auto{dir: userModule(t, "auto", "example.com/auto"), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}}
 	a.rules = filepath.Join(a.dir, "rules.yml")
-	t.Run("ProbeList", a.testProbeList)
-	t.Run("SiteNops", a.testSiteNops)
-	t.Run("Arguments", func(t *testing.T) { eachBpftrace(t, a.testArguments) })
-	t.Run("ExitOnly", func(t *testing.T) { eachBpftrace(t, a.testExitOnly) })
-	t.Run("GoroutineIDs", func(t *testing.T) { eachBpftrace(t, a.testGoroutineIDs) })
-	t.Run("LatencyPairing", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) })
-	t.Run("Elapsed", func(t *testing.T) { eachBpftrace(t, a.testElapsed) })
-	t.Run("BtScript", func(t *testing.T) { eachBpftrace(t, a.testBtScript) })
-	t.Run("Trace", a.testTrace)
+	// The attach checks run in the VMs of TestKernels too, the others
+	// need the build of the moment.
+	attach := []struct {
+		name string
+		test func(*testing.T)
+	}{
+		{"Arguments", func(t *testing.T) { eachBpftrace(t, a.testArguments) }},
+		{"ExitOnly", func(t *testing.T) { eachBpftrace(t, a.testExitOnly) }},
+		{"GoroutineIDs", func(t *testing.T) { eachBpftrace(t, a.testGoroutineIDs) }},
+		{"LatencyPairing", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) }},
+		{"Elapsed", func(t *testing.T) { eachBpftrace(t, a.testElapsed) }},
+		{"BtScript", func(t *testing.T) { eachBpftrace(t, a.testBtScript) }},
+		{"Trace", a.testTrace},
+	}
+	if guestDir == "" {
+		t.Run("ProbeList", a.testProbeList)
+		t.Run("SiteNops", a.testSiteNops)
+	}
+	for _, s := range attach {
+		t.Run(s.name, s.test)
+	}
+	if guestDir != "" {
+		return
+	}
 	t.Run("Verbose", a.testVerbose)
 	t.Run("TooManyArgs", a.testTooManyArgs)
 	t.Run("Positions", func(t *testing.T) {

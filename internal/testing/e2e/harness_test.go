@@ -38,16 +38,29 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	toolsDir = dir
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec")
-	cmd.Dir = repoRoot
-	if out, err := cmd.CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "building the tools: %v\n%s", err, out)
+	if guestDir != "" {
+		toolsDir = filepath.Join(guestDir, "tools")
+	} else if err := buildTools(dir, ""); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if err := tracetest.MountTracefs(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: tracefs:", err)
 	}
 	return m.Run()
+}
+
+// buildTools builds the commands into dir, for goarch ("" for the host's).
+func buildTools(dir, goarch string) error {
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec")
+	cmd.Dir = repoRoot
+	if goarch != "" {
+		cmd.Env = append(os.Environ(), "GOARCH="+goarch)
+	}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("building the tools: %v\n%s", err, out)
+	}
+	return nil
 }
 
 // copyTestdata copies testdata/name, subdirectories included, into a new
@@ -65,6 +78,9 @@ func copyTestdata(t *testing.T, name string) string {
 // requires this repository through a replace directive.
 func userModule(t *testing.T, name, modPath string) string {
 	t.Helper()
+	if guestDir != "" {
+		return filepath.Join(guestDir, name)
+	}
 	dir := copyTestdata(t, name)
 	gomod := fmt.Sprintf("module %s\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", modPath, repoRoot)
 	if err := os.WriteFile(filepath.Join(dir, "go.mod"), []byte(gomod), 0o644); err != nil {
@@ -79,6 +95,9 @@ func userModule(t *testing.T, name, modPath string) string {
 func fixture(t *testing.T, name string) string {
 	t.Helper()
 	dir := userModule(t, name, "example.com/"+name)
+	if guestDir != "" {
+		return dir
+	}
 	goCmd(t, dir, nil, "generate", "./...")
 	return dir
 }
@@ -112,13 +131,16 @@ type route struct {
 	cgo      bool
 	toolexec bool
 	flags    []string
+	// target is the machine the binary is built for; the zero value is
+	// the host.
+	target target
 }
 
 func (r route) env() []string {
 	if r.cgo {
-		return []string{"CGO_ENABLED=1"}
+		return append(r.target.env(), "CGO_ENABLED=1")
 	}
-	return []string{"CGO_ENABLED=0"}
+	return append(r.target.env(), "CGO_ENABLED=0")
 }
 
 func (r route) buildArgs(out string) []string {
@@ -131,6 +153,9 @@ func (r route) buildArgs(out string) []string {
 
 func build(t *testing.T, dir string, r route) string {
 	t.Helper()
+	if guestDir != "" {
+		return prebuilt(t, filepath.Base(dir), r.name)
+	}
 	out := filepath.Join(t.TempDir(), "bin")
 	goCmd(t, dir, r.env(), r.buildArgs(out)...)
 	return out
@@ -196,7 +221,12 @@ func bpftrace(t *testing.T, bt tracetest.Bpftrace, script string, cmd string) st
 // with, as subtests named after them.
 func eachBpftrace(t *testing.T, test func(*testing.T, tracetest.Bpftrace)) {
 	t.Helper()
-	for _, bt := range tracetest.Bpftraces() {
+	bts := tracetest.Bpftraces()
+	if guestDir != "" {
+		// The VM's root is Debian 12's, with its bpftrace only.
+		bts = []tracetest.Bpftrace{tracetest.Host}
+	}
+	for _, bt := range bts {
 		t.Run(bt.Name, func(t *testing.T) { test(t, bt) })
 	}
 }
@@ -272,8 +302,10 @@ func copyFile(t *testing.T, src, dst string) {
 	}
 }
 
+// requireAMD64 skips checks written for amd64 on other machines, but for
+// the VMs of TestKernels, where they must hold on every architecture.
 func requireAMD64(t *testing.T) {
-	if runtime.GOARCH != "amd64" {
+	if runtime.GOARCH != "amd64" && guestDir == "" {
 		t.Skipf("argument checks are written for amd64, this is %s", runtime.GOARCH)
 	}
 }

@@ -19,10 +19,25 @@ import (
 // side's usdt.bpf.h must come from the libbpf that fills its maps.
 type libbpfConsumer struct{ loader, types, auto string }
 
-func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string) libbpfConsumer {
+//
+// For a VM's architecture (tg), the target's root is bt's system: the
+// headers come from it and the loader is cross-linked against its libbpf.
+func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string, tg target) libbpfConsumer {
 	t.Helper()
+	if guestDir != "" {
+		dir = filepath.Join(guestDir, "libbpf")
+	}
+	c := libbpfConsumer{filepath.Join(dir, "usdtload"), filepath.Join(dir, "types.bpf.o"), filepath.Join(dir, "auto.bpf.o")}
+	if guestDir != "" {
+		prebuilt(t, "libbpf", "usdtload")
+		return c
+	}
 	tracetest.Require(t, "clang")
-	inc := filepath.Join(bt.Root(), "usr", "include")
+	root := bt.Root()
+	if tg.root != "" {
+		root = tg.root
+	}
+	inc := filepath.Join(root, "usr", "include")
 	if _, err := os.Stat(filepath.Join(inc, "bpf", "usdt.bpf.h")); err != nil {
 		t.Skipf("libbpf's usdt.bpf.h is missing (Debian: apt-get install libbpf-dev): %v", err)
 	}
@@ -30,13 +45,12 @@ func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string) libbpf
 		t.Fatal(err)
 	}
 	src := filepath.Join("testdata", "libbpf")
-	c := libbpfConsumer{filepath.Join(dir, "usdtload"), filepath.Join(dir, "types.bpf.o"), filepath.Join(dir, "auto.bpf.o")}
 	// No vmlinux.h: the USDT programs need only the UAPI pt_regs.
-	bpf := []string{"-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_x86", "-I", inc, "-I", filepath.Join(inc, "x86_64-linux-gnu"), "-c", filepath.Join(src, "probes.bpf.c")}
+	bpf := []string{"-O2", "-g", "-target", "bpf", "-D__TARGET_ARCH_" + tg.bpfArch(), "-I", inc, "-I", filepath.Join(inc, tg.triple()), "-c", filepath.Join(src, "probes.bpf.c")}
 	for _, args := range [][]string{
 		append(bpf, "-DTYPES", "-o", c.types),
 		append(bpf, "-o", c.auto),
-		{"-O2", "-Wall", "-Werror", "-o", c.loader, filepath.Join(src, "loader.c"), "-lbpf"},
+		append(tg.cflags(), "-O2", "-Wall", "-Werror", "-o", c.loader, filepath.Join(src, "loader.c"), "-lbpf"),
 	} {
 		if out, err := tracetest.Output(2*time.Minute, nil, "clang", args...); err != nil {
 			t.Fatalf("%v\n%s", err, out)
@@ -59,7 +73,7 @@ func TestLibbpf(t *testing.T) {
 		bt.RequireAttach(t)
 		c, ok := consumers[bt.Name]
 		if !ok {
-			c = buildLibbpfConsumer(t, bt, filepath.Join(tmp, bt.Name))
+			c = buildLibbpfConsumer(t, bt, filepath.Join(tmp, bt.Name), target{})
 			consumers[bt.Name] = c
 		}
 		return c

@@ -122,6 +122,9 @@ var namesCases = []namesCase{
 // buildJobs builds examples/provider on route r.
 func buildJobs(r route) func(t *testing.T) string {
 	return func(t *testing.T) string {
+		if guestDir != "" {
+			return prebuilt(t, "jobs", r.name)
+		}
 		bin := filepath.Join(t.TempDir(), "jobs")
 		goCmd(t, filepath.Join(repoRoot, "examples", "provider"), r.env(), r.buildArgs(bin)...)
 		return bin

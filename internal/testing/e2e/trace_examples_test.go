@@ -89,9 +89,7 @@ func TestTraceExampleProvider(t *testing.T) {
 func TestTraceExampleToolexec(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	dir := filepath.Join(repoRoot, "examples", "toolexec")
-	bin := filepath.Join(t.TempDir(), "cache")
-	goCmd(t, dir, routeA.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	bin := buildCache(routeA)(t)
 	const ops = 40
 	out, errOut, err := usdtTrace(t, "--", bin, "-ops", fmt.Sprint(ops), "-workers", "4")
 	if err != nil {
@@ -173,5 +171,18 @@ func TestTraceExampleToolexec(t *testing.T) {
 	}
 	if fmt.Sprint(len(put)) != m[1] {
 		t.Errorf("trace shows Puts of %d keys, the example's cache holds %s", len(put), m[1])
+	}
+}
+
+// buildCache builds examples/toolexec with its rules on route r.
+func buildCache(r route) func(t *testing.T) string {
+	return func(t *testing.T) string {
+		if guestDir != "" {
+			return prebuilt(t, "cache", r.name)
+		}
+		dir := filepath.Join(repoRoot, "examples", "toolexec")
+		bin := filepath.Join(t.TempDir(), "cache")
+		goCmd(t, dir, r.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+		return bin
 	}
 }

@@ -107,29 +107,50 @@ func main() {
 }
 `
 
+// AttachTargetEnv names a prebuilt attachProgram for tryAttach, for
+// machines without a Go toolchain (the test VMs): BuildAttachTarget
+// builds it.
+const AttachTargetEnv = "USDT_TRACETEST_TARGET"
+
+// BuildAttachTarget builds the program RequireAttach puts a uprobe on into
+// dir, for goarch ("" for the host's), and returns its path.
+func BuildAttachTarget(dir, goarch string) (string, error) {
+	// go test puts $GOROOT/bin first on the test's PATH.
+	gotool, err := exec.LookPath("go")
+	if err != nil {
+		return "", fmt.Errorf("no go command to build the uprobe target: %v", err)
+	}
+	src := filepath.Join(dir, "attachcheck.go")
+	if err := os.WriteFile(src, []byte(attachProgram), 0o644); err != nil {
+		return "", err
+	}
+	bin := filepath.Join(dir, "attachcheck")
+	build := exec.Command(gotool, "build", "-o", bin, src)
+	build.Dir = dir
+	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=on", "GOFLAGS=")
+	if goarch != "" {
+		build.Env = append(build.Env, "GOARCH="+goarch)
+	}
+	if out, err := build.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("building the uprobe target: %v\n%s", err, out)
+	}
+	return bin, nil
+}
+
 func tryAttach(b Bpftrace) error {
 	if err := MountTracefs(); err != nil {
 		return err
 	}
-	// go test puts $GOROOT/bin first on the test's PATH.
-	gotool, err := exec.LookPath("go")
-	if err != nil {
-		return fmt.Errorf("no go command to build the uprobe target: %v", err)
-	}
-	dir, err := os.MkdirTemp("", "tracetest-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(attachProgram), 0o644); err != nil {
-		return err
-	}
-	bin := filepath.Join(dir, "attachcheck")
-	build := exec.Command(gotool, "build", "-o", bin, "main.go")
-	build.Dir = dir
-	build.Env = append(os.Environ(), "CGO_ENABLED=0", "GO111MODULE=on", "GOFLAGS=")
-	if out, err := build.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the uprobe target: %v\n%s", err, out)
+	bin := os.Getenv(AttachTargetEnv)
+	if bin == "" {
+		dir, err := os.MkdirTemp("", "tracetest-")
+		if err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if bin, err = BuildAttachTarget(dir, ""); err != nil {
+			return err
+		}
 	}
 	script := fmt.Sprintf(`uprobe:%s:main.target { printf("tracetest-hit\n"); exit(); }`, bin)
 	out, err := b.Output(60*time.Second, "", "-e", script, "-c", bin)

@@ -1,0 +1,390 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/vm"
+)
+
+// TestKernels runs the attach tests (guestTests) on real kernels of other
+// versions and architectures, booted under qemu by package vm from the
+// images scripts/vm-images.sh caches: the host builds every binary they
+// trace, and this package's test binary, for the kernel's architecture;
+// inside, the test binary runs in guest mode (guestDir), tracing those
+// binaries with the VM's own Debian 12 tracers. The same binaries run on
+// the host too, for a row to compare with. It logs a table of kernel,
+// architecture and consumer, and fails where a consumer failed.
+
+// guestDir is set when this test binary runs in guest mode: the directory
+// of the binaries the host built for this machine, which the tests take
+// instead of building (a guest has no Go toolchain).
+var guestDir = os.Getenv(guestEnv)
+
+const guestEnv = "USDT_E2E_GUEST"
+
+// guestTests are the tests that run in the VMs: every consumer's attach
+// checks. In guest mode they take prebuilt binaries.
+var guestTests = []string{
+	"TestArguments", "TestArgumentsAttachPID", "TestSemaphoreGating", "TestGDB",
+	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
+	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
+}
+
+// prebuilt returns the binary the host built for the guest as
+// guestDir/fixture/variant, and skips the test, saying why, if there is
+// none.
+func prebuilt(t *testing.T, fixture, variant string) string {
+	t.Helper()
+	path := filepath.Join(guestDir, fixture, variant)
+	if _, err := os.Stat(path); err != nil {
+		why, _ := os.ReadFile(path + missingSuffix)
+		if len(why) == 0 {
+			why = []byte("TestKernels does not build it")
+		}
+		t.Skipf("%s/%s is not built for this machine: %s", fixture, variant, strings.TrimSpace(string(why)))
+	}
+	return path
+}
+
+// missingSuffix marks a file saying why a prebuilt binary is missing.
+const missingSuffix = ".missing"
+
+// target is a machine the tests build binaries for: the host (the zero
+// value), or a VM's architecture with its root as the C sysroot.
+type target struct {
+	goarch string
+	root   string
+}
+
+func (tg target) env() []string {
+	if tg.goarch == "" {
+		return nil
+	}
+	env := []string{"GOARCH=" + tg.goarch}
+	if tg.goarch != runtime.GOARCH {
+		env = append(env, "CC=clang "+strings.Join(tg.cflags(), " "))
+	}
+	return env
+}
+
+// cflags are clang's flags to compile and link for the target.
+func (tg target) cflags() []string {
+	if tg.goarch == "" || tg.goarch == runtime.GOARCH {
+		return nil
+	}
+	return []string{"--target=" + tg.triple(), "--sysroot=" + tg.root, "-fuse-ld=lld"}
+}
+
+// triple is the target's Debian multiarch name.
+func (tg target) triple() string {
+	if tg.arch() == "arm64" {
+		return "aarch64-linux-gnu"
+	}
+	return "x86_64-linux-gnu"
+}
+
+// bpfArch is the target as libbpf's bpf_tracing.h names it.
+func (tg target) bpfArch() string {
+	if tg.arch() == "arm64" {
+		return "arm64"
+	}
+	return "x86"
+}
+
+func (tg target) arch() string {
+	if tg.goarch == "" {
+		return runtime.GOARCH
+	}
+	return tg.goarch
+}
+
+func TestKernels(t *testing.T) {
+	if guestDir != "" {
+		t.Skip("TestKernels boots the machines that run the others")
+	}
+	kernels, err := vm.Kernels()
+	if err != nil {
+		t.Skipf("%v", err)
+	}
+	var rows []matrixRow
+	defer func() { t.Logf("kernels, architectures and consumers:\n%s", formatMatrix(rows)) }()
+	builds := map[string]string{}
+	// Built once per architecture, kept until every machine ran.
+	keep := t.TempDir()
+	guest := func(t *testing.T, arch string) string {
+		t.Helper()
+		if dir, ok := builds[arch]; ok {
+			return dir
+		}
+		root := vm.Root(arch)
+		if _, err := os.Stat(filepath.Join(root, "usr", "bin", "bpftrace")); err != nil {
+			t.Skipf("no %s root with bpftrace in %s: run scripts/vm-images.sh", arch, root)
+		}
+		dir := filepath.Join(keep, arch)
+		start := time.Now()
+		buildGuest(t, dir, target{goarch: arch, root: root})
+		t.Logf("built the %s binaries in %v", arch, time.Since(start).Round(time.Second))
+		builds[arch] = dir
+		return dir
+	}
+	if runtime.GOARCH == "amd64" {
+		t.Run("host", func(t *testing.T) {
+			dir := guest(t, runtime.GOARCH)
+			out, _ := hostRun(dir)
+			rows = append(rows, matrixRow{kernel: "host " + kernelRelease(), arch: runtime.GOARCH, accel: "none", results: checkGuest(t, out)})
+		})
+	}
+	for _, k := range kernels {
+		t.Run(k.Name(), func(t *testing.T) {
+			tracetest.Require(t, map[string]string{"amd64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}[k.Arch])
+			dir := guest(t, k.Arch)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
+			defer cancel()
+			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
+				WorkDir: dir,
+				Command: guestCommand(dir),
+				Env:     guestEnviron(dir),
+				Console: &consoleLog{t: t},
+			})
+			row := matrixRow{kernel: k.Release, arch: k.Arch, accel: res.Accel, took: res.Boot}
+			defer func() { rows = append(rows, row) }()
+			if err != nil {
+				t.Fatalf("%v\n%s", err, res.Output)
+			}
+			row.results = checkGuest(t, res.Output)
+			if res.ExitCode != 0 && !slices.ContainsFunc(row.results, func(r testResult) bool { return r.status == "FAIL" }) {
+				t.Errorf("the guest's tests exited %d without a failing test:\n%s", res.ExitCode, res.Output)
+			}
+		})
+	}
+}
+
+// guestCommand runs this package's tests in guest mode.
+func guestCommand(dir string) []string {
+	return []string{filepath.Join(dir, "e2e.test"), "-test.v", "-test.count=1", "-test.timeout=25m",
+		"-test.run=^(" + strings.Join(guestTests, "|") + ")$"}
+}
+
+func guestEnviron(dir string) []string {
+	return []string{
+		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+		"HOME=/tmp", "TMPDIR=/tmp", "LANG=C.UTF-8",
+		guestEnv + "=" + dir,
+		tracetest.AttachTargetEnv + "=" + filepath.Join(dir, "attachcheck"),
+	}
+}
+
+// hostRun runs the guest's tests on the host, from the same binaries.
+func hostRun(dir string) (string, error) {
+	cmd := exec.Command(filepath.Join(dir, "e2e.test"), guestCommand(dir)[1:]...)
+	cmd.Dir = dir
+	cmd.Env = append(guestEnviron(dir), "PATH="+os.Getenv("PATH"))
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+func kernelRelease() string {
+	b, err := os.ReadFile("/proc/sys/kernel/osrelease")
+	if err != nil {
+		return "?"
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// buildGuest builds into dir what the guest tests take, for tg: the
+// tools, the fixtures on the routes the tests use, the libbpf consumer,
+// the uprobe target of tracetest, and this package's test binary.
+func buildGuest(t *testing.T, dir string, tg target) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(buildTools(filepath.Join(dir, "tools"), tg.goarch))
+	_, err := tracetest.BuildAttachTarget(dir, tg.goarch)
+	must(err)
+	test := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "e2e.test"), ".")
+	test.Env = append(os.Environ(), append(tg.env(), "CGO_ENABLED=0")...)
+	if out, err := test.CombinedOutput(); err != nil {
+		t.Fatalf("go test -c: %v\n%s", err, out)
+	}
+	// put builds one binary as dir/fixture/variant, or writes why it
+	// could not be built beside where it would be.
+	put := func(fixture, variant string, build func(t *testing.T) string) {
+		must(os.MkdirAll(filepath.Join(dir, fixture), 0o755))
+		dst := filepath.Join(dir, fixture, variant)
+		// The binary is copied before the subtest's directories go.
+		if !t.Run("build "+fixture+" "+variant, func(t *testing.T) { copyFile(t, build(t), dst) }) {
+			must(os.WriteFile(dst+missingSuffix, []byte("the host failed to build it for "+tg.arch()+" (see TestKernels' log)"), 0o644))
+		}
+	}
+	types := fixture(t, "types")
+	for _, r := range []route{routeA, routeB, routeC, {name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}}, {name: "go", toolexec: true}} {
+		r.target = tg
+		put("types", r.name, func(t *testing.T) string { return build(t, types, r) })
+	}
+	a := &auto{dir: userModule(t, "auto", "example.com/auto"), out: t.TempDir(), memo: map[string]memoized{}, buildOutput: map[string]string{}, target: tg}
+	a.rules = filepath.Join(a.dir, "rules.yml")
+	for _, variant := range []string{"inst", "inst-pie"} {
+		put("auto", variant, func(t *testing.T) string { return a.bin(t, variant) })
+	}
+	ra := routeA
+	ra.target = tg
+	put("jobs", ra.name, buildJobs(ra))
+	put("cache", ra.name, buildCache(ra))
+	lib := filepath.Join(dir, "libbpf")
+	t.Run("build libbpf", func(t *testing.T) { buildLibbpfConsumer(t, tracetest.Host, lib, tg) })
+	must(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			err = os.Chmod(path, 0o755)
+		}
+		return err
+	}))
+}
+
+// testResult is how one test of the guest ended.
+type testResult struct {
+	name, status, reason string
+}
+
+var (
+	resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
+	reasonLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
+)
+
+// checkGuest parses the guest's go test -v output into the results of its
+// leaf tests, and fails t for each test that failed there.
+func checkGuest(t *testing.T, out string) []testResult {
+	t.Helper()
+	var all []testResult
+	lines := strings.Split(out, "\n")
+	for i, l := range lines {
+		m := resultLine.FindStringSubmatch(l)
+		if m == nil {
+			continue
+		}
+		r := testResult{name: m[2], status: m[1]}
+		if i+1 < len(lines) {
+			if rm := reasonLine.FindStringSubmatch(lines[i+1]); rm != nil {
+				r.reason = rm[1]
+			}
+		}
+		all = append(all, r)
+	}
+	var leaves []testResult
+	for _, r := range all {
+		if slices.ContainsFunc(all, func(o testResult) bool { return strings.HasPrefix(o.name, r.name+"/") }) {
+			continue
+		}
+		leaves = append(leaves, r)
+		if r.status == "FAIL" {
+			t.Errorf("%s failed", r.name)
+		}
+	}
+	if len(leaves) == 0 {
+		t.Errorf("the guest reported no test:\n%s", out)
+	} else if t.Failed() {
+		t.Logf("the guest's output:\n%s", out)
+	}
+	return leaves
+}
+
+// consumer is the column of the matrix a test belongs to.
+func consumer(test string) string {
+	switch {
+	case strings.HasSuffix(test, "/tplist"):
+		return "bcc tplist"
+	case strings.HasSuffix(test, "/perf"):
+		return "perf"
+	case strings.HasPrefix(test, "TestGDB"):
+		return "gdb"
+	case strings.HasPrefix(test, "TestLibbpf"):
+		return "libbpf"
+	case strings.HasPrefix(test, "TestTrace"), strings.HasPrefix(test, "TestAuto/Trace"):
+		return "usdt-toolexec trace"
+	}
+	return "bpftrace"
+}
+
+var consumers = []string{"bpftrace", "usdt-toolexec trace", "libbpf", "gdb", "bcc tplist", "perf"}
+
+// matrixRow is one machine's results.
+type matrixRow struct {
+	kernel, arch, accel string
+	took                time.Duration
+	results             []testResult
+}
+
+// formatMatrix writes the rows as a Markdown table, a cell per consumer
+// with its tests' counts, and then every skip's reason.
+func formatMatrix(rows []matrixRow) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "| kernel | arch | accel | time | %s |\n|---|---|---|---|%s\n", strings.Join(consumers, " | "), strings.Repeat("---|", len(consumers)))
+	var skips []string
+	for _, row := range rows {
+		fmt.Fprintf(&b, "| %s | %s | %s | %v |", row.kernel, row.arch, row.accel, row.took.Round(time.Second))
+		for _, c := range consumers {
+			count := map[string]int{}
+			for _, r := range row.results {
+				if consumer(r.name) != c {
+					continue
+				}
+				count[r.status]++
+				if r.status == "SKIP" {
+					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, r.reason))
+				}
+			}
+			var cell []string
+			for _, s := range []string{"PASS", "FAIL", "SKIP"} {
+				if count[s] > 0 {
+					cell = append(cell, fmt.Sprintf("%d %s", count[s], strings.ToLower(s)))
+				}
+			}
+			if len(cell) == 0 {
+				cell = []string{"-"}
+			}
+			fmt.Fprintf(&b, " %s |", strings.Join(cell, ", "))
+		}
+		b.WriteString("\n")
+	}
+	sort.Strings(skips)
+	for _, s := range skips {
+		fmt.Fprintf(&b, "skipped: %s\n", s)
+	}
+	return b.String()
+}
+
+// consoleLog passes a guest's console to the test log, line by line.
+type consoleLog struct {
+	t    *testing.T
+	line []byte
+}
+
+func (c *consoleLog) Write(p []byte) (int, error) {
+	for _, ch := range p {
+		if ch == '\n' {
+			if testing.Verbose() {
+				c.t.Logf("console: %s", strings.TrimRight(string(c.line), "\r"))
+			}
+			c.line = c.line[:0]
+			continue
+		}
+		c.line = append(c.line, ch)
+	}
+	return len(p), nil
+}
