@@ -19,7 +19,6 @@ import (
 // side's usdt.bpf.h must come from the libbpf that fills its maps.
 type libbpfConsumer struct{ loader, types, auto string }
 
-//
 // For a VM's architecture (tg), the target's root is bt's system: the
 // headers come from it and the loader is cross-linked against its libbpf.
 func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string, tg target) libbpfConsumer {

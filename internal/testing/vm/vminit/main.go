@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
@@ -102,6 +103,12 @@ func command(cfg vm.GuestConfig) (int, error) {
 	}
 	defer log.Close()
 	out := io.MultiWriter(os.Stdout, log)
+	// exec.Command looks the command up in this process's PATH.
+	for _, kv := range cfg.Env {
+		if path, ok := strings.CutPrefix(kv, "PATH="); ok {
+			os.Setenv("PATH", path)
+		}
+	}
 	cmd := exec.Command(cfg.Command[0], cfg.Command[1:]...)
 	cmd.Env, cmd.Stdout, cmd.Stderr = cfg.Env, out, out
 	err = cmd.Run()
@@ -110,7 +117,9 @@ func command(cfg vm.GuestConfig) (int, error) {
 		return exit.ExitCode(), nil
 	}
 	if err != nil {
-		return 0, err
+		// As a shell reports a command it cannot run.
+		fmt.Fprintln(out, "vminit:", err)
+		return 127, nil
 	}
 	return 0, nil
 }
