@@ -121,7 +121,7 @@ func TestReadGCCBinary(t *testing.T) {
 			if tc.args != "" && n.Args != tc.args {
 				t.Errorf("args %q, want %q", n.Args, tc.args)
 			}
-			if got := len(strings.Fields(n.Args)); got != tc.nargs || strings.Count(n.Args, "@") != tc.nargs {
+			if got := len(SplitArgs(n.Args)); got != tc.nargs || strings.Count(n.Args, "@") != tc.nargs {
 				t.Errorf("args %q: want %d N@OP arguments", n.Args, tc.nargs)
 			}
 			syms := symbols(t, f)

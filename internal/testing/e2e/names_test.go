@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
 // namesCase is one binary whose probes' argument names the tests check:
@@ -181,7 +183,7 @@ func (tt namesCase) testList(t *testing.T, bin string) {
 		if specs[n.name] != n.args {
 			t.Errorf("list shows %s's spec as %q, readelf %q", n.name, specs[n.name], n.args)
 		}
-		if got, want := len(strings.Fields(n.args)), len(strings.Split(tt.list[n.name], ", ")); !strings.Contains(tt.list[n.name], "dropped") && got != want {
+		if got, want := len(sdtnote.SplitArgs(n.args)), len(strings.Split(tt.list[n.name], ", ")); !strings.Contains(tt.list[n.name], "dropped") && got != want {
 			t.Errorf("%s: the note has %d arguments, list names %d", n.name, got, want)
 		}
 	}
