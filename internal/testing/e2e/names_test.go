@@ -130,6 +130,43 @@ func buildJobs(r route) func(t *testing.T) string {
 	}
 }
 
+// examplesDir is the directory of examples/name.
+func examplesDir(name string) func(*testing.T) string {
+	return func(*testing.T) string { return filepath.Join(repoRoot, "examples", name) }
+}
+
+// crossListCase is a program TestCrossArm64 lists built for amd64 and for
+// arm64.
+type crossListCase struct {
+	name  string
+	route route
+	dir   func(t *testing.T) string // the main package
+	rules string                    // usdt-toolexec's rules file in dir, if any
+	want  map[string]string         // what list shows on both, if known
+}
+
+// crossListCases are usdtgen's probes on both routes, and automatic probes.
+var crossListCases = []crossListCase{
+	{"types/a", routeA, func(t *testing.T) string { return fixture(t, "types") }, "", nil},
+	{"types/b", routeB, func(t *testing.T) string { return fixture(t, "types") }, "", nil},
+	// namesCases' usdtgen and usdtgen cgo: the same names as on amd64.
+	{"provider/a", routeA, examplesDir("provider"), "", namesCases[0].list},
+	{"provider/b", routeB, examplesDir("provider"), "", namesCases[1].list},
+	{"toolexec/a", routeA, examplesDir("toolexec"), "rules.yml", nil},
+}
+
+// build builds c in the environment env.
+func (c crossListCase) build(t *testing.T, env []string) string {
+	t.Helper()
+	dir, bin := c.dir(t), filepath.Join(t.TempDir(), "bin")
+	args := c.route.buildArgs(bin)
+	if c.rules != "" {
+		args = []string{"build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, c.rules)), "."}
+	}
+	goCmd(t, dir, env, args...)
+	return bin
+}
+
 // listArgs runs usdt-toolexec list on bin and returns each probe's ARGS
 // and SPEC columns.
 func listArgs(t *testing.T, bin string) (args, specs map[string]string) {
