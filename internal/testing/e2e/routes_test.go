@@ -208,7 +208,8 @@ func TestGoTestAndRun(t *testing.T) {
 
 // TestCrossArm64 builds for arm64 and reads the notes back, then lists
 // programs built for amd64 and for arm64: each probe must show the same
-// names and Go types on both, with specs that parse.
+// names and Go types on both, with specs that parse, and bt must write the
+// same script for their automatic probes.
 func TestCrossArm64(t *testing.T) {
 	dir := fixture(t, "types")
 	out := filepath.Join(t.TempDir(), "bin")
@@ -232,12 +233,22 @@ func TestCrossArm64(t *testing.T) {
 	})
 	for _, c := range crossListCases {
 		t.Run("list/"+c.name, func(t *testing.T) {
-			args := map[string]map[string]string{}
+			args, scripts := map[string]map[string]string{}, map[string]string{}
 			for _, arch := range []string{"amd64", "arm64"} {
 				bin := c.build(t, crossEnv(t, arch, c.route))
 				var specs map[string]string
 				args[arch], specs = listArgs(t, bin)
 				checkListSpecs(t, arch, args[arch], specs)
+				if c.rules != "" {
+					out, err := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "bt", bin).Output()
+					if err != nil {
+						t.Fatalf("usdt-toolexec bt %s: %v", bin, err)
+					}
+					scripts[arch] = strings.ReplaceAll(string(out), bin, "BINARY")
+				}
+			}
+			if scripts["amd64"] != scripts["arm64"] {
+				t.Errorf("bt writes\n%s\nfor amd64 and\n%s\nfor arm64", scripts["amd64"], scripts["arm64"])
 			}
 			if len(args["amd64"]) == 0 {
 				t.Fatal("list shows no probes")
