@@ -14,10 +14,11 @@ set -euo pipefail
 
 # What the tests run: bpftrace, bcc (tplist, trace), gdb, perf, readelf,
 # sys/sdt.h for the C reference binaries, clang and libbpf for the libbpf
-# consumer, debootstrap for the sid chroot of newer tracers
-# (scripts/sid-chroot.sh); make for .ci/run, which calls this before make
-# exists.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev debootstrap make)
+# consumer, the arm64 cross compiler and C library for the arm64 cgo
+# builds and GCC's arm64 notes, debootstrap for the sid chroot of newer
+# tracers (scripts/sid-chroot.sh); make for .ci/run, which calls this
+# before make exists.
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap make)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;

@@ -6,7 +6,6 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -45,7 +44,7 @@ func List(path string, w io.Writer) error {
 	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS\tSPEC")
 	for _, n := range notes {
 		p, ok := byPC[n.PC]
-		if specs := len(strings.Fields(n.Args)); !ok || len(p.Args) != specs {
+		if specs := len(sdtnote.SplitArgs(n.Args)); !ok || len(p.Args) != specs {
 			p = probe.Probe{Args: make([]probe.Arg, specs)}
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%#x\t%#x\t%s\t%s\n", n.Provider, n.Name, n.PC, n.Semaphore, p.Params(), n.Args)

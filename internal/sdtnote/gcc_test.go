@@ -1,6 +1,7 @@
 package sdtnote
 
 import (
+	"cmp"
 	"debug/elf"
 	"os"
 	"os/exec"
@@ -53,16 +54,40 @@ demo_base:
 	.section .note.GNU-stack,"",%progbits
 `
 
+// sdtStackC's probe reads its arguments from the stack: arm64 GCC writes
+// them as memory operands with a blank inside ("-4@[sp, 4]").
+const sdtStackC = `#define _SDT_HAS_SEMAPHORES 1
+#include <sys/sdt.h>
+unsigned short demo_stack_semaphore __attribute__((unused)) __attribute__((section(".probes")));
+int main(int argc, char **argv) {
+	volatile int a = argc, b = argc * 2, c = argc * 3;
+	STAP_PROBE3(demo, stack, a, b, c);
+	return 0;
+}
+`
+
 const mainC = `extern void demo_site(void);
 int main(void) { demo_site(); return 0; }
 `
 
-// haveSDTHeader reports whether <sys/sdt.h> (Debian: systemtap-sdt-dev) is
-// installed, by asking the preprocessor rather than guessing include paths.
-func haveSDTHeader() bool {
-	cmd := exec.Command("gcc", "-E", "-x", "c", "-o", os.DevNull, "-")
+// sdtHeaderDir returns the include directory of <sys/sdt.h> (Debian:
+// systemtap-sdt-dev), asking the preprocessor rather than guessing paths,
+// or "" when it is not installed. The header does not depend on the
+// architecture: a cross compiler, which does not search the host's
+// directories, is given this one.
+func sdtHeaderDir() string {
+	cmd := exec.Command("gcc", "-M", "-x", "c", "-")
 	cmd.Stdin = strings.NewReader("#include <sys/sdt.h>\n")
-	return cmd.Run() == nil
+	out, err := cmd.Output()
+	if err != nil {
+		return ""
+	}
+	for _, f := range strings.Fields(string(out)) {
+		if dir, ok := strings.CutSuffix(f, "/sys/sdt.h"); ok {
+			return dir
+		}
+	}
+	return ""
 }
 
 func TestReadGCCBinary(t *testing.T) {
@@ -71,6 +96,7 @@ func TestReadGCCBinary(t *testing.T) {
 	}
 	tests := []struct {
 		name     string
+		cc       string // the C compiler; gcc when empty
 		files    map[string]string
 		needSDT  bool
 		provider string
@@ -84,14 +110,24 @@ func TestReadGCCBinary(t *testing.T) {
 			provider: "demo", probe: "fire", nargs: 2, semaSym: "demo_fire_semaphore"},
 		{name: "assembler", files: map[string]string{"main.c": mainC, "probe.S": sdtS},
 			provider: "demo", probe: "site", args: "8@%rdi", nargs: 1, pcSym: "demo_site", semaSym: "demo_sema"},
+		{name: "sys/sdt.h arm64 stack", cc: "aarch64-linux-gnu-gcc", files: map[string]string{"main.c": sdtStackC}, needSDT: true,
+			provider: "demo", probe: "stack", nargs: 3, semaSym: "demo_stack_semaphore"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			if tc.needSDT && !haveSDTHeader() {
-				t.Skip("<sys/sdt.h> not installed (Debian package systemtap-sdt-dev); the assembler case covers the format")
+			cc := cmp.Or(tc.cc, "gcc")
+			if _, err := exec.LookPath(cc); err != nil {
+				t.Skipf("%s not found (%v; Debian package gcc-aarch64-linux-gnu)", cc, err)
 			}
 			dir := t.TempDir()
 			args := []string{"-O2", "-o", filepath.Join(dir, "bin")}
+			if tc.needSDT {
+				inc := sdtHeaderDir()
+				if inc == "" {
+					t.Skip("<sys/sdt.h> not installed (Debian package systemtap-sdt-dev); the assembler case covers the format")
+				}
+				args = append(args, "-idirafter", inc)
+			}
 			for name, src := range tc.files {
 				p := filepath.Join(dir, name)
 				if err := os.WriteFile(p, []byte(src), 0o644); err != nil {
@@ -99,8 +135,8 @@ func TestReadGCCBinary(t *testing.T) {
 				}
 				args = append(args, p)
 			}
-			if out, err := exec.Command("gcc", args...).CombinedOutput(); err != nil {
-				t.Fatalf("gcc %s: %v\n%s", strings.Join(args, " "), err, out)
+			if out, err := exec.Command(cc, args...).CombinedOutput(); err != nil {
+				t.Fatalf("%s %s: %v\n%s", cc, strings.Join(args, " "), err, out)
 			}
 			f, err := elf.Open(filepath.Join(dir, "bin"))
 			if err != nil {
@@ -121,7 +157,7 @@ func TestReadGCCBinary(t *testing.T) {
 			if tc.args != "" && n.Args != tc.args {
 				t.Errorf("args %q, want %q", n.Args, tc.args)
 			}
-			if got := len(strings.Fields(n.Args)); got != tc.nargs || strings.Count(n.Args, "@") != tc.nargs {
+			if got := len(SplitArgs(n.Args)); got != tc.nargs || strings.Count(n.Args, "@") != tc.nargs {
 				t.Errorf("args %q: want %d N@OP arguments", n.Args, tc.nargs)
 			}
 			syms := symbols(t, f)

@@ -153,6 +153,35 @@ func parseDesc(desc []byte, order binary.ByteOrder, addrSize int) (Note, error) 
 	return n, nil
 }
 
+// SplitArgs returns the operands of a note's argument string, one per
+// argument ("-8@x0", "4@[sp, 16]"). Arguments are separated by spaces, but
+// arm64 memory operands hold one inside their brackets, as GCC writes them.
+func SplitArgs(args string) []string {
+	var out []string
+	depth, start := 0, -1
+	for i, c := range args + " " {
+		switch {
+		case c == '[':
+			depth++
+		case c == ']':
+			depth--
+		case c == ' ' && depth == 0:
+			if start >= 0 {
+				out = append(out, args[start:i])
+				start = -1
+			}
+			continue
+		}
+		if start < 0 {
+			start = i
+		}
+	}
+	if start >= 0 { // an unclosed bracket: the operand's parser reports it
+		out = append(out, args[start:])
+	}
+	return out
+}
+
 func allZero(b []byte) bool {
 	for _, c := range b {
 		if c != 0 {

@@ -5,6 +5,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -239,5 +240,26 @@ func TestReadMalformed(t *testing.T) {
 				t.Errorf("Read error = %v, want one containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+func TestSplitArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args string
+		want []string
+	}{
+		{"", nil},
+		{"-8@%rdi 8@%rsi -4@16(%rsp)", []string{"-8@%rdi", "8@%rsi", "-4@16(%rsp)"}},
+		// GCC's arm64 memory operands, and route (b)'s registers then stack.
+		{"-4@[sp, 4] -4@[sp, 8]", []string{"-4@[sp, 4]", "-4@[sp, 8]"}},
+		{"-8@x0 8@x7 -4@[sp, 0] 1@[x29]", []string{"-8@x0", "8@x7", "-4@[sp, 0]", "1@[x29]"}},
+		{"  8@x0   8@[ sp , 8 ]  ", []string{"8@x0", "8@[ sp , 8 ]"}},
+		// An unclosed bracket keeps the rest as one operand for the
+		// operand's parser to refuse.
+		{"8@x0 8@[sp, 16", []string{"8@x0", "8@[sp, 16"}},
+	} {
+		if got := SplitArgs(tc.args); !slices.Equal(got, tc.want) {
+			t.Errorf("SplitArgs(%q) = %q, want %q", tc.args, got, tc.want)
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
 // argSpec is where one probe argument sits when the probe fires: in a
@@ -61,7 +63,7 @@ func arm64Regs() map[string]uint16 {
 // "-4@x0 8@[sp, 16]" on arm64).
 func parseArgs(arch, s string) ([]argSpec, error) {
 	var specs []argSpec
-	for _, f := range splitSpecs(s) {
+	for _, f := range sdtnote.SplitArgs(s) {
 		a, err := parseArg(arch, f)
 		if err != nil {
 			return nil, fmt.Errorf("argument %d %q: %w", len(specs), f, err)
@@ -69,33 +71,6 @@ func parseArgs(arch, s string) ([]argSpec, error) {
 		specs = append(specs, a)
 	}
 	return specs, nil
-}
-
-// splitSpecs splits on spaces outside brackets: arm64's "[sp, 16]" holds one.
-func splitSpecs(s string) []string {
-	var out []string
-	depth, start := 0, -1
-	for i, c := range s + " " {
-		switch {
-		case c == '[':
-			depth++
-		case c == ']':
-			depth--
-		case c == ' ' && depth == 0:
-			if start >= 0 {
-				out = append(out, s[start:i])
-				start = -1
-			}
-			continue
-		}
-		if start < 0 {
-			start = i
-		}
-	}
-	if start >= 0 { // an unclosed bracket: the parser reports it
-		out = append(out, s[start:])
-	}
-	return out
 }
 
 func parseArg(arch, s string) (argSpec, error) {

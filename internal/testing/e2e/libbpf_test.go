@@ -193,7 +193,8 @@ var asciz = regexp.MustCompile(`(?m)^\s*\.asciz "([^"]*)"$`)
 // TestLibbpfARM64 checks every argument string the arm64 builds carry
 // against libbpf's arm64 forms: the notes of the types fixture and of the
 // automatic probes cross-built on route (a), and the strings of the GNU
-// assembler files route (b) compiles (no arm64 C compiler here to link them).
+// assembler files route (b) compiles, even without an arm64 C compiler to
+// link them (TestCrossArm64 checks the linked ones when there is one).
 func TestLibbpfARM64(t *testing.T) {
 	check := func(what, args string) {
 		t.Helper()

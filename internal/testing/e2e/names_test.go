@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
 // namesCase is one binary whose probes' argument names the tests check:
@@ -131,6 +133,43 @@ func buildJobs(r route) func(t *testing.T) string {
 	}
 }
 
+// examplesDir is the directory of examples/name.
+func examplesDir(name string) func(*testing.T) string {
+	return func(*testing.T) string { return filepath.Join(repoRoot, "examples", name) }
+}
+
+// crossListCase is a program TestCrossArm64 lists built for amd64 and for
+// arm64.
+type crossListCase struct {
+	name  string
+	route route
+	dir   func(t *testing.T) string // the main package
+	rules string                    // usdt-toolexec's rules file in dir, if any
+	want  map[string]string         // what list shows on both, if known
+}
+
+// crossListCases are usdtgen's probes on both routes, and automatic probes.
+var crossListCases = []crossListCase{
+	{"types/a", routeA, func(t *testing.T) string { return fixture(t, "types") }, "", nil},
+	{"types/b", routeB, func(t *testing.T) string { return fixture(t, "types") }, "", nil},
+	// namesCases' usdtgen and usdtgen cgo: the same names as on amd64.
+	{"provider/a", routeA, examplesDir("provider"), "", namesCases[0].list},
+	{"provider/b", routeB, examplesDir("provider"), "", namesCases[1].list},
+	{"toolexec/a", routeA, examplesDir("toolexec"), "rules.yml", nil},
+}
+
+// build builds c in the environment env.
+func (c crossListCase) build(t *testing.T, env []string) string {
+	t.Helper()
+	dir, bin := c.dir(t), filepath.Join(t.TempDir(), "bin")
+	args := c.route.buildArgs(bin)
+	if c.rules != "" {
+		args = []string{"build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, c.rules)), "."}
+	}
+	goCmd(t, dir, env, args...)
+	return bin
+}
+
 // listArgs runs usdt-toolexec list on bin and returns each probe's ARGS
 // and SPEC columns.
 func listArgs(t *testing.T, bin string) (args, specs map[string]string) {
@@ -184,7 +223,7 @@ func (tt namesCase) testList(t *testing.T, bin string) {
 		if specs[n.name] != n.args {
 			t.Errorf("list shows %s's spec as %q, readelf %q", n.name, specs[n.name], n.args)
 		}
-		if got, want := len(strings.Fields(n.args)), len(strings.Split(tt.list[n.name], ", ")); !strings.Contains(tt.list[n.name], "dropped") && got != want {
+		if got, want := len(sdtnote.SplitArgs(n.args)), len(strings.Split(tt.list[n.name], ", ")); !strings.Contains(tt.list[n.name], "dropped") && got != want {
 			t.Errorf("%s: the note has %d arguments, list names %d", n.name, got, want)
 		}
 	}

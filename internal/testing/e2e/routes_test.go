@@ -3,7 +3,9 @@ package e2e
 import (
 	"bytes"
 	"debug/elf"
+	"maps"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"runtime"
@@ -204,7 +206,10 @@ func TestGoTestAndRun(t *testing.T) {
 	}
 }
 
-// TestCrossArm64 builds for arm64 and reads the notes back.
+// TestCrossArm64 builds for arm64 and reads the notes back, then lists
+// programs built for amd64 and for arm64: each probe must show the same
+// names and Go types on both, with specs that parse, and bt must write the
+// same script for their automatic probes.
 func TestCrossArm64(t *testing.T) {
 	dir := fixture(t, "types")
 	out := filepath.Join(t.TempDir(), "bin")
@@ -215,6 +220,93 @@ func TestCrossArm64(t *testing.T) {
 			t.Errorf("arm64 types:ints arguments %q", n.args)
 		}
 	}
+	t.Run("b-cgo", func(t *testing.T) {
+		// AAPCS64 passes eight arguments in registers and the rest on the
+		// stack, from its bottom.
+		out := filepath.Join(t.TempDir(), "bin")
+		goCmd(t, dir, crossEnv(t, "arm64", routeB), routeB.buildArgs(out)...)
+		for _, n := range checkNotes(t, out) {
+			if n.name == "twelve" && n.args != "-4@x0 -4@x1 -4@x2 -4@x3 -4@x4 -4@x5 -4@x6 -4@x7 -4@[sp, 0] -4@[sp, 8] -4@[sp, 16] -4@[sp, 24]" {
+				t.Errorf("arm64 types:twelve arguments %q", n.args)
+			}
+		}
+	})
+	for _, c := range crossListCases {
+		t.Run("list/"+c.name, func(t *testing.T) {
+			args, scripts := map[string]map[string]string{}, map[string]string{}
+			for _, arch := range []string{"amd64", "arm64"} {
+				bin := c.build(t, crossEnv(t, arch, c.route))
+				var specs map[string]string
+				args[arch], specs = listArgs(t, bin)
+				checkListSpecs(t, arch, args[arch], specs)
+				if c.rules != "" {
+					out, err := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "bt", bin).Output()
+					if err != nil {
+						t.Fatalf("usdt-toolexec bt %s: %v", bin, err)
+					}
+					scripts[arch] = strings.ReplaceAll(string(out), bin, "BINARY")
+				}
+			}
+			if scripts["amd64"] != scripts["arm64"] {
+				t.Errorf("bt writes\n%s\nfor amd64 and\n%s\nfor arm64", scripts["amd64"], scripts["arm64"])
+			}
+			if len(args["amd64"]) == 0 {
+				t.Fatal("list shows no probes")
+			}
+			if c.want != nil && !maps.Equal(args["arm64"], c.want) {
+				t.Errorf("list shows\n%s\non arm64, want\n%s", showArgs(args["arm64"]), showArgs(c.want))
+			}
+			if !maps.Equal(args["amd64"], args["arm64"]) {
+				t.Errorf("list shows\n%s\non amd64 and\n%s\non arm64", showArgs(args["amd64"]), showArgs(args["arm64"]))
+			}
+		})
+	}
+}
+
+// crossEnv is the environment that builds route r for arch: with cgo, the
+// C cross compiler for arch, or a skip when it is missing.
+func crossEnv(t *testing.T, arch string, r route) []string {
+	t.Helper()
+	env := append(r.env(), "GOARCH="+arch)
+	if !r.cgo {
+		return env
+	}
+	cc := map[string]string{"amd64": "x86_64-linux-gnu-gcc", "arm64": "aarch64-linux-gnu-gcc"}[arch]
+	if _, err := exec.LookPath(cc); err != nil {
+		t.Skipf("no C compiler for %s (%v): scripts/setup.sh installs it", arch, err)
+	}
+	return append(env, "CC="+cc)
+}
+
+// checkListSpecs checks that each probe's SPEC column parses as one
+// operand per listed argument, and on arm64 in a form libbpf accepts.
+func checkListSpecs(t *testing.T, arch string, args, specs map[string]string) {
+	t.Helper()
+	for probe, spec := range specs {
+		operands := sdtnote.SplitArgs(spec)
+		for _, op := range operands {
+			if m := argSpec.FindString(op); m != op {
+				t.Errorf("%s %s: operand %q of %q does not parse", arch, probe, op, spec)
+			}
+		}
+		listed, _, _ := strings.Cut(args[probe], ", dropped: ")
+		if n := len(strings.Split(listed, ", ")); listed != "" && n != len(operands) {
+			t.Errorf("%s %s: list shows %d arguments (%s) for the %d of %q", arch, probe, n, args[probe], len(operands), spec)
+		}
+		if arch == "arm64" {
+			if err := checkLibbpfARM64(spec); err != nil {
+				t.Errorf("arm64 %s: %q: %v", probe, spec, err)
+			}
+		}
+	}
+}
+
+func showArgs(args map[string]string) string {
+	var lines []string
+	for _, p := range slices.Sorted(maps.Keys(args)) {
+		lines = append(lines, "\t"+p+": "+args[p])
+	}
+	return strings.Join(lines, "\n")
 }
 
 // siteNop is the instruction every probe site must hold: on amd64 the

@@ -1,0 +1,131 @@
+package trace
+
+import (
+	"maps"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// crossBuild is one way the examples are built for TestSitesCrossBuilt.
+type crossBuild struct {
+	example string // the directory under examples/
+	cgo     bool   // route (b); else route (a), through usdt-toolexec
+	rules   string // usdt-toolexec's rules file, for automatic probes
+}
+
+// TestSitesCrossBuilt builds the examples for amd64 and for arm64 and reads
+// their sites as trace does: each probe must have the same argument names
+// and types on both, and the arm64 specs must read the stack (route (a))
+// or the argument registers (route (b)).
+func TestSitesCrossBuilt(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the examples four times")
+	}
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	toolexec := filepath.Join(t.TempDir(), "usdt-toolexec")
+	goBuild(t, root, nil, "-o", toolexec, "./cmd/usdt-toolexec")
+	// provider.d's parameters, with the Go types of usdtgen's functions.
+	jobs := map[string][]string{
+		"jobs:job__enqueued": {"id int64", "kind string", "depth int32"},
+		"jobs:job__started":  {"id int64", "kind string", "worker uint16", "wait_ns int64"},
+		"jobs:job__done":     {"id int64", "kind string", "run_ns int64", "ok bool"},
+	}
+	// Where job__enqueued's arguments are on arm64: ABI0 passes them on
+	// the stack above the saved link register, AAPCS64 in x0, x1 and x2.
+	enqueued := map[bool][]argSpec{
+		false: {{deref: true, regOff: 248, disp: 8, size: 8, signed: true}, {deref: true, regOff: 248, disp: 16, size: 8}, {deref: true, regOff: 248, disp: 24, size: 4, signed: true}},
+		true:  {{regOff: 0, size: 8, signed: true}, {regOff: 8, size: 8}, {regOff: 16, size: 4, signed: true}},
+	}
+	for _, b := range []crossBuild{{"provider", false, ""}, {"provider", true, ""}, {"toolexec", false, "rules.yml"}} {
+		name := b.example + map[bool]string{false: "/toolexec", true: "/cgo"}[b.cgo]
+		t.Run(name, func(t *testing.T) {
+			params := map[string]map[string][]string{}
+			for _, arch := range []string{"amd64", "arm64"} {
+				env := []string{"GOARCH=" + arch, "CGO_ENABLED=0"}
+				args := []string{"-o", filepath.Join(t.TempDir(), b.example)}
+				if b.cgo {
+					cc := map[string]string{"amd64": "x86_64-linux-gnu-gcc", "arm64": "aarch64-linux-gnu-gcc"}[arch]
+					if _, err := exec.LookPath(cc); err != nil {
+						t.Skipf("no %s C compiler (%v; Debian package gcc-%s)", arch, err, strings.TrimSuffix(cc, "-gcc"))
+					}
+					env = append(env, "CGO_ENABLED=1", "CC="+cc)
+				} else {
+					flag := "-toolexec=" + toolexec
+					if b.rules != "" {
+						flag += " -rules " + b.rules
+					}
+					args = append(args, flag)
+				}
+				goBuild(t, filepath.Join(root, "examples", b.example), env, append(args, ".")...)
+				sites, err := readSites(args[1])
+				if err != nil {
+					t.Fatalf("%s: %v", arch, err)
+				}
+				describe(sites)
+				params[arch] = shownParams(sites)
+				if arch == "arm64" && b.example == "provider" {
+					for _, s := range sites {
+						if s.Name == "job__enqueued" && !reflect.DeepEqual(s.args, enqueued[b.cgo]) {
+							t.Errorf("arm64 job__enqueued reads %+v, want %+v", s.args, enqueued[b.cgo])
+						}
+					}
+				}
+			}
+			if b.example == "provider" && !reflect.DeepEqual(params["amd64"], jobs) {
+				t.Errorf("amd64 probes show %q, want %q", params["amd64"], jobs)
+			}
+			if len(params["amd64"]) == 0 {
+				t.Fatal("no probes")
+			}
+			for _, label := range slices.Sorted(maps.Keys(params["amd64"])) {
+				if a, b := params["amd64"][label], params["arm64"][label]; !slices.Equal(a, b) {
+					t.Errorf("%s shows %q on amd64, %q on arm64", label, a, b)
+				}
+				for _, p := range params["amd64"][label] {
+					if strings.HasPrefix(p, "arg") || strings.HasSuffix(p, " ") {
+						t.Errorf("%s: argument %q has no name or no type", label, p)
+					}
+				}
+			}
+			if len(params["arm64"]) != len(params["amd64"]) {
+				t.Errorf("%d probes on arm64, %d on amd64", len(params["arm64"]), len(params["amd64"]))
+			}
+		})
+	}
+}
+
+// shownParams maps each site's label to "name type" for every value an
+// event of it shows.
+func shownParams(sites []site) map[string][]string {
+	m := map[string][]string{}
+	for _, s := range sites {
+		label := s.label()
+		if s.exit {
+			label += " exit"
+		}
+		var shown []string
+		for i, name := range s.names {
+			shown = append(shown, name+" "+s.table.Args[s.firstShown()+i].Type)
+		}
+		m[label] = shown
+	}
+	return m
+}
+
+func goBuild(t *testing.T, dir string, env []string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", append([]string{"build"}, args...)...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), env...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
