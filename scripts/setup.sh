@@ -15,9 +15,11 @@ set -euo pipefail
 # What the tests run: bpftrace, bcc (tplist, trace), gdb, perf, readelf,
 # sys/sdt.h for the C reference binaries, clang and libbpf for the libbpf
 # consumer, debootstrap for the sid chroot of newer tracers
-# (scripts/sid-chroot.sh); make for .ci/run, which calls this before make
-# exists.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev debootstrap make)
+# (scripts/sid-chroot.sh) and the VM images (scripts/vm-images.sh), which
+# also take kmod (depmod), qemu-user-static (the arm64 root's ldconfig) and
+# lld (linking against the arm64 root); make for .ci/run, which calls this
+# before make exists.
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev debootstrap kmod qemu-user-static lld make)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;
