@@ -15,7 +15,7 @@ FUZZ_RULES      ?= 500000x
 FUZZ_REWRITE    ?= 12000x
 FUZZ_PROBETABLE ?= 800000x
 
-.PHONY: all setup tools example test vet lint unit fuzz generate-check sid-chroot clean
+.PHONY: all setup tools example test vet lint unit fuzz generate-check sid-chroot vm-images clean
 
 all: tools
 
@@ -43,6 +43,12 @@ test: setup vet lint generate-check sid-chroot unit fuzz
 # subtests skip, saying why.
 sid-chroot:
 	scripts/sid-chroot.sh || echo "no sid chroot: the bpftrace 0.27 and libbpf 1.7 subtests will skip"
+
+# Debian 12 root filesystems (amd64, arm64) with the tracers, and the
+# kernels (Debian 12's 6.1, Debian 11's 5.10) the VM tests boot under qemu;
+# built once per machine, outside the repository.
+vm-images:
+	scripts/vm-images.sh || echo "no VM images: the VM tests will skip"
 
 # gofmt's list is printed by echo, not through tee /dev/stderr: with
 # stderr redirected to a file, opening /dev/stderr truncates the log so far.

@@ -16,9 +16,12 @@ set -euo pipefail
 # sys/sdt.h for the C reference binaries, clang and libbpf for the libbpf
 # consumer, the arm64 cross compiler and C library for the arm64 cgo
 # builds and GCC's arm64 notes, debootstrap for the sid chroot of newer
-# tracers (scripts/sid-chroot.sh); make for .ci/run, which calls this
+# tracers (scripts/sid-chroot.sh) and the VM images (scripts/vm-images.sh),
+# which also take kmod (depmod), qemu-user-static (the arm64 root's
+# ldconfig) and lld (linking against the arm64 root), qemu to boot them
+# and cpio to check the initramfs; make for .ci/run, which calls this
 # before make exists.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap make)
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap kmod qemu-user-static lld qemu-system-x86 qemu-system-arm cpio make)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;
