@@ -15,7 +15,7 @@ FUZZ_RULES      ?= 500000x
 FUZZ_REWRITE    ?= 12000x
 FUZZ_PROBETABLE ?= 800000x
 
-.PHONY: all setup tools example test vet lint unit fuzz generate-check sid-chroot vm-images clean
+.PHONY: all setup tools example test vet lint unit vm fuzz generate-check sid-chroot vm-images clean
 
 all: tools
 
@@ -36,7 +36,7 @@ example: setup tools
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
 	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
 
-test: setup vet lint generate-check sid-chroot unit fuzz
+test: setup vet lint generate-check sid-chroot vm-images unit vm fuzz
 
 # bpftrace 0.27 and libbpf 1.7 in a Debian sid chroot beside the host's
 # (built once per machine, outside the repository); without it their
@@ -64,8 +64,15 @@ generate-check: tools
 	PATH=$(BIN):$$PATH $(GO) generate ./...
 	@git diff --exit-code -- '*_usdt*' || { echo "generated files are stale: run go generate ./..."; exit 1; }
 
+# TestKernels runs in its own target, verbose, for the table it prints.
 unit:
-	$(GO) test -count=1 -timeout 60m ./...
+	$(GO) test -count=1 -timeout 60m -skip '^TestKernels$$' ./...
+
+# The attach tests on the kernels of the VM images (Debian 12's 6.1 and
+# Debian 11's 5.10, amd64 and arm64) and on the host, with a table of
+# kernel, architecture and consumer at the end.
+vm:
+	$(GO) test -count=1 -timeout 80m -run '^TestKernels$$' -v ./internal/testing/e2e/
 
 fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZ_PROVIDER) -fuzzminimizetime=5s ./internal/provider

@@ -11,13 +11,14 @@
 # The directory is $USDT_VM_CACHE, default /var/cache/go-usdt/vm:
 #
 #   bookworm-amd64/, bookworm-arm64/   roots: bpftrace, gdb, libbpf, bcc's
-#                                      tplist, perf, Debian 12's kernel; the
+#                                      tplist, perf; the
 #                                      arm64 one is also the sysroot that
 #                                      clang --target=aarch64-linux-gnu
 #                                      -fuse-ld=lld links against
 #   kernels/<suite>-<arch>/            vmlinuz, lib/modules/<release>/,
 #                                      release: Debian 12's 6.1 and
-#                                      Debian 11's 5.10
+#                                      Debian 11's 5.10, as their archives
+#                                      serve them now, updates included
 #
 # No foreign binary runs to build a root (installing an arm64 root under
 # qemu-user takes 20 minutes): debootstrap's first stage only downloads,
@@ -45,15 +46,16 @@ case "${1:-}" in
 	;;
 esac
 
-# machine_mirror prints the Debian mirror the machine's apt uses (not its
-# security archive), deb.debian.org without one.
+# machine_mirror LABEL DEFAULT prints the archive with that label the
+# machine's apt uses (Debian, or Debian-Security), DEFAULT without one.
 machine_mirror() {
 	local uri
-	uri=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' 2>/dev/null | awk '$2 == "Debian" { print $1; exit }')
-	echo "${uri:-http://deb.debian.org/debian/}"
+	uri=$(apt-get indextargets --format '$(REPO_URI) $(LABEL)' 2>/dev/null | awk -v l="$1" '$2 == l { print $1; exit }')
+	echo "${uri:-$2}"
 }
 
-mirror=${DEBIAN_MIRROR:-$(machine_mirror)}
+mirror=${DEBIAN_MIRROR:-$(machine_mirror Debian http://deb.debian.org/debian/)}
+security=${DEBIAN_SECURITY_MIRROR:-$(machine_mirror Debian-Security http://deb.debian.org/debian-security/)}
 
 qemu_arch() {
 	case $1 in
@@ -126,7 +128,7 @@ unmet_depends() {
 root() {
 	local arch=$1 debs=$partial/var/cache/apt/archives deb unmet
 	debootstrap --foreign --arch="$arch" --variant=minbase \
-		--include="$(IFS=,; echo "${packages[*]}"),linux-image-$arch" \
+		--include="$(IFS=,; echo "${packages[*]}")" \
 		bookworm "$partial" "$mirror" >"$partial/debootstrap.out" ||
 		{ tail -n 20 "$partial/debootstrap.out" >&2; exit 1; }
 	echo "vm-images: $arch: downloaded $(ls "$debs"/*.deb | wc -l) packages, $(mb "$debs"/*.deb)"
@@ -144,14 +146,12 @@ root() {
 		"$partial"/usr/share/{doc,man,info,locale}
 	# What the maintainer scripts would do that the tools and their users
 	# rely on: users and groups (base-passwd), the name service (libc-bin),
-	# awk and which (alternatives), the modules' index (linux-image), the
-	# libraries' cache.
+	# awk and which (alternatives), the libraries' cache.
 	cp "$partial/usr/share/base-passwd/passwd.master" "$partial/etc/passwd"
 	cp "$partial/usr/share/base-passwd/group.master" "$partial/etc/group"
 	cp "$partial/usr/share/libc-bin/nsswitch.conf" "$partial/etc/nsswitch.conf"
 	ln -sf mawk "$partial/usr/bin/awk"
 	ln -sf which.debianutils "$partial/usr/bin/which"
-	depmod -b "$partial" "$(kernel_release "$partial")"
 	ldconfig_root "$partial" "$arch"
 	in_root "$partial" "$arch" /usr/bin/bpftrace --version
 	in_root "$partial" "$arch" /usr/bin/gdb --version | sed -n 1p
@@ -169,29 +169,31 @@ kernel_release() {
 	echo "${v[0]#"$1"/boot/vmlinuz-}"
 }
 
-# kernel_from SRC COPY: the kernel unpacked under SRC, moved or hard-linked
-# (COPY) to $partial, with its modules' index.
+# kernel_from SRC: the kernel unpacked under SRC, moved to $partial, with
+# its modules' index.
 kernel_from() {
-	local src=$1 copy=$2 rel
+	local src=$1 rel
 	rel=$(kernel_release "$src")
 	mkdir -p "$partial/lib/modules"
-	$copy "$src/boot/vmlinuz-$rel" "$partial/vmlinuz"
-	$copy "$src/lib/modules/$rel" "$partial/lib/modules/"
+	mv "$src/boot/vmlinuz-$rel" "$partial/vmlinuz"
+	mv "$src/lib/modules/$rel" "$partial/lib/modules/"
 	[[ -e $partial/lib/modules/$rel/modules.dep ]] || depmod -b "$partial" "$rel"
 	echo "$rel" >"$partial/release"
 }
 
-# root_kernel ARCH: Debian 12's kernel, the one in that root.
-root_kernel() {
-	kernel_from "$cache/bookworm-$1" "cp -al"
-}
-
-# archive_kernel SUITE ARCH: the kernel of an older Debian release, through
-# apt with a sources list, state and cache of its own.
+# archive_kernel SUITE ARCH: the kernel a Debian release installs today
+# (its updates and security archives included: Debian 12's 6.1.176 fails
+# to load libbpf 1.1's USDT programs, which 6.1.192 loads), through apt
+# with a sources list, state and cache of its own.
 archive_kernel() {
 	local suite=$1 arch=$2 tmp=$partial.apt pkg
 	mkdir -p "$tmp/state/lists/partial" "$tmp/cache/archives/partial" "$tmp/x"
-	echo "deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main" >"$tmp/sources.list"
+	{
+		local keyring=/usr/share/keyrings/debian-archive-keyring.gpg
+		echo "deb [signed-by=$keyring] $mirror $suite main"
+		echo "deb [signed-by=$keyring] $mirror $suite-updates main"
+		echo "deb [signed-by=$keyring] $security $suite-security main"
+	} >"$tmp/sources.list"
 	touch "$tmp/status"
 	local apt=(-o Dir::Etc::sourcelist="$tmp/sources.list" -o Dir::Etc::sourceparts=-
 		-o Dir::State="$tmp/state" -o Dir::State::status="$tmp/status" -o Dir::Cache="$tmp/cache"
@@ -202,7 +204,7 @@ archive_kernel() {
 	(cd "$tmp" && apt-get "${apt[@]}" download -qq "$pkg")
 	echo "vm-images: $suite-$arch: downloaded $pkg, $(mb "$tmp"/*.deb)"
 	dpkg-deb -x "$tmp"/*.deb "$tmp/x"
-	kernel_from "$tmp/x" mv
+	kernel_from "$tmp/x"
 	rm -rf "$tmp"
 }
 
@@ -210,7 +212,7 @@ start=$SECONDS
 mkdir -p "$cache/kernels"
 for arch in "${arches[@]}"; do
 	build "bookworm-$arch" root "$arch"
-	build "kernels/bookworm-$arch" root_kernel "$arch"
+	build "kernels/bookworm-$arch" archive_kernel bookworm "$arch"
 	build "kernels/bullseye-$arch" archive_kernel bullseye "$arch"
 done
 echo "vm-images: $cache ready in $((SECONDS - start)) s"

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"io/fs"
@@ -143,8 +144,9 @@ func TestKernels(t *testing.T) {
 	if runtime.GOARCH == "amd64" {
 		t.Run("host", func(t *testing.T) {
 			dir := guest(t, runtime.GOARCH)
+			start := time.Now()
 			out, _ := hostRun(dir)
-			rows = append(rows, matrixRow{kernel: "host " + kernelRelease(), arch: runtime.GOARCH, accel: "none", results: checkGuest(t, out)})
+			rows = append(rows, matrixRow{kernel: "host " + kernelRelease(), arch: runtime.GOARCH, accel: "none", took: time.Since(start), results: checkGuest(t, out)})
 		})
 	}
 	for _, k := range kernels {
@@ -153,16 +155,17 @@ func TestKernels(t *testing.T) {
 			dir := guest(t, k.Arch)
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
+			var console bytes.Buffer
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
 				Command: guestCommand(dir),
 				Env:     guestEnviron(dir),
-				Console: &consoleLog{t: t},
+				Console: &console,
 			})
 			row := matrixRow{kernel: k.Release, arch: k.Arch, accel: res.Accel, took: res.Boot}
 			defer func() { rows = append(rows, row) }()
 			if err != nil {
-				t.Fatalf("%v\n%s", err, res.Output)
+				t.Fatalf("%v\nthe console:\n%s", err, console.Bytes()[max(0, console.Len()-20000):])
 			}
 			row.results = checkGuest(t, res.Output)
 			if res.ExitCode != 0 && !slices.ContainsFunc(row.results, func(r testResult) bool { return r.status == "FAIL" }) {
@@ -367,24 +370,4 @@ func formatMatrix(rows []matrixRow) string {
 		fmt.Fprintf(&b, "skipped: %s\n", s)
 	}
 	return b.String()
-}
-
-// consoleLog passes a guest's console to the test log, line by line.
-type consoleLog struct {
-	t    *testing.T
-	line []byte
-}
-
-func (c *consoleLog) Write(p []byte) (int, error) {
-	for _, ch := range p {
-		if ch == '\n' {
-			if testing.Verbose() {
-				c.t.Logf("console: %s", strings.TrimRight(string(c.line), "\r"))
-			}
-			c.line = c.line[:0]
-			continue
-		}
-		c.line = append(c.line, ch)
-	}
-	return len(p), nil
 }
