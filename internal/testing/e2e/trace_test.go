@@ -185,6 +185,7 @@ func TestTraceErrors(t *testing.T) {
 		{"no probes", []string{"--", plain}, plain + " has no USDT probes (build it with usdtgen probes"},
 		{"no match", []string{"nothing.*", "--", filepath.Join(toolsDir, "usdt-toolexec")}, ""},
 		{"bad pattern", []string{"[", "--", plain}, ""},
+		{"bad attach", []string{"-attach", "both", "--", plain}, "-attach both: want multi, single or auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
