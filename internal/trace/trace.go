@@ -36,8 +36,8 @@ type Options struct {
 	Stderr   io.Writer
 }
 
-// Run traces until interrupted or until the command ends. The command's
-// exit status is returned as an *exec.ExitError.
+// Run traces until interrupted or until the command or the process ends.
+// The command's exit status is returned as an *exec.ExitError.
 func Run(opt Options) error {
 	if opt.Binary == "" && len(opt.Command) > 0 {
 		p, err := exec.LookPath(opt.Command[0])
@@ -45,6 +45,17 @@ func Run(opt Options) error {
 			return err
 		}
 		opt.Binary = p
+	}
+	// A pidfd of a process traced with -p becomes readable when it
+	// exits, as the command's Wait returns: trace ends then.
+	exited := -1
+	if opt.PID != 0 && len(opt.Command) == 0 {
+		fd, err := unix.PidfdOpen(opt.PID, 0)
+		if err != nil {
+			return fmt.Errorf("process %d: %w", opt.PID, err)
+		}
+		defer unix.Close(fd)
+		exited = fd
 	}
 	all, err := readSites(opt.Binary)
 	if err != nil {
@@ -115,7 +126,7 @@ func Run(opt Options) error {
 		case <-done:
 			return true
 		default:
-			return false
+			return exited >= 0 && readable(exited)
 		}
 	}
 	p := newPrinter(opt, sites)
@@ -153,6 +164,13 @@ func Run(opt Options) error {
 		return waitErr
 	}
 	return nil
+}
+
+// readable reports whether fd can be read without blocking.
+func readable(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
 }
 
 // pollEvery is how often the reader looks for events that did not wake it

@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -231,5 +234,99 @@ func TestTraceUnprivileged(t *testing.T) {
 	want := "tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)"
 	if err == nil || !strings.Contains(string(out), want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Errorf("as nobody: err %v, output %q: want one line with %q", err, out, want)
+	}
+}
+
+// TestTracePIDExit traces a running process with -p: trace must end
+// within a second of the process's exit, with the -latency histogram of
+// the calls it saw.
+func TestTracePIDExit(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	// The program waits for a line on stdin, so that it calls work only
+	// once trace has attached.
+	bin := buildMain(t, "pidexit", `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+)
+
+func work(i int) int { return i * 2 }
+
+func main() {
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	sum := 0
+	for i := range 5 {
+		sum += work(i)
+	}
+	fmt.Println("sum", sum)
+}
+`)
+	prog := exec.Command(bin)
+	in, err := prog.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	progOut, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Process.Kill()
+	if line, _ := bufio.NewReader(progOut).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the program printed %q, want ready", line)
+	}
+
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", "-latency", "-p", fmt.Sprint(prog.Process.Pid))
+	var out bytes.Buffer
+	tr.Stdout = &out
+	trErr, err := tr.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Process.Kill()
+	var errOut strings.Builder
+	stderr := bufio.NewScanner(trErr)
+	for stderr.Scan() && !strings.Contains(stderr.Text(), "attached") {
+		errOut.WriteString(stderr.Text() + "\n")
+	}
+	if errOut.Len() > 0 || stderr.Err() != nil {
+		t.Fatalf("trace -v did not say it attached:\n%s", errOut.String())
+	}
+	go io.Copy(&errOut, trErr)
+	fmt.Fprintln(in, "go")
+	if err := prog.Wait(); err != nil {
+		t.Fatalf("the program: %v", err)
+	}
+	exited := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		d := time.Since(exited)
+		if d > time.Second {
+			t.Errorf("trace ended %v after the process, want within a second", d)
+		}
+		t.Logf("trace ended %v after the process", d)
+		if err != nil {
+			t.Fatalf("trace: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("trace -p did not end in 10 s after the process exited\nstdout:\n%s", out.String())
+	}
+	events, hist, _ := strings.Cut(out.String(), "\n\n")
+	if n := strings.Count(events, " main.work = (r1="); n != 5 {
+		t.Errorf("trace printed %d exits of main.work, want 5:\n%s", n, out.String())
+	}
+	if !regexp.MustCompile(`(?m)^main\.work: 5 calls\n  \[`).MatchString(hist) {
+		t.Errorf("-latency printed no histogram of 5 calls of main.work:\n%s", out.String())
 	}
 }
