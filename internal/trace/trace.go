@@ -75,6 +75,11 @@ func Run(opt Options) error {
 		return bpfError(err)
 	}
 	defer objs.Close()
+	if len(opt.Command) > 0 {
+		if objs.tasks, err = newTasks(); err != nil {
+			return bpfError(err)
+		}
+	}
 	for i, s := range sites {
 		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs), ebpf.UpdateAny); err != nil {
 			return bpfError(err)
@@ -110,10 +115,9 @@ func Run(opt Options) error {
 		// The command writes to stderr: stdout is the events', so that
 		// -json output stays parseable.
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
+		if err := objs.tasks.start(cmd); err != nil {
 			return err
 		}
-		opt.PID = cmd.Process.Pid
 		go func() {
 			waitErr = cmd.Wait()
 			close(done)

@@ -330,3 +330,87 @@ func main() {
 		t.Errorf("-latency printed no histogram of 5 calls of main.work:\n%s", out.String())
 	}
 }
+
+// TestTraceCommandOnly traces a command while another process of the same
+// binary runs: trace shows the events of the command and of the child it
+// starts, and none of the other process's.
+func TestTraceCommandOnly(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "family", `package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func mark(who string, i int) int { return i }
+
+func main() {
+	switch os.Args[1] {
+	case "other":
+		fmt.Println("ready")
+		for i := 0; ; i++ {
+			mark("other", i)
+			time.Sleep(time.Millisecond)
+		}
+	case "parent":
+		mark("parent", 0)
+		child := exec.Command(os.Args[0], "child")
+		child.Stderr = os.Stderr
+		if err := child.Run(); err != nil {
+			panic(err)
+		}
+		mark("parent", 1)
+	case "child":
+		// A mark from a thread of the child's other than its first,
+		// and time for the other process to mark while traced.
+		done := make(chan int)
+		go func() { done <- mark("child", 0) }()
+		<-done
+		time.Sleep(100 * time.Millisecond)
+		mark("child", 1)
+	}
+}
+`)
+	other := start(t, bin, "other")
+	other.expect(t, "ready", 10*time.Second)
+
+	out, errOut, err := usdtTrace(t, "-json", "main.mark", "--", bin, "parent")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	pids := map[string]map[int]int{} // who -> pid -> calls
+	for _, e := range parseTraceJSON(t, out) {
+		if e.Args == nil {
+			continue
+		}
+		if len(e.Args) != 2 || e.Args[0].Key != "who" {
+			t.Fatalf("main.mark with arguments %v, want who and i", e.Args)
+		}
+		who, _ := e.Args[0].Value.(string)
+		if pids[who] == nil {
+			pids[who] = map[int]int{}
+		}
+		pids[who][e.PID]++
+	}
+	two := func(who string) int {
+		for pid, n := range pids[who] {
+			if n == 2 && len(pids[who]) == 1 {
+				return pid
+			}
+		}
+		return 0
+	}
+	if parent, child := two("parent"), two("child"); len(pids) != 2 || parent == 0 || child == 0 || parent == child {
+		t.Errorf("calls of main.mark by caller and pid %v: want 2 by the parent, 2 by its child in a process of its own, none by the other process (pid %d)\n%s", pids, other.cmd.Process.Pid, out)
+	}
+	// Still running (not a zombie), it has marked every millisecond all
+	// along.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.cmd.Process.Pid))
+	if _, state, _ := strings.Cut(string(stat), ") "); err != nil || strings.HasPrefix(state, "Z") {
+		t.Errorf("the other process ended while traced: %v %s", err, stat)
+	}
+}
