@@ -13,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -412,5 +413,55 @@ func main() {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.cmd.Process.Pid))
 	if _, state, _ := strings.Cut(string(stat), ") "); err != nil || strings.HasPrefix(state, "Z") {
 		t.Errorf("the other process ended while traced: %v %s", err, stat)
+	}
+}
+
+// TestTraceLatencyColumns checks that -latency keeps its columns aligned
+// when bucket labels are wide: calls of a few nanoseconds and of a few
+// hundred microseconds and milliseconds ("[1.048576ms, 2.097152ms)").
+func TestTraceLatencyColumns(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "columns", `package main
+
+import "time"
+
+func wait(d time.Duration) time.Duration {
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return d
+}
+
+func main() {
+	for _, d := range []time.Duration{0, 0, 0, 300 * time.Microsecond, 1500 * time.Microsecond, 3 * time.Millisecond} {
+		wait(d)
+	}
+}
+`)
+	out, errOut, err := usdtTrace(t, "-latency", "main.wait", "--", bin)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	_, hist, _ := strings.Cut(out, "\n\n")
+	var bar, end []int // where each row's bar starts and ends, in characters
+	wide := false
+	for _, line := range strings.Split(strings.TrimSpace(hist), "\n") {
+		if !strings.HasPrefix(line, "  [") {
+			continue
+		}
+		bucket, _, _ := strings.Cut(strings.TrimSpace(line), ")")
+		wide = wide || utf8.RuneCountInString(bucket) >= 22
+		bar = append(bar, utf8.RuneCountInString(line[:strings.IndexByte(line, '|')]))
+		end = append(end, utf8.RuneCountInString(line))
+	}
+	if !strings.HasPrefix(hist, "main.wait: 6 calls\n") || len(bar) < 3 || !wide {
+		t.Fatalf("-latency printed no histogram of 6 calls with buckets of wide labels:\n%s", hist)
+	}
+	for i := range bar {
+		if bar[i] != bar[0] || end[i] != end[0] {
+			t.Errorf("the histogram's columns drift: bars start at %v and end at %v:\n%s", bar, end, hist)
+			break
+		}
 	}
 }
