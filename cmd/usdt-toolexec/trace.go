@@ -11,13 +11,15 @@ import (
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
-const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency] [PATTERN...] -- CMD [ARGS...]
+const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
 (main.*, 'main.Cache.*'). -json writes one object per event, -latency a
-latency histogram per function at the end, -v how it attached.
+latency histogram per function at the end, -v how it attached. -attach
+multi attaches every probe with one uprobe_multi link (Linux 6.6+), single
+with one uprobe per probe, auto (the default) with the first that works.
 `
 
 // traceCmd runs the trace subcommand.
@@ -30,6 +32,7 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&opt.JSON, "json", false, "")
 	fs.BoolVar(&opt.Latency, "latency", false, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
+	attach := fs.String("attach", string(trace.AttachAuto), "")
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, opt.Command = args[:i], args[i+1:]
 	}
@@ -37,7 +40,11 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	opt.Patterns = fs.Args()
+	opt.Attach = trace.Attach(*attach)
 	switch {
+	case !slices.Contains([]trace.Attach{trace.AttachAuto, trace.AttachMulti, trace.AttachSingle}, opt.Attach):
+		fmt.Fprintf(stderr, "usdt-toolexec trace: -attach %s: want multi, single or auto\n", *attach)
+		return 2
 	case (opt.PID != 0) == (len(opt.Command) > 0):
 		fmt.Fprint(stderr, traceUsage)
 		return 2

@@ -15,6 +15,12 @@ import (
 // they are raised.
 const bpftraceLimit = 512
 
+// libbpfUSDTLimit is the most USDT probes a script attaches under a
+// bpftrace built on libbpf's USDT support (0.27.1 measured): libbpf's
+// table of argument specs holds 256 (BPF_USDT_MAX_SPEC_CNT), and past it
+// attaching fails with "Argument list too long".
+const libbpfUSDTLimit = 256
+
 // bt prints a starter bpftrace script for a binary's automatic probes: a
 // latency histogram per function, from its exit probe alone, whose arg1 is
 // the nanoseconds since the same call's entry. patterns, if any, keep the
@@ -68,6 +74,11 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 		fmt.Fprintf(warn, "usdt-toolexec: the script has %d probes, more than bpftrace's default limit of %d: run it with %s, or narrow it with patterns (usdt-toolexec bt BINARY PATTERN...)\n", len(fns), bpftraceLimit, env)
 	}
 	fmt.Fprintf(w, "// usage: %s\n", run)
+	if len(fns) > libbpfUSDTLimit {
+		tooMany := fmt.Sprintf("the script has %d probes, and bpftrace versions built on libbpf's USDT support (0.27.1 measured: \"Failed to attach usdt probe: Argument list too long\") attach at most %d USDT probes per script: narrow it with patterns (usdt-toolexec bt BINARY PATTERN...), or trace them all with usdt-toolexec trace -latency", len(fns), libbpfUSDTLimit)
+		fmt.Fprintf(warn, "usdt-toolexec: %s\n", tooMany)
+		fmt.Fprintf(w, "// WARNING: %s.\n", tooMany)
+	}
 	fmt.Fprintf(w, "// An exit probe's arg1 is the nanoseconds since the same call's entry: no\n// entry probe, no pairing, recursion and panics included.\n")
 	for _, f := range fns {
 		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[\"%-*s\"] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, width, f.label)

@@ -54,6 +54,8 @@ const (
 type objects struct {
 	specs, events, lost *ebpf.Map
 	prog                *ebpf.Program
+	// tasks, when not nil, are the only tasks whose events are sent.
+	tasks *tasks
 }
 
 func (o *objects) Close() {
@@ -61,6 +63,9 @@ func (o *objects) Close() {
 		if c != nil {
 			c.Close()
 		}
+	}
+	if o.tasks != nil {
+		o.tasks.Close()
 	}
 }
 
@@ -109,7 +114,7 @@ func (o *objects) loadProgram(multi bool) error {
 		Name:         "usdt_trace",
 		Type:         ebpf.Kprobe,
 		License:      "GPL", // bpf_probe_read_user_str and friends are GPL-only
-		Instructions: program(o.specs.FD(), o.events.FD(), o.lost.FD()),
+		Instructions: program(o.specs.FD(), o.events.FD(), o.lost.FD(), o.tasks),
 	}
 	if multi {
 		spec.AttachType = ebpf.AttachTraceUprobeMulti
@@ -138,11 +143,15 @@ const (
 	rEvent = asm.R8
 )
 
-func program(specs, events, lost int) asm.Instructions {
+func program(specs, events, lost int, only *tasks) asm.Instructions {
 	const keySlot, zeroSlot = -8, -4
-	insns := asm.Instructions{
-		asm.Mov.Reg(rCtx, asm.R1),
+	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
+	if only != nil {
+		insns = append(insns, filterTasks(only.m.FD())...)
+	}
+	insns = append(insns,
 		asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word),
+		asm.Mov.Reg(asm.R1, rCtx),
 		asm.FnGetAttachCookie.Call(),
 		asm.StoreMem(asm.RFP, keySlot, asm.R0, asm.Word),
 		asm.LoadMapPtr(asm.R1, specs),
@@ -152,7 +161,7 @@ func program(specs, events, lost int) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.Mov.Reg(rSpec, asm.R0),
 		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),
-	}
+	)
 	for _, n := range strTiers {
 		insns = append(insns, asm.JEq.Imm(asm.R1, int32(n), fmt.Sprintf("strs%d", n)))
 	}

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -217,7 +218,8 @@ func (o object) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// finish prints the latency histograms, powers of two of nanoseconds.
+// finish prints the latency histograms, powers of two of nanoseconds,
+// the columns of each aligned however wide its buckets' labels are.
 func (p *printer) finish() {
 	defer p.w.Flush()
 	fns := make([]string, 0, len(p.hist))
@@ -225,14 +227,17 @@ func (p *printer) finish() {
 		fns = append(fns, fn)
 	}
 	sort.Strings(fns)
+	type row struct {
+		bucket string
+		n      uint64
+	}
 	for _, fn := range fns {
 		h := p.hist[fn]
+		var rows []row
 		var total, most uint64
-		for _, n := range h {
-			total += n
-			most = max(most, n)
-		}
-		fmt.Fprintf(p.w, "\n%s: %d calls\n", fn, total)
+		// At least the widths most buckets and counts fit in, so that
+		// most histograms line up with each other too.
+		bucketWidth, countWidth := 22, 8
 		for b, n := range h {
 			if n == 0 {
 				continue
@@ -245,7 +250,16 @@ func (p *printer) finish() {
 			if b < 63 {
 				hi = time.Duration(uint64(1) << b)
 			}
-			fmt.Fprintf(p.w, "  %-22s %8d |%-40s|\n", fmt.Sprintf("[%v, %v)", lo, hi), n, strings.Repeat("@", int(40*n/most)))
+			r := row{fmt.Sprintf("[%v, %v)", lo, hi), n}
+			rows = append(rows, r)
+			total += n
+			most = max(most, n)
+			bucketWidth = max(bucketWidth, utf8.RuneCountInString(r.bucket))
+			countWidth = max(countWidth, len(strconv.FormatUint(n, 10)))
+		}
+		fmt.Fprintf(p.w, "\n%s: %d calls\n", fn, total)
+		for _, r := range rows {
+			fmt.Fprintf(p.w, "  %-*s %*d |%-40s|\n", bucketWidth, r.bucket, countWidth, r.n, strings.Repeat("@", int(40*r.n/most)))
 		}
 	}
 }

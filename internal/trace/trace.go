@@ -31,12 +31,13 @@ type Options struct {
 	JSON     bool
 	Latency  bool
 	Verbose  bool
+	Attach   Attach // AttachAuto when empty
 	Stdout   io.Writer
 	Stderr   io.Writer
 }
 
-// Run traces until interrupted or until the command ends. The command's
-// exit status is returned as an *exec.ExitError.
+// Run traces until interrupted or until the command or the process ends.
+// The command's exit status is returned as an *exec.ExitError.
 func Run(opt Options) error {
 	if opt.Binary == "" && len(opt.Command) > 0 {
 		p, err := exec.LookPath(opt.Command[0])
@@ -44,6 +45,17 @@ func Run(opt Options) error {
 			return err
 		}
 		opt.Binary = p
+	}
+	// A pidfd of a process traced with -p becomes readable when it
+	// exits, as the command's Wait returns: trace ends then.
+	exited := -1
+	if opt.PID != 0 && len(opt.Command) == 0 {
+		fd, err := unix.PidfdOpen(opt.PID, 0)
+		if err != nil {
+			return fmt.Errorf("process %d: %w", opt.PID, err)
+		}
+		defer unix.Close(fd)
+		exited = fd
 	}
 	all, err := readSites(opt.Binary)
 	if err != nil {
@@ -63,6 +75,11 @@ func Run(opt Options) error {
 		return bpfError(err)
 	}
 	defer objs.Close()
+	if len(opt.Command) > 0 {
+		if objs.tasks, err = newTasks(); err != nil {
+			return bpfError(err)
+		}
+	}
 	for i, s := range sites {
 		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs), ebpf.UpdateAny); err != nil {
 			return bpfError(err)
@@ -74,7 +91,7 @@ func Run(opt Options) error {
 	}
 	defer rd.Close()
 	start := time.Now()
-	links, how, err := attach(opt.Binary, objs, sites, opt.PID)
+	links, how, err := attach(opt.Binary, objs, sites, opt.PID, opt.Attach)
 	if err != nil {
 		return bpfError(err)
 	}
@@ -98,10 +115,9 @@ func Run(opt Options) error {
 		// The command writes to stderr: stdout is the events', so that
 		// -json output stays parseable.
 		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-		if err := cmd.Start(); err != nil {
+		if err := objs.tasks.start(cmd); err != nil {
 			return err
 		}
-		opt.PID = cmd.Process.Pid
 		go func() {
 			waitErr = cmd.Wait()
 			close(done)
@@ -114,7 +130,7 @@ func Run(opt Options) error {
 		case <-done:
 			return true
 		default:
-			return false
+			return exited >= 0 && readable(exited)
 		}
 	}
 	p := newPrinter(opt, sites)
@@ -154,6 +170,13 @@ func Run(opt Options) error {
 	return nil
 }
 
+// readable reports whether fd can be read without blocking.
+func readable(fd int) bool {
+	fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	n, err := unix.Poll(fds, 0)
+	return err == nil && n > 0
+}
+
 // pollEvery is how often the reader looks for events that did not wake it
 // (the program wakes it only when the buffer fills up), and so how late an
 // event of a quiet process may print.
@@ -171,31 +194,72 @@ func lost(m *ebpf.Map) uint64 {
 	return n
 }
 
-// attach attaches the program to every site in one uprobe_multi link when
-// the kernel has them (6.6+), one uprobe per site otherwise.
-func attach(bin string, objs *objects, sites []site, pid int) ([]link.Link, string, error) {
+// Attach is how the program is attached to the sites.
+type Attach string
+
+const (
+	// AttachAuto tries AttachMulti and falls back to AttachSingle when
+	// the multi link cannot be made, for any reason: kernels before 6.6
+	// have no multi-uprobe links, and they refuse one with EINVAL as
+	// often as with a sign cilium/ebpf reads as ErrNotSupported.
+	AttachAuto   Attach = "auto"
+	AttachMulti  Attach = "multi"  // one uprobe_multi link for every site
+	AttachSingle Attach = "single" // one uprobe per site
+)
+
+// attach attaches the program to every site as mode says, and returns
+// the links and, for -v, how it attached.
+func attach(bin string, objs *objects, sites []site, pid int, mode Attach) ([]link.Link, string, error) {
 	ex, err := link.OpenExecutable(bin)
 	if err != nil {
 		return nil, "", err
 	}
+	var multiErr error
+	if mode != AttachSingle {
+		l, err := attachMulti(ex, objs, sites, pid)
+		if err == nil {
+			return []link.Link{l}, "with one uprobe_multi link", nil
+		}
+		if mode == AttachMulti {
+			return nil, "", err
+		}
+		multiErr = err
+	}
+	links, err := attachSingle(ex, objs, sites, pid)
+	switch {
+	case err != nil && multiErr != nil:
+		return nil, "", fmt.Errorf("%w; and one uprobe per site: %w", multiErr, err)
+	case err != nil:
+		return nil, "", err
+	case multiErr != nil:
+		return links, fmt.Sprintf("with one uprobe per site (%v)", multiErr), nil
+	}
+	return links, "with one uprobe per site", nil
+}
+
+// attachMulti attaches the program to every site with one uprobe_multi
+// link (Linux 6.6+).
+func attachMulti(ex *link.Executable, objs *objects, sites []site, pid int) (link.Link, error) {
 	multi := link.UprobeMultiOptions{PID: uint32(pid)}
 	for i, s := range sites {
 		multi.Addresses = append(multi.Addresses, s.offset)
 		multi.RefCtrOffsets = append(multi.RefCtrOffsets, s.refCtr)
 		multi.Cookies = append(multi.Cookies, uint64(i))
 	}
-	err = objs.loadProgram(true)
-	if err == nil {
-		l, err := ex.UprobeMulti(nil, objs.prog, &multi)
-		if err == nil {
-			return []link.Link{l}, "with one uprobe_multi link", nil
-		}
-		if !errors.Is(err, link.ErrNotSupported) {
-			return nil, "", err
-		}
+	if err := objs.loadProgram(true); err != nil {
+		return nil, fmt.Errorf("no uprobe_multi link: %w", err)
 	}
+	l, err := ex.UprobeMulti(nil, objs.prog, &multi)
+	if err != nil {
+		return nil, fmt.Errorf("no uprobe_multi link: %w", err)
+	}
+	return l, nil
+}
+
+// attachSingle attaches the program to each site with a uprobe of its own.
+func attachSingle(ex *link.Executable, objs *objects, sites []site, pid int) ([]link.Link, error) {
 	if err := objs.loadProgram(false); err != nil {
-		return nil, "", err
+		return nil, err
 	}
 	var links []link.Link
 	for i, s := range sites {
@@ -204,11 +268,11 @@ func attach(bin string, objs *objects, sites []site, pid int) ([]link.Link, stri
 			for _, l := range links {
 				l.Close()
 			}
-			return nil, "", fmt.Errorf("probe %s:%s: %w", s.Provider, s.Name, err)
+			return nil, fmt.Errorf("probe %s:%s: %w", s.Provider, s.Name, err)
 		}
 		links = append(links, l)
 	}
-	return links, "with one uprobe per site", nil
+	return links, nil
 }
 
 // raiseMemlock lifts RLIMIT_MEMLOCK, which kernels before 5.11 charged BPF

@@ -24,7 +24,8 @@ func btName(i int) string {
 
 // TestBtManyFunctions runs the script usdt-toolexec bt writes for a binary
 // with many instrumented functions under bpftrace: all of them draw the
-// limit warning, and a pattern-narrowed script over more than 100 labels of
+// limit warnings, 333 of them the warning of libbpf's 256 (which bpftrace
+// 0.27 proves), and a pattern-narrowed script over more than 100 labels of
 // many lengths in one map loads and gives each function its histogram.
 func TestBtManyFunctions(t *testing.T) {
 	var src strings.Builder
@@ -55,6 +56,16 @@ func TestBtManyFunctions(t *testing.T) {
 	if !strings.Contains(stderr, env) || !strings.Contains(script, "// usage: "+env+" bpftrace") {
 		t.Errorf("a script of %d probes does not say to set %s:\nstderr: %s\nscript header: %.300s", btFuncs, env, stderr, script)
 	}
+	checkLibbpfWarning(t, btFuncs, script, stderr)
+	// main.f1* to main.f3*: 333 probes, within bpftrace's default limit
+	// but past libbpf's.
+	script, stderr = bt("main.f[1-3]*")
+	if strings.Contains(stderr, "BPFTRACE_MAX") || strings.Contains(script, "BPFTRACE_MAX") {
+		t.Errorf("a script of 333 probes says to raise bpftrace's limit of 512:\nstderr: %s\nscript header: %.300s", stderr, script)
+	}
+	checkLibbpfWarning(t, 333, script, stderr)
+	past256 := filepath.Join(t.TempDir(), "past256.bt")
+	writeFile(t, past256, script)
 
 	// main.f1*, main.f9* and the exit probes of f20 to f29: without
 	// padding, these labels make bpftrace 0.17 fail to load the script
@@ -91,5 +102,32 @@ func TestBtManyFunctions(t *testing.T) {
 		if t.Failed() {
 			t.Logf("bpftrace output:\n%s", out)
 		}
+		// What the warning says, measured: bpftrace 0.27 (libbpf's USDT
+		// support) attaches no script of more than 256 probes; 0.17 (bcc's)
+		// takes minutes over 333 probes.
+		if bt.Name == "sid" {
+			out, err := bt.Output(3*time.Minute, "", past256, "-c", bin)
+			if err == nil || !strings.Contains(out, "Argument list too long") {
+				t.Errorf("bpftrace %s on a script of 333 probes: %v, want Argument list too long:\n%.2000s", bt.Name, err, out)
+			}
+		}
 	})
+}
+
+// checkLibbpfWarning checks that a bt script of n probes, more than 256,
+// warns in its header and on stderr that bpftrace built on libbpf's USDT
+// support attaches no more, and points to usdt-toolexec trace.
+func checkLibbpfWarning(t *testing.T, n int, script, stderr string) {
+	t.Helper()
+	if c := strings.Count(script, "usdt:"); c != n {
+		t.Fatalf("the script has %d probes, want %d", c, n)
+	}
+	header, _, _ := strings.Cut(script, "\nusdt:")
+	for _, out := range []string{header, stderr} {
+		for _, want := range []string{fmt.Sprint(n, " probes"), "at most 256 USDT probes per script", "Argument list too long", "usdt-toolexec trace"} {
+			if !strings.Contains(out, want) {
+				t.Errorf("a script of %d probes does not warn %q:\nstderr: %s\nscript header: %s", n, want, stderr, header)
+			}
+		}
+	}
 }

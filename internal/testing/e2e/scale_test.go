@@ -41,7 +41,7 @@ func TestTraceScale(t *testing.T) {
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}
-	how := regexp.MustCompile(fmt.Sprintf(`attached %d probes of \S+ with (one uprobe_multi link|one uprobe per site) in \S+`, 2*scaleFuncs)).FindString(errOut)
+	how := regexp.MustCompile(fmt.Sprintf(`attached %d probes of \S+ with (one uprobe_multi link|one uprobe per site( \(.*\))?) in \S+`, 2*scaleFuncs)).FindString(errOut)
 	if how == "" {
 		t.Errorf("-v does not say how and how fast it attached:\n%s", errOut)
 	}

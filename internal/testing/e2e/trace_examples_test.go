@@ -10,17 +10,35 @@ import (
 	"testing"
 )
 
-// TestTraceExampleProvider traces examples/provider: every job's three
-// events carry its id, and the same kind, worker and outcome as the
-// program's own count of failures.
+// TestTraceExampleProvider traces examples/provider, attached each way
+// trace can (one uprobe per site is what kernels before 6.6 get): every
+// job's three events carry its id, and the same kind, worker and outcome
+// as the program's own count of failures.
 func TestTraceExampleProvider(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
 	bin := buildJobs(routeA)(t)
+	for _, tt := range []struct{ attach, how string }{
+		{"multi", "with one uprobe_multi link in "},
+		{"single", "with one uprobe per site in "},
+	} {
+		t.Run(tt.attach, func(t *testing.T) { traceJobs(t, bin, tt.attach, tt.how) })
+	}
+}
+
+// traceJobs traces the provider example bin with -attach mode, which -v
+// must report as how.
+func traceJobs(t *testing.T, bin, mode, how string) {
 	const jobs, workers = 40, 4
-	out, errOut, err := usdtTrace(t, "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
+	out, errOut, err := usdtTrace(t, "-v", "-attach", mode, "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
 	if err != nil {
+		if mode == "multi" && strings.Contains(errOut, "no uprobe_multi link") {
+			t.Skipf("this kernel makes no uprobe_multi link (Linux 6.6+ does): %s", errOut)
+		}
 		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, how) {
+		t.Errorf("-v does not say it attached %q:\n%s", how, errOut)
 	}
 	m := regexp.MustCompile(`ran (\d+) jobs, (\d+) failed`).FindStringSubmatch(errOut)
 	if m == nil {

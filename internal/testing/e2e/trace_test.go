@@ -1,8 +1,11 @@
 package e2e
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,6 +13,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/features"
@@ -185,6 +189,7 @@ func TestTraceErrors(t *testing.T) {
 		{"no probes", []string{"--", plain}, plain + " has no USDT probes (build it with usdtgen probes"},
 		{"no match", []string{"nothing.*", "--", filepath.Join(toolsDir, "usdt-toolexec")}, ""},
 		{"bad pattern", []string{"[", "--", plain}, ""},
+		{"bad attach", []string{"-attach", "both", "--", plain}, "-attach both: want multi, single or auto"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -230,5 +235,233 @@ func TestTraceUnprivileged(t *testing.T) {
 	want := "tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)"
 	if err == nil || !strings.Contains(string(out), want) || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 {
 		t.Errorf("as nobody: err %v, output %q: want one line with %q", err, out, want)
+	}
+}
+
+// TestTracePIDExit traces a running process with -p: trace must end
+// within a second of the process's exit, with the -latency histogram of
+// the calls it saw.
+func TestTracePIDExit(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	// The program waits for a line on stdin, so that it calls work only
+	// once trace has attached.
+	bin := buildMain(t, "pidexit", `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+)
+
+func work(i int) int { return i * 2 }
+
+func main() {
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	sum := 0
+	for i := range 5 {
+		sum += work(i)
+	}
+	fmt.Println("sum", sum)
+}
+`)
+	prog := exec.Command(bin)
+	in, err := prog.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	progOut, err := prog.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer prog.Process.Kill()
+	if line, _ := bufio.NewReader(progOut).ReadString('\n'); line != "ready\n" {
+		t.Fatalf("the program printed %q, want ready", line)
+	}
+
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", "-latency", "-p", fmt.Sprint(prog.Process.Pid))
+	var out bytes.Buffer
+	tr.Stdout = &out
+	trErr, err := tr.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Process.Kill()
+	var errOut strings.Builder
+	stderr := bufio.NewScanner(trErr)
+	for stderr.Scan() && !strings.Contains(stderr.Text(), "attached") {
+		errOut.WriteString(stderr.Text() + "\n")
+	}
+	if errOut.Len() > 0 || stderr.Err() != nil {
+		t.Fatalf("trace -v did not say it attached:\n%s", errOut.String())
+	}
+	go io.Copy(&errOut, trErr)
+	fmt.Fprintln(in, "go")
+	if err := prog.Wait(); err != nil {
+		t.Fatalf("the program: %v", err)
+	}
+	exited := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		d := time.Since(exited)
+		if d > time.Second {
+			t.Errorf("trace ended %v after the process, want within a second", d)
+		}
+		t.Logf("trace ended %v after the process", d)
+		if err != nil {
+			t.Fatalf("trace: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("trace -p did not end in 10 s after the process exited\nstdout:\n%s", out.String())
+	}
+	events, hist, _ := strings.Cut(out.String(), "\n\n")
+	if n := strings.Count(events, " main.work = (r1="); n != 5 {
+		t.Errorf("trace printed %d exits of main.work, want 5:\n%s", n, out.String())
+	}
+	if !regexp.MustCompile(`(?m)^main\.work: 5 calls\n  \[`).MatchString(hist) {
+		t.Errorf("-latency printed no histogram of 5 calls of main.work:\n%s", out.String())
+	}
+}
+
+// TestTraceCommandOnly traces a command while another process of the same
+// binary runs: trace shows the events of the command and of the child it
+// starts, and none of the other process's.
+func TestTraceCommandOnly(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "family", `package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func mark(who string, i int) int { return i }
+
+func main() {
+	switch os.Args[1] {
+	case "other":
+		fmt.Println("ready")
+		for i := 0; ; i++ {
+			mark("other", i)
+			time.Sleep(time.Millisecond)
+		}
+	case "parent":
+		mark("parent", 0)
+		child := exec.Command(os.Args[0], "child")
+		child.Stderr = os.Stderr
+		if err := child.Run(); err != nil {
+			panic(err)
+		}
+		mark("parent", 1)
+	case "child":
+		// A mark from a thread of the child's other than its first,
+		// and time for the other process to mark while traced.
+		done := make(chan int)
+		go func() { done <- mark("child", 0) }()
+		<-done
+		time.Sleep(100 * time.Millisecond)
+		mark("child", 1)
+	}
+}
+`)
+	other := start(t, bin, "other")
+	other.expect(t, "ready", 10*time.Second)
+
+	out, errOut, err := usdtTrace(t, "-json", "main.mark", "--", bin, "parent")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	pids := map[string]map[int]int{} // who -> pid -> calls
+	for _, e := range parseTraceJSON(t, out) {
+		if e.Args == nil {
+			continue
+		}
+		if len(e.Args) != 2 || e.Args[0].Key != "who" {
+			t.Fatalf("main.mark with arguments %v, want who and i", e.Args)
+		}
+		who, _ := e.Args[0].Value.(string)
+		if pids[who] == nil {
+			pids[who] = map[int]int{}
+		}
+		pids[who][e.PID]++
+	}
+	two := func(who string) int {
+		for pid, n := range pids[who] {
+			if n == 2 && len(pids[who]) == 1 {
+				return pid
+			}
+		}
+		return 0
+	}
+	if parent, child := two("parent"), two("child"); len(pids) != 2 || parent == 0 || child == 0 || parent == child {
+		t.Errorf("calls of main.mark by caller and pid %v: want 2 by the parent, 2 by its child in a process of its own, none by the other process (pid %d)\n%s", pids, other.cmd.Process.Pid, out)
+	}
+	// Still running (not a zombie), it has marked every millisecond all
+	// along.
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.cmd.Process.Pid))
+	if _, state, _ := strings.Cut(string(stat), ") "); err != nil || strings.HasPrefix(state, "Z") {
+		t.Errorf("the other process ended while traced: %v %s", err, stat)
+	}
+}
+
+// TestTraceLatencyColumns checks that -latency keeps its columns aligned
+// when bucket labels are wide: calls of a few nanoseconds and of a few
+// hundred microseconds and milliseconds ("[1.048576ms, 2.097152ms)").
+func TestTraceLatencyColumns(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "columns", `package main
+
+import "time"
+
+func wait(d time.Duration) time.Duration {
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return d
+}
+
+func main() {
+	for _, d := range []time.Duration{0, 0, 0, 300 * time.Microsecond, 1500 * time.Microsecond, 3 * time.Millisecond} {
+		wait(d)
+	}
+}
+`)
+	out, errOut, err := usdtTrace(t, "-latency", "main.wait", "--", bin)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	_, hist, _ := strings.Cut(out, "\n\n")
+	var bar, end []int // where each row's bar starts and ends, in characters
+	wide := false
+	for _, line := range strings.Split(strings.TrimSpace(hist), "\n") {
+		if !strings.HasPrefix(line, "  [") {
+			continue
+		}
+		bucket, _, _ := strings.Cut(strings.TrimSpace(line), ")")
+		wide = wide || utf8.RuneCountInString(bucket) >= 22
+		bar = append(bar, utf8.RuneCountInString(line[:strings.IndexByte(line, '|')]))
+		end = append(end, utf8.RuneCountInString(line))
+	}
+	if !strings.HasPrefix(hist, "main.wait: 6 calls\n") || len(bar) < 3 || !wide {
+		t.Fatalf("-latency printed no histogram of 6 calls with buckets of wide labels:\n%s", hist)
+	}
+	for i := range bar {
+		if bar[i] != bar[0] || end[i] != end[0] {
+			t.Errorf("the histogram's columns drift: bars start at %v and end at %v:\n%s", bar, end, hist)
+			break
+		}
 	}
 }
