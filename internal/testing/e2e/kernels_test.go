@@ -42,6 +42,7 @@ var guestTests = []string{
 	"TestArguments", "TestArgumentsAttachPID", "TestSemaphoreGating", "TestGDB",
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
+	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -86,7 +87,8 @@ func (tg target) cflags() []string {
 	if tg.goarch == "" || tg.goarch == runtime.GOARCH {
 		return nil
 	}
-	return []string{"--target=" + tg.triple(), "--sysroot=" + tg.root, "-fuse-ld=lld"}
+	// cgo compiles with -Werror, and -fuse-ld means nothing to a compile.
+	return []string{"--target=" + tg.triple(), "--sysroot=" + tg.root, "-fuse-ld=lld", "-Wno-unused-command-line-argument"}
 }
 
 // triple is the target's Debian multiarch name.
@@ -250,6 +252,9 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	ra.target = tg
 	put("jobs", ra.name, buildJobs(ra))
 	put("cache", ra.name, buildCache(ra))
+	for name, src := range tracePrograms {
+		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
+	}
 	lib := filepath.Join(dir, "libbpf")
 	t.Run("build libbpf", func(t *testing.T) { buildLibbpfConsumer(t, tracetest.Host, lib, tg) })
 	must(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {

@@ -246,26 +246,7 @@ func TestTracePIDExit(t *testing.T) {
 	requireBPF(t)
 	// The program waits for a line on stdin, so that it calls work only
 	// once trace has attached.
-	bin := buildMain(t, "pidexit", `package main
-
-import (
-	"bufio"
-	"fmt"
-	"os"
-)
-
-func work(i int) int { return i * 2 }
-
-func main() {
-	fmt.Println("ready")
-	bufio.NewReader(os.Stdin).ReadString('\n')
-	sum := 0
-	for i := range 5 {
-		sum += work(i)
-	}
-	fmt.Println("sum", sum)
-}
-`)
+	bin := buildMain(t, "pidexit", pidExitProgram)
 	prog := exec.Command(bin)
 	in, err := prog.StdinPipe()
 	if err != nil {
@@ -338,44 +319,7 @@ func main() {
 func TestTraceCommandOnly(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	bin := buildMain(t, "family", `package main
-
-import (
-	"fmt"
-	"os"
-	"os/exec"
-	"time"
-)
-
-func mark(who string, i int) int { return i }
-
-func main() {
-	switch os.Args[1] {
-	case "other":
-		fmt.Println("ready")
-		for i := 0; ; i++ {
-			mark("other", i)
-			time.Sleep(time.Millisecond)
-		}
-	case "parent":
-		mark("parent", 0)
-		child := exec.Command(os.Args[0], "child")
-		child.Stderr = os.Stderr
-		if err := child.Run(); err != nil {
-			panic(err)
-		}
-		mark("parent", 1)
-	case "child":
-		// A mark from a thread of the child's other than its first,
-		// and time for the other process to mark while traced.
-		done := make(chan int)
-		go func() { done <- mark("child", 0) }()
-		<-done
-		time.Sleep(100 * time.Millisecond)
-		mark("child", 1)
-	}
-}
-`)
+	bin := buildMain(t, "family", familyProgram)
 	other := start(t, bin, "other")
 	other.expect(t, "ready", 10*time.Second)
 
@@ -422,23 +366,7 @@ func main() {
 func TestTraceLatencyColumns(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	bin := buildMain(t, "columns", `package main
-
-import "time"
-
-func wait(d time.Duration) time.Duration {
-	if d > 0 {
-		time.Sleep(d)
-	}
-	return d
-}
-
-func main() {
-	for _, d := range []time.Duration{0, 0, 0, 300 * time.Microsecond, 1500 * time.Microsecond, 3 * time.Millisecond} {
-		wait(d)
-	}
-}
-`)
+	bin := buildMain(t, "columns", columnsProgram)
 	out, errOut, err := usdtTrace(t, "-latency", "main.wait", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
@@ -465,3 +393,88 @@ func main() {
 		}
 	}
 }
+
+// pidExitProgram is the program of the test that builds it as pidexit.
+const pidExitProgram = `package main
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+)
+
+func work(i int) int { return i * 2 }
+
+func main() {
+	fmt.Println("ready")
+	bufio.NewReader(os.Stdin).ReadString('\n')
+	sum := 0
+	for i := range 5 {
+		sum += work(i)
+	}
+	fmt.Println("sum", sum)
+}
+`
+
+// familyProgram is the program of the test that builds it as family.
+const familyProgram = `package main
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"time"
+)
+
+func mark(who string, i int) int { return i }
+
+func main() {
+	switch os.Args[1] {
+	case "other":
+		fmt.Println("ready")
+		for i := 0; ; i++ {
+			mark("other", i)
+			time.Sleep(time.Millisecond)
+		}
+	case "parent":
+		mark("parent", 0)
+		child := exec.Command(os.Args[0], "child")
+		child.Stderr = os.Stderr
+		if err := child.Run(); err != nil {
+			panic(err)
+		}
+		mark("parent", 1)
+	case "child":
+		// A mark from a thread of the child's other than its first,
+		// and time for the other process to mark while traced.
+		done := make(chan int)
+		go func() { done <- mark("child", 0) }()
+		<-done
+		time.Sleep(100 * time.Millisecond)
+		mark("child", 1)
+	}
+}
+`
+
+// columnsProgram is the program of the test that builds it as columns.
+const columnsProgram = `package main
+
+import "time"
+
+func wait(d time.Duration) time.Duration {
+	if d > 0 {
+		time.Sleep(d)
+	}
+	return d
+}
+
+func main() {
+	for _, d := range []time.Duration{0, 0, 0, 300 * time.Microsecond, 1500 * time.Microsecond, 3 * time.Millisecond} {
+		wait(d)
+	}
+}
+`
+
+// tracePrograms are the programs of the trace tests that TestKernels
+// builds for its machines, by the names buildMain gives them.
+var tracePrograms = map[string]string{"pidexit": pidExitProgram, "family": familyProgram, "columns": columnsProgram}
