@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -70,6 +72,9 @@ func Run(opt Options) error {
 	}
 	describe(sites)
 	raiseMemlock()
+	if err := needCookies(); err != nil {
+		return err
+	}
 	objs, err := loadObjects(len(sites))
 	if err != nil {
 		return bpfError(err)
@@ -285,6 +290,19 @@ func attachSingle(ex *link.Executable, objs *objects, sites []site, pid int) ([]
 func raiseMemlock() {
 	unlimited := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited)
+}
+
+// needCookies says plainly that a kernel is too old for the program, which
+// finds each site's specs by its BPF cookie (bpf_get_attach_cookie, Linux
+// 5.15). Any other error is left for loading to report.
+func needCookies() error {
+	err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return nil
+	}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	return fmt.Errorf("this kernel (%s) has no BPF cookies for uprobes, which usdt-toolexec trace needs: it runs on Linux 5.15 and later; bpftrace, gdb, perf and bcc read the probes on older kernels", unix.ByteSliceToString(uts.Release[:]))
 }
 
 // bpfError adds the fix to the errors a user without BPF gets.

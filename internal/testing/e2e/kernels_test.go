@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -36,6 +37,19 @@ var guestDir = os.Getenv(guestEnv)
 
 const guestEnv = "USDT_E2E_GUEST"
 
+// timeSlack multiplies the upper bounds of the tests' elapsed times: a
+// guest under emulation (TCG) runs 10 to 50 times slower than the host,
+// and its sleeps overshoot as much. USDT_E2E_TIME_SLACK sets it.
+var timeSlack = func() int64 {
+	n, err := strconv.ParseInt(os.Getenv(timeSlackEnv), 10, 64)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}()
+
+const timeSlackEnv = "USDT_E2E_TIME_SLACK"
+
 // guestTests are the tests that run in the VMs: every consumer's attach
 // checks. In guest mode they take prebuilt binaries.
 var guestTests = []string{
@@ -43,6 +57,7 @@ var guestTests = []string{
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
 	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
+	"TestTraceNeedsCookies",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -158,10 +173,14 @@ func TestKernels(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			var console bytes.Buffer
+			slack := 1
+			if vm.Accel(k.Arch) == "tcg" {
+				slack = 10
+			}
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
 				Command: guestCommand(dir),
-				Env:     guestEnviron(dir),
+				Env:     append(guestEnviron(dir), fmt.Sprintf("%s=%d", timeSlackEnv, slack)),
 				Console: &console,
 			})
 			row := matrixRow{kernel: k.Release, arch: k.Arch, accel: res.Accel, took: res.Boot}

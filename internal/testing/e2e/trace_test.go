@@ -16,6 +16,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
 )
 
@@ -28,6 +29,25 @@ func requireBPF(t *testing.T) {
 	}
 	if err := features.HaveProgramType(ebpf.Kprobe); err != nil {
 		t.Skipf("this kernel cannot load kprobe/uprobe BPF programs: %v", err)
+	}
+	if err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie); err != nil {
+		t.Skipf("usdt-toolexec trace needs BPF cookies for uprobes (Linux 5.15+), which this kernel (%s) has not: %v; TestTraceNeedsCookies checks what it says", kernelRelease(), err)
+	}
+}
+
+// TestTraceNeedsCookies runs the tracer on a kernel without BPF cookies
+// for uprobes (before 5.15), where it must say what it needs.
+func TestTraceNeedsCookies(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("loading BPF programs needs root")
+	}
+	if err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie); err == nil {
+		t.Skip("this kernel has BPF cookies for uprobes (Linux 5.15+): the other trace tests run the tracer")
+	}
+	bin := build(t, fixture(t, "types"), route{name: "go", toolexec: true})
+	_, errOut, err := usdtTrace(t, "--", bin, "once")
+	if err == nil || !strings.Contains(errOut, "it runs on Linux 5.15 and later") {
+		t.Errorf("trace on %s: %v, want a plain error naming Linux 5.15:\n%s", kernelRelease(), err, errOut)
 	}
 }
 
