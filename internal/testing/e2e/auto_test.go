@@ -578,11 +578,11 @@ usdt:BIN:shop:exit__main__rescue { printf("L rescue 0 %ld\n", arg1); }
 	}
 	for n := 1; n <= 3; n++ {
 		outer, inner := ns[fmt.Sprint("descend", n)], ns[fmt.Sprint("descend", n-1)]
-		if inner < 0 || outer-inner < 1e6 || outer > int64(n)*1e6+20e6*timeSlack {
+		if inner < 0 || outer-inner < 1e6 || outer > int64(n)*1e6+20e6*tracetest.TimeSlack {
 			t.Errorf("descend(%d) took %dns, descend(%d) %dns: want 1ms more, and at most 20ms more than %dms", n, outer, n-1, inner, n)
 		}
 	}
-	if p, r := ns["panicky0"], ns["rescue0"]; p < 2e6 || r-p < 3e6 || r > 25e6*timeSlack {
+	if p, r := ns["panicky0"], ns["rescue0"]; p < 2e6 || r-p < 3e6 || r > 25e6*tracetest.TimeSlack {
 		t.Errorf("panicky took %dns, rescue %dns: want at least 2ms, and rescue 3ms more", p, r)
 	}
 	t.Logf("elapsed ns: %v", ns)

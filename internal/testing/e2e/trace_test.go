@@ -18,6 +18,8 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 	"github.com/cilium/ebpf/features"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // requireBPF skips unless this process may load BPF programs and attach
@@ -66,7 +68,7 @@ func usdtTrace(t *testing.T, args ...string) (stdout, stderr string, err error) 
 	go func() { done <- cmd.Wait() }()
 	select {
 	case err = <-done:
-	case <-time.After(90 * time.Second):
+	case <-time.After(90 * time.Second * time.Duration(tracetest.TimeSlack)):
 		cmd.Process.Kill()
 		t.Fatalf("usdt-toolexec trace %s did not end\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.String(), errOut.String())
 	}
