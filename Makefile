@@ -15,7 +15,7 @@ FUZZ_RULES      ?= 500000x
 FUZZ_REWRITE    ?= 12000x
 FUZZ_PROBETABLE ?= 800000x
 
-.PHONY: all setup tools example test vet lint unit vm fuzz generate-check sid-chroot vm-images test-releases clean
+.PHONY: all setup tools example test vet lint unit vm fuzz generate-check sid-chroot vm-images jaeger test-releases clean
 
 all: tools
 
@@ -36,7 +36,7 @@ example: setup tools
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
 	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
 
-test: setup vet lint generate-check sid-chroot vm-images unit vm fuzz test-releases
+test: setup vet lint generate-check sid-chroot vm-images jaeger unit vm fuzz test-releases
 
 # bpftrace 0.27 and libbpf 1.7 in a Debian sid chroot beside the host's
 # (built once per machine, outside the repository); without it their
@@ -49,6 +49,12 @@ sid-chroot:
 # built once per machine, outside the repository.
 vm-images:
 	scripts/vm-images.sh || echo "no VM images: the VM tests will skip"
+
+# Jaeger v1.76.0, built from the Go module proxy, which the trace -otlp
+# test sends its spans to (built once per machine, outside the repository:
+# 21 minutes on 2 busy cores, a 121 MB binary).
+jaeger:
+	scripts/jaeger.sh || echo "no Jaeger: the trace -otlp test will skip"
 
 # gofmt's list is printed by echo, not through tee /dev/stderr: with
 # stderr redirected to a file, opening /dev/stderr truncates the log so far.

@@ -70,6 +70,8 @@ type printer struct {
 	w      *bufio.Writer
 	hist   map[string]*[64]uint64
 	filter int // tgid, 0 for all
+	// paired are the functions whose exit probe is traced, for emit.
+	paired map[string]bool
 }
 
 func newPrinter(opt Options, sites []site) *printer {
@@ -126,6 +128,12 @@ func (p *printer) event(b []byte) {
 				}
 				h[bits.Len64(uint64(elapsed))]++
 			}
+		}
+	}
+	if p.opt.Events != nil {
+		p.emit(t, tgid, tid, s, gid, elapsed, vals)
+		if !p.opt.JSON {
+			return
 		}
 	}
 	if p.opt.JSON {

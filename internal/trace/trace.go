@@ -34,8 +34,11 @@ type Options struct {
 	Latency  bool
 	Verbose  bool
 	Attach   Attach // AttachAuto when empty
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// Events, when set, receives every event, in the order they are read,
+	// from one goroutine; then only JSON prints them.
+	Events func(*Event)
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // Run traces until interrupted or until the command or the process ends.
