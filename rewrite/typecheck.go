@@ -406,6 +406,14 @@ func hasInvalid(t types.Type, seen map[types.Type]bool) bool {
 			}
 		}
 	case *types.Named:
+		// A declaration whose array length a stand-in's constant gives is
+		// broken, and what kind of value it is decides how it is passed.
+		if u, ok := t.Underlying().(*types.Basic); ok && u.Kind() == types.Invalid {
+			return true
+		}
+		if a, ok := t.Underlying().(*types.Array); ok && a.Len() < 0 {
+			return true
+		}
 		for i := range t.TypeArgs().Len() {
 			if hasInvalid(t.TypeArgs().At(i), seen) {
 				return true

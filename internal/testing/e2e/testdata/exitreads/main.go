@@ -49,11 +49,6 @@ func label(n int) (s string, k int32) {
 	return strings.Repeat("ab", n), int32(-n)
 }
 
-// typeWord is an interface's type word, as the probes pass it: 0 when nil.
-func typeWord(v any) string {
-	return fmt.Sprintf("0x%x", (*[2]uintptr)(unsafe.Pointer(&v))[0])
-}
-
 func want(fn string, vals ...any) {
 	fmt.Fprintln(os.Stderr, append([]any{"want main." + fn}, vals...)...)
 }
@@ -69,7 +64,10 @@ func main() {
 		if p != nil {
 			ptr = uintptr(unsafe.Pointer(p))
 		}
-		want("ifaces", typeWord(err), typeWord(st), fmt.Sprintf("0x%x", ptr))
+		// An interface is passed as the address of the result, which
+		// the test checks is no nil pointer.
+		_, _ = err, st
+		want("ifaces", "ADDR", "ADDR", fmt.Sprintf("0x%x", ptr))
 		w, x, y, z := four(n)
 		want("four", w, x, y, z)
 		l, k := label(n)
