@@ -60,14 +60,17 @@ func main() {
 		f, u, s := widths(n)
 		want("widths", math.Float32bits(f), u, len(s))
 		err, st, p := ifaces(n)
-		var ptr uintptr
-		if p != nil {
-			ptr = uintptr(unsafe.Pointer(p))
+		// The tracer shows an error's message, an interface of a type
+		// it does not read as its type and its data word, and a
+		// pointer as what it points to.
+		stText, pText := "<nil>", "<nil>"
+		if st != nil {
+			stText = fmt.Sprintf("(%T)%#x", st, uintptr(unsafe.Pointer(st.(*named))))
 		}
-		// An interface is passed as the address of the result, which
-		// the test checks is no nil pointer.
-		_, _ = err, st
-		want("ifaces", "ADDR", "ADDR", fmt.Sprintf("0x%x", ptr))
+		if p != nil {
+			pText = fmt.Sprintf("&%d", *p)
+		}
+		want("ifaces", err, stText, pText)
 		w, x, y, z := four(n)
 		want("four", w, x, y, z)
 		l, k := label(n)
