@@ -170,6 +170,10 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		return address(d.word(off))
 	case layout.Iface, layout.Eface:
 		return d.iface(t, off)
+	case layout.Func, layout.Chan, layout.UnsafePointer:
+		if d.word(off) == 0 {
+			return null{}
+		}
 	}
 	return address(d.word(off))
 }

@@ -33,7 +33,7 @@ type Op struct {
 
 // Limits of a plan, which the BPF program is built for.
 const (
-	MaxOps   = 24
+	MaxOps   = 32
 	AreaSize = 2048 // the value area's bytes
 	OpMax    = 512  // bytes one Op copies at most
 	// Shown at most: a string's bytes, a slice's or an array's elements.
@@ -94,8 +94,18 @@ func NewPlan(ls []*layout.Type) *Plan {
 			queue = append(queue, item{root, int(p.Ops[j].Dst)})
 		}
 	}
-	// Breadth first: what lies nearer the argument is read first.
-	for len(queue) > 0 {
+	// Breadth first, so that what lies nearer the argument is read
+	// first, but a pointer is followed only once everything else the
+	// reads so far reached is: the strings of a struct, whose fields
+	// point at large structs that are often nil, come before those.
+	// So are a slice's elements, which are often none.
+	var later []func()
+	for len(queue) > 0 || len(later) > 0 {
+		if len(queue) == 0 {
+			later[0]()
+			later = later[1:]
+			continue
+		}
 		it := queue[0]
 		queue = queue[1:]
 		t, dst := it.t, it.dst
@@ -132,17 +142,24 @@ func NewPlan(ls []*layout.Type) *Plan {
 			if t.Elem.Kind == layout.Uint && t.Elem.Size == 1 {
 				n = StringMax
 			}
-			op := Op{From: FromSlice, Max: uint16(n - n%t.Elem.Size), Elem: uint16(t.Elem.Size)}
-			op.Src = uint16(dst)
-			if j, ok := add(op); ok {
-				p.follow[uint16(dst)] = j
-				for k := int64(0); k < int64(op.Max)/t.Elem.Size; k++ {
-					queue = append(queue, item{t.Elem, int(p.Ops[j].Dst) + int(k*t.Elem.Size)})
+			op := Op{From: FromSlice, Src: uint16(dst), Max: uint16(n - n%t.Elem.Size), Elem: uint16(t.Elem.Size)}
+			later = append(later, func() {
+				if j, ok := add(op); ok {
+					p.follow[op.Src] = j
+					for k := int64(0); k < int64(op.Max)/t.Elem.Size; k++ {
+						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst) + int(k*t.Elem.Size)})
+					}
 				}
-			}
+			})
 		case layout.Pointer:
 			if t.Elem != nil && t.Elem.Size > 0 {
-				follow(Op{From: FromPtr, Max: size(t.Elem)}, t.Elem)
+				op := Op{From: FromPtr, Src: uint16(dst), Max: size(t.Elem)}
+				later = append(later, func() {
+					if j, ok := add(op); ok {
+						p.follow[op.Src] = j
+						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst)})
+					}
+				})
 			}
 		case layout.Map:
 			follow(Op{From: FromPtr, Max: 8}, nil)
@@ -152,14 +169,20 @@ func NewPlan(ls []*layout.Type) *Plan {
 				follow(Op{From: FromPtr, Max: 16}, nil)
 			}
 			dst += 8
-			follow(Op{From: FromPtr, Max: DynamicSize, Dynamic: true}, dynamic)
+			data := errorData
+			if t.Name != "error" {
+				data = anyData
+			}
+			follow(Op{From: FromPtr, Max: DynamicSize, Dynamic: true}, data)
 		}
-		if t == dynamic {
+		if t == errorData || t == anyData {
 			// Guesses at what the data may hold, checked when decoding
-			// against its type: strings at 0 and 16 (the messages of
-			// errors.New, fmt.Errorf's %w, *fs.PathError's Op and
-			// Path), and the errno of a PathError's Err at 40.
+			// against its type: a string at 0 (a string's bytes, the
+			// messages of errors.New and fmt.Errorf's %w), and for an
+			// error, *fs.PathError's Path at 16 and its Err's errno at 40.
 			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+		}
+		if t == errorData {
 			dst += 16
 			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
 			dst += 24
@@ -169,8 +192,12 @@ func NewPlan(ls []*layout.Type) *Plan {
 	return p
 }
 
-// dynamic stands for an interface's data, read before its type is known.
-var dynamic = &layout.Type{Kind: layout.Struct, Size: DynamicSize}
+// errorData and anyData stand for an error's and another interface's
+// data, read before its type is known.
+var (
+	errorData = &layout.Type{Kind: layout.Struct, Size: DynamicSize}
+	anyData   = &layout.Type{Kind: layout.Struct, Size: DynamicSize}
+)
 
 // Root returns the op that reads argument i's value, if any.
 func (p *Plan) Root(i int) (Op, bool) {
