@@ -10,6 +10,8 @@ import (
 	"regexp"
 	"strconv"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/probetable"
 )
 
 // The probe table's strings are deflated with the running Go release's
@@ -78,7 +80,7 @@ func readTable(t *testing.T, asm []byte) table {
 		t.Fatalf("table %s says it has %d bytes, GLOBL %d", tab.name, size, len(b))
 	}
 	stubs := count
-	if v := b[7]; v == 4 || v == 5 {
+	if v := tab.version(); v == 4 || v == 5 {
 		stubs = min(count, 1)
 	}
 	tab.stubs = 24 + 2*((slots+3)&^3)
@@ -95,12 +97,18 @@ func readTable(t *testing.T, asm []byte) table {
 	return tab
 }
 
+// version is the table's layout version, without the flag that says its
+// records carry the arguments' type layouts.
+func (tab table) version() byte {
+	return tab.bytes[7] &^ probetable.LayoutsFlag
+}
+
 // inflated is the table's strings as they are, padded to 8 bytes as a
 // version 4 table stores them.
 func (tab table) inflated(t *testing.T) []byte {
 	t.Helper()
 	b := tab.bytes[tab.strings:]
-	if tab.bytes[7] != 5 {
+	if tab.version() != 5 {
 		return b
 	}
 	n, k := binary.Uvarint(b)
@@ -134,7 +142,7 @@ func (tab table) releaseFree(t *testing.T, asm []byte) []byte {
 			off, _ := strconv.Atoi(string(m[2]))
 			w := binary.LittleEndian.Uint64(tab.bytes[off:])
 			switch {
-			case off == 0 && (tab.bytes[7] == 4 || tab.bytes[7] == 5):
+			case off == 0 && (tab.version() == 4 || tab.version() == 5):
 				fmt.Fprintf(&out, "DATA %s+0(SB)/8, $<magic, back to back>\n", tab.name)
 			case off == 8:
 				fmt.Fprintf(&out, "DATA %s+8(SB)/8, $0x<size>%08x\n", tab.name, uint32(w))

@@ -14,6 +14,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // value is one decoded argument.
@@ -23,6 +24,9 @@ type value struct {
 	size   int
 	kind   probe.Kind // Invalid when the binary does not say
 	str    *string
+	// val is the value read through the argument, for those with a
+	// layout.
+	val values.Value
 }
 
 func (v value) int() int64 {
@@ -37,6 +41,8 @@ func (v value) uint() uint64 {
 
 func (v value) String() string {
 	switch {
+	case v.val != nil:
+		return v.val.String()
 	case v.str != nil:
 		return strconv.Quote(*v.str)
 	case v.kind == probe.Bool:
@@ -51,6 +57,8 @@ func (v value) String() string {
 
 func (v value) json() any {
 	switch {
+	case v.val != nil:
+		return v.val.JSON()
 	case v.str != nil:
 		return *v.str
 	case v.kind == probe.Bool:
@@ -72,6 +80,7 @@ type printer struct {
 	filter int // tgid, 0 for all
 	// paired are the functions whose exit probe is traced, for emit.
 	paired map[string]bool
+	names  values.Namer
 }
 
 func newPrinter(opt Options, sites []site) *printer {
@@ -111,6 +120,7 @@ func (p *printer) event(b []byte) {
 			v := string(str)
 			vals[i].str = &v
 		}
+		vals[i].val = s.decodeValue(i, vals[i].raw, b, p.names)
 	}
 	t := time.Unix(0, int64(le.Uint64(b[evTime:]))+int64(p.mono))
 	var gid uint64

@@ -74,6 +74,7 @@ func Run(opt Options) error {
 		return err
 	}
 	describe(sites)
+	names, namesErr := describeValues(sites, opt.Binary)
 	raiseMemlock()
 	if err := needCookies(); err != nil {
 		return err
@@ -89,7 +90,7 @@ func Run(opt Options) error {
 		}
 	}
 	for i, s := range sites {
-		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs), ebpf.UpdateAny); err != nil {
+		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs, s.plan), ebpf.UpdateAny); err != nil {
 			return bpfError(err)
 		}
 	}
@@ -110,6 +111,9 @@ func Run(opt Options) error {
 	}()
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
+		if namesErr != nil {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
+		}
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -142,6 +146,7 @@ func Run(opt Options) error {
 		}
 	}
 	p := newPrinter(opt, sites)
+	p.names = names
 	var rec ringbuf.Record
 	for draining := false; ; {
 		// A deadline rather than Close ends the loop: the reader returns

@@ -176,8 +176,7 @@ func traceDemo(t *testing.T, bin string) {
 	}
 	want = append(want,
 		"g="+mainG[1]+` orders.Check(arg1="gift wrap", limit=12, arg3=true)`,
-		// error nil: the interface's type word is 0.
-		"g="+mainG[1]+" orders.Check = (r1=true, err=0x0) ELAPSED")
+		"g="+mainG[1]+" orders.Check = (r1=true, err=<nil>) ELAPSED")
 	events, hist, _ := strings.Cut(out, "\n\n")
 	clock := regexp.MustCompile(`^\d\d:\d\d:\d\d\.\d{6} `)
 	elapsed := regexp.MustCompile(` [0-9.]+(ns|µs|ms|s)$`)
