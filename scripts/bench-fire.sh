@@ -16,6 +16,9 @@
 #                kernel can)
 #   c-nop5x      the same NOP across a page boundary, which the kernel does
 #                not optimize: the trap path of a 5-byte NOP
+#   c-step       a 5-byte cmp in C, uprobe on it: a trap and a single step
+#                out of line on every kernel, what a 5-byte NOP costs
+#                where the kernel does not emulate it
 #   gen-*        a usdtgen probe, fire:tick
 #   entry-*      the automatic entry probe of small, a tiny function
 #   entry-only   lone's entry probe: a function like small whose rule asks

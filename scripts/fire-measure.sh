@@ -31,6 +31,7 @@ add() { # add CASE "COMMAND" 'SCRIPT': BIN in SCRIPT is COMMAND's program
 add c-sdt "$OUT/cfire sdt $N" 'usdt:BIN:cfire:tick { @n = count(); }'
 add c-nop5 "$OUT/cfire nop5 $N" 'uprobe:BIN:site5 { @n = count(); }'
 add c-nop5x "$OUT/cfire nop5x $N" 'uprobe:BIN:site5x { @n = count(); }'
+add c-step "$OUT/cfire step $N" 'uprobe:BIN:sitestep { @n = count(); }'
 for v in after before; do
 	add gen-$v "$OUT/$v/fire -mode gen -n $N" 'usdt:BIN:fire:tick { @n = count(); }'
 	add entry-$v "$OUT/$v/fire -mode call -n $N" 'usdt:BIN:fire:entry__main__small { @n = count(); }'
@@ -44,7 +45,7 @@ add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}
 add exit-count-ret "$OUT/ret/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
 add exit-after-ret "$OUT/ret/fire -mode call -n $N" "${exitonly//FN/small}"
 add pair-after-ret "$OUT/ret/fire -mode call -n $N" "${pair//FN/small}"
-all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret"
+all="c-sdt c-nop5 c-nop5x c-step gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt
