@@ -29,13 +29,12 @@ func runExporter(args []string) error {
 // findExporter finds usdt-export beside this executable, where go install
 // puts both, else on $PATH.
 func findExporter() (string, error) {
+	// Linux's os.Executable is the file itself, symbolic links resolved.
 	self, err := os.Executable()
 	if err == nil {
-		if self, err = filepath.EvalSymlinks(self); err == nil {
-			beside := filepath.Join(filepath.Dir(self), exporter)
-			if _, err := os.Stat(beside); err == nil {
-				return beside, nil
-			}
+		beside := filepath.Join(filepath.Dir(self), exporter)
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
 		}
 	}
 	if path, err := exec.LookPath(exporter); err == nil {
