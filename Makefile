@@ -23,7 +23,7 @@ setup:
 	scripts/setup.sh
 
 tools:
-	$(GO) build -o $(BIN)/ ./cmd/usdtgen ./cmd/usdt-toolexec
+	$(GO) build -o $(BIN)/ ./cmd/usdtgen ./cmd/usdt-toolexec ./cmd/usdt-export
 
 example: setup tools
 	cd examples/provider && PATH=$(BIN):$$PATH $(GO) generate

@@ -1,107 +1,48 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"time"
-
-	"github.com/go-usdt/usdt/internal/export/otlp"
-	"github.com/go-usdt/usdt/internal/export/pprof"
-	"github.com/go-usdt/usdt/internal/trace"
+	"runtime/debug"
+	"syscall"
 )
 
-// exports are where trace sends the calls it sees, besides its output.
-type exports struct {
-	otlp, service, pprof string
+// exporter is the command that traces with -otlp and -pprof: their
+// exporters stay out of this binary, which every compile of an
+// instrumented build starts (see docs/design.md, "Calls as spans and
+// profiles").
+const exporter = "usdt-export"
+
+// runExporter replaces this process with usdt-export, given args, trace's
+// arguments: the process traced, its signals and its exit status stay
+// those of the trace the user started.
+func runExporter(args []string) error {
+	path, err := findExporter()
+	if err != nil {
+		return err
+	}
+	return syscall.Exec(path, append([]string{path}, args...), os.Environ())
 }
 
-// flushWithin bounds the time trace takes to hand its last spans to the
-// collector once tracing ends: a tracer never hangs, on an unreachable
-// collector included.
-const flushWithin = 15 * time.Second
-
-func (x *exports) flags(fs *flag.FlagSet) {
-	fs.StringVar(&x.otlp, "otlp", "", "")
-	fs.StringVar(&x.service, "service", "", "")
-	fs.StringVar(&x.pprof, "pprof", "", "")
-}
-
-// check reports flags that make no sense together.
-func (x *exports) check() error {
-	if x.service != "" && x.otlp == "" {
-		return errors.New("-service names the service of -otlp's spans: give -otlp URL too")
-	}
-	return nil
-}
-
-// run traces as opt says, sending every event to the exports, which it
-// flushes when tracing ends.
-func (x *exports) run(opt trace.Options, stderr io.Writer) error {
-	if x.otlp == "" && x.pprof == "" {
-		return trace.Run(opt)
-	}
-	bin := opt.Binary
-	if bin == "" {
-		p, err := exec.LookPath(opt.Command[0])
-		if err != nil {
-			return err
-		}
-		bin = p
-	}
-	// /proc/PID/exe names the process's executable only while it runs.
-	if real, err := filepath.EvalSymlinks(bin); err == nil {
-		bin = real
-	}
-	var sinks []func(*trace.Event)
-	var spans *otlp.Exporter
-	if x.otlp != "" {
-		var err error
-		if spans, err = otlp.New(context.Background(), x.otlp, x.service, filepath.Base(bin)); err != nil {
-			return err
-		}
-		sinks = append(sinks, spans.Event)
-	}
-	var prof *pprof.Profile
-	var out *os.File
-	if x.pprof != "" {
-		var err error
-		if prof, err = pprof.New(bin); err != nil {
-			return fmt.Errorf("-pprof: %w", err)
-		}
-		// Created now, so that a path it cannot write fails before tracing.
-		if out, err = os.Create(x.pprof); err != nil {
-			return fmt.Errorf("-pprof: %w", err)
-		}
-		defer out.Close()
-		sinks = append(sinks, prof.Event)
-	}
-	opt.Events = func(ev *trace.Event) {
-		for _, sink := range sinks {
-			sink(ev)
+// findExporter finds usdt-export beside this executable, where go install
+// puts both, else on $PATH.
+func findExporter() (string, error) {
+	// Linux's os.Executable is the file itself, symbolic links resolved.
+	self, err := os.Executable()
+	if err == nil {
+		beside := filepath.Join(filepath.Dir(self), exporter)
+		if _, err := os.Stat(beside); err == nil {
+			return beside, nil
 		}
 	}
-	err := trace.Run(opt)
-	if spans != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
-		if cerr := spans.Close(ctx); cerr != nil {
-			fmt.Fprintln(stderr, "usdt-toolexec trace: -otlp:", cerr)
-		}
-		cancel()
+	if path, err := exec.LookPath(exporter); err == nil {
+		return path, nil
 	}
-	if prof != nil {
-		werr := prof.Write(out)
-		if cerr := out.Close(); werr == nil {
-			werr = cerr
-		}
-		if werr != nil {
-			err = errors.Join(err, fmt.Errorf("-pprof %s: %w", x.pprof, werr))
-		}
+	hint := "go build -o DIR/ ./cmd/" + exporter + " in the checkout this usdt-toolexec was built from, DIR its directory"
+	if info, ok := debug.ReadBuildInfo(); ok && info.Main.Version != "" && info.Main.Version != "(devel)" {
+		hint = "go install github.com/go-usdt/usdt/cmd/" + exporter + "@" + info.Main.Version + ", this usdt-toolexec's version"
 	}
-	return err
+	return "", fmt.Errorf("-otlp and -pprof run %s, which is neither beside %s nor on $PATH\n\thint: %s; or, for go get -tool, go get -tool github.com/go-usdt/usdt/cmd/%s and go tool %s with trace's arguments", exporter, self, hint, exporter, exporter)
 }

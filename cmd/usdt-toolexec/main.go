@@ -27,18 +27,18 @@
 package main
 
 import (
-	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/inspect"
 	"github.com/go-usdt/usdt/internal/toolexec"
+	"github.com/go-usdt/usdt/internal/trace"
+	"github.com/go-usdt/usdt/internal/tracecmd"
 )
 
 func main() {
@@ -92,7 +92,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 			return 0
 		case "trace":
-			return traceCmd(args[1:], stdout, stderr)
+			return tracecmd.Run(args[1:], stdout, stderr, func(opt trace.Options, x tracecmd.Exports) error {
+				if x.Any() {
+					return runExporter(args[1:])
+				}
+				return trace.Run(opt)
+			})
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return 0
@@ -126,19 +131,5 @@ func run(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 	}
-	return status(toolexec.Run(opt, args[0], args[1:], stdout, stderr), stderr, "usdt-toolexec:")
-}
-
-// status is the exit status for err: a child's own when err is its exit,
-// else 1 after printing err after prefix.
-func status(err error, stderr io.Writer, prefix string) int {
-	var exit *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &exit):
-		return exit.ExitCode()
-	}
-	fmt.Fprintln(stderr, prefix, err)
-	return 1
+	return tracecmd.Status(toolexec.Run(opt, args[0], args[1:], stdout, stderr), stderr, "usdt-toolexec:")
 }

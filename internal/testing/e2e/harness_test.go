@@ -52,7 +52,7 @@ func runMain(m *testing.M) int {
 
 // buildTools builds the commands into dir, for goarch ("" for the host's).
 func buildTools(dir, goarch string) error {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec")
+	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec", "./cmd/usdt-export")
 	cmd.Dir = repoRoot
 	if goarch != "" {
 		cmd.Env = append(os.Environ(), "GOARCH="+goarch)

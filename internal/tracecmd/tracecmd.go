@@ -1,17 +1,25 @@
-package main
+// Package tracecmd is the command line of usdt-toolexec trace, shared by
+// the two commands that run it: usdt-toolexec, which traces by itself, and
+// usdt-export, which it runs for -otlp and -pprof. The exporters link the
+// OpenTelemetry SDK, net/http and, through them, cgo: in usdt-toolexec,
+// every compile of an instrumented build would pay their start-up.
+package tracecmd
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"slices"
 	"strconv"
 
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
-const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
+// Usage is trace's usage message.
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
        usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
@@ -27,21 +35,48 @@ takes it: http://127.0.0.1:4318), its parent the innermost call open on its
 goroutine; the other OTEL_* variables apply. -service sets service.name
 (default: the binary's name). -pprof writes a pprof profile of the calls to
 FILE: wall time and call counts per chain of traced calls. With either, the
-events print only with -json.
+events print only with -json, and trace runs usdt-export (installed beside
+usdt-toolexec or on $PATH), which carries the exporters.
 `
 
-// traceCmd runs the trace subcommand.
-func traceCmd(args []string, stdout, stderr io.Writer) int {
+// Exports are where trace sends the calls it sees, besides its output.
+type Exports struct {
+	OTLP, Service, Pprof string
+}
+
+// Any reports whether there is an export to make.
+func (x Exports) Any() bool {
+	return x.OTLP != "" || x.Pprof != ""
+}
+
+func (x *Exports) flags(fs *flag.FlagSet) {
+	fs.StringVar(&x.OTLP, "otlp", "", "")
+	fs.StringVar(&x.Service, "service", "", "")
+	fs.StringVar(&x.Pprof, "pprof", "", "")
+}
+
+// check reports flags that make no sense together.
+func (x Exports) check() error {
+	if x.Service != "" && x.OTLP == "" {
+		return errors.New("-service names the service of -otlp's spans: give -otlp URL too")
+	}
+	return nil
+}
+
+// Run runs trace with args, the arguments after "trace", and returns its
+// exit status. Once the command line is valid, run traces as opt says,
+// sending the calls to x.
+func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x Exports) error) int {
 	fs := flag.NewFlagSet("trace", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, traceUsage) }
+	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	opt := trace.Options{Stdout: stdout, Stderr: stderr}
 	fs.IntVar(&opt.PID, "p", 0, "")
 	fs.BoolVar(&opt.JSON, "json", false, "")
 	fs.BoolVar(&opt.Latency, "latency", false, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
 	attach := fs.String("attach", string(trace.AttachAuto), "")
-	var exp exports
+	var exp Exports
 	exp.flags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, opt.Command = args[:i], args[i+1:]
@@ -56,7 +91,7 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "usdt-toolexec trace: -attach %s: want multi, single or auto\n", *attach)
 		return 2
 	case (opt.PID != 0) == (len(opt.Command) > 0):
-		fmt.Fprint(stderr, traceUsage)
+		fmt.Fprint(stderr, Usage)
 		return 2
 	case exp.check() != nil:
 		fmt.Fprintln(stderr, "usdt-toolexec trace:", exp.check())
@@ -68,5 +103,19 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	return status(exp.run(opt, stderr), stderr, "usdt-toolexec trace:")
+	return Status(run(opt, exp), stderr, "usdt-toolexec trace:")
+}
+
+// Status is the exit status for err: a child's own when err is its exit,
+// else 1 after printing err after prefix.
+func Status(err error, stderr io.Writer, prefix string) int {
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &exit):
+		return exit.ExitCode()
+	}
+	fmt.Fprintln(stderr, prefix, err)
+	return 1
 }
