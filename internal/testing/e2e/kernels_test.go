@@ -312,13 +312,21 @@ func checkGuest(t *testing.T, out string) []testResult {
 		}
 		leaves = append(leaves, r)
 		if r.status == "FAIL" {
-			t.Errorf("%s failed: %s", r.name, r.reason)
+			t.Errorf("%s failed: %s", r.name, shorten(r.reason, 2000))
 		}
 	}
 	if len(leaves) == 0 {
 		t.Errorf("the guest reported no test:\n%s", out)
 	}
 	return leaves
+}
+
+// shorten cuts s to about n bytes, saying so.
+func shorten(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + fmt.Sprintf(" ... (%d bytes more)", len(s)-n)
 }
 
 // consumer is the column of the matrix a test belongs to.
@@ -363,11 +371,7 @@ func formatMatrix(rows []matrixRow) string {
 				}
 				count[r.status]++
 				if r.status == "SKIP" {
-					why := r.reason
-					if len(why) > 300 {
-						why = why[:300] + "..."
-					}
-					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, why))
+					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, shorten(r.reason, 300)))
 				}
 			}
 			var cell []string
