@@ -53,7 +53,7 @@ const usage = `usage:
                               # a bpftrace script: latency per function, of
                               # the functions (pkg.Func, pkg.Type.Method) or
                               # exit probes the glob patterns match, or all
-  usdt-toolexec trace [-json] [-latency] (-p PID | -- CMD ARGS) [PATTERN...]
+  usdt-toolexec trace [-json] [-latency | -stats] (-p PID | -- CMD ARGS) [PATTERN...]
                               # print probe events with typed arguments
 
 The first form, for the tool added by go get -tool, runs the go command
