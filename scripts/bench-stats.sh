@@ -135,7 +135,8 @@ measure() {
 			if ((rc == 2)); then
 				echo "- not attached in ${ATTACH_TIMEOUT} s"
 			else
-				echo "- failed: $(grep -m1 -iE 'error|fail' "$log" | cut -c1-120)"
+				# bpftrace warns before it fails: the error is the line.
+				echo "- failed: $({ grep -m1 ERROR "$log" || grep -m1 -iE 'error|fail' "$log"; } | cut -c1-120)"
 			fi
 			stop "$tracer" INT
 			stop "$server"
