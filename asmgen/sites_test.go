@@ -2,12 +2,15 @@ package asmgen
 
 import (
 	"bytes"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
+
+var backToBack = regexp.MustCompile(`(?m)^DATA usdt∕p_1·tab\+0\(SB\)/8, \$0x0[45]6f67544453557f$`)
 
 func TestPlan9Sites(t *testing.T) {
 	syms := Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0"}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow}},
@@ -35,7 +38,6 @@ func TestPlan9Sites(t *testing.T) {
 			"\tLEAQ (R12)(AX*8), R12\n",
 			"TEXT usdt∕p_1·sites(SB), 516, $0-0\n",
 			"// 1: p:b\nTEXT usdt∕p_1·sites(SB), 516, $0-0\n\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc; BYTE $0x0f; ",
-			"DATA usdt∕p_1·tab+0(SB)/8, $0x046f67544453557f\n",    // version 4: the sites back to back
 			"DATA usdt∕p_1·tab+32(SB)/8, $usdt∕p_1·sites+0(SB)\n", // the first site's address, alone
 			"GLOBL usdt∕p_1·tab(SB), 16, $",
 		}, "", nil},
@@ -70,6 +72,13 @@ func TestPlan9Sites(t *testing.T) {
 				if !strings.Contains(string(src), w) {
 					t.Errorf("no %q in\n%s", w, src)
 				}
+			}
+			// Version 4 or 5: the sites back to back, their strings as
+			// they are or deflated, whichever the running Go release's
+			// compress/flate makes smaller (Go 1.27 deflates these few
+			// into less than they are, Go 1.26 not).
+			if !backToBack.Match(src) {
+				t.Errorf("the table is not one of sites back to back:\n%s", src)
 			}
 			if strings.Contains(string(src), "sites+8(SB)") {
 				t.Errorf("the table holds the second site's address too:\n%s", src)

@@ -32,10 +32,12 @@ var basic = map[types.BasicKind]probe.Kind{
 // it from the variable name. The expression is a string for a string and a
 // uint64 for everything else, extended from a narrower value as its kind's
 // sign says, so that probes of different kinds share fire functions (see
-// asmgen.Symbols). Values that do not fit a register are passed as a
-// constant 0 so that later arguments keep their positions (README, "Probe
-// contract"). The expression names no predeclared identifier (see
-// hygienic).
+// asmgen.Symbols). A struct, an array or an interface is passed as the
+// address of the variable that holds it, which the tracer reads through
+// the layout the probe table records (see valueLayout); complex numbers
+// and values of a type parameter are passed as a constant 0 so that later
+// arguments keep their positions (README, "Probe contract"). The
+// expression names no predeclared identifier (see hygienic).
 func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {
 	return convertNamed(t, name, g.typ, g.prefix)
 }
@@ -70,8 +72,10 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(" + name + "))"
 	case *types.Map, *types.Chan, *types.Signature:
 		return probe.Pointer, prefix + "Data(" + name + ")"
-	case *types.Interface:
-		return probe.Pointer, prefix + "Type(" + name + ")"
+	case *types.Struct, *types.Array, *types.Interface:
+		// The address does not make the value escape: it reaches the
+		// trampoline as a number, and only while traced.
+		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(&" + name + "))"
 	case *types.Slice:
 		return probe.Int64, prefix + "Len(" + name + ")"
 	}
@@ -86,9 +90,9 @@ const (
 	readU8
 	readU16
 	readU32
-	readItabType // a non-empty interface's type word
-	readLen      // a slice's length
-	readString   // a string, which a Go fire function copies
+	readAddr   // its address: a struct, an array or an interface
+	readLen    // a slice's length
+	readString // a string, which a Go fire function copies
 )
 
 // readZero is no read: the probe passes the constant 0.
@@ -111,12 +115,12 @@ func (r read) expr(p string) string {
 	switch r {
 	case readU8, readU16, readU32:
 		return fmt.Sprintf("uint64(*(*uint%d)(%s))", 8<<(r-readU8), p)
-	case readItabType:
-		return "usdtAutoItabType(" + p + ")"
 	case readLen:
 		return "(*[3]uint64)(" + p + ")[1]"
 	case readString:
 		return "*(*string)(" + p + ")"
+	case readAddr:
+		return "usdtAutoWord(" + p + ")"
 	}
 	return "*(*uint64)(" + p + ")"
 }
@@ -137,17 +141,14 @@ func convertAt(t types.Type) (probe.Kind, read, bool) {
 		if u.Kind() == types.String {
 			return k, readString, true
 		}
-	case *types.Interface:
-		if !u.Empty() {
-			return k, readItabType, true
-		}
+	case *types.Struct, *types.Array, *types.Interface:
+		return k, readAddr, true
 	case *types.Slice:
 		return k, readLen, true
 	}
 	// The rest is read as the word or narrower integer it is: int, uint
 	// and pointers (maps, channels and funcs too) are 64 bits wide on
-	// every supported GOARCH, floats are read as their bits, and an empty
-	// interface as its type word.
+	// every supported GOARCH, and floats are read as their bits.
 	switch k.Size() {
 	case 1:
 		return k, readU8, true

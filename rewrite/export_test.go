@@ -28,7 +28,7 @@ func TypeCheck(cfg Config, paths []string) error {
 		}
 		files = append(files, &file{p, src, f})
 	}
-	_, _, _, err := typeCheck(cfg, fset, files, true)
+	_, _, _, err := typeCheck(cfg, fset, files, true, false)
 	return err
 }
 
@@ -66,7 +66,7 @@ func Signatures(cfg Config, paths []string) (map[string]string, error) {
 		}
 		files = append(files, &file{p, src, f})
 	}
-	pkg, info, _, err := typeCheck(cfg, fset, files, false)
+	pkg, info, _, err := typeCheck(cfg, fset, files, false, true)
 	if err != nil {
 		return nil, err
 	}

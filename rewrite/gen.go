@@ -91,19 +91,6 @@ func usdtAutoData[T interface{}](v T) uint64 { return *(*uint64)(unsafe.Pointer(
 func usdtAutoData(v interface{}) uint64 { return (*[2]uint64)(unsafe.Pointer(&v))[1] }
 {{end}}
 
-// usdtAutoType is an interface's type word: 0 exactly when it is nil.
-func usdtAutoType(v interface{}) uint64 { return (*[2]uint64)(unsafe.Pointer(&v))[0] }
-
-// usdtAutoItabType is the type word of the non-empty interface at p, as
-// usdtAutoType gives it: such an interface holds an itab, whose second
-// word is the type.
-func usdtAutoItabType(p unsafe.Pointer) (typ uint64) {
-	if w := *(*unsafe.Pointer)(p); usdtAutoWord(w) != 0 {
-	typ = (*[2]uint64)(w)[1]
-	}
-	return typ
-}
-
 {{if .Generic}}
 // usdtAutoLen is the length of a slice, generic like usdtAutoData.
 func usdtAutoLen[E interface{}](v []E) uint64 { return (*[3]uint64)(unsafe.Pointer(&v))[1] }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rules"
 )
@@ -52,6 +53,10 @@ type generator struct {
 	prefix  string
 	idents  map[string]bool
 	aliases map[string]bool
+	// sizes are the target's, which layouts are computed for;
+	// staleLayouts says a layout met a stand-in or an invalid type.
+	sizes        types.Sizes
+	staleLayouts bool
 }
 
 func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {
@@ -151,7 +156,16 @@ func (g *generator) arg(v value, k probe.Kind) probe.Arg {
 	}
 	// A struct tag may hold a NUL, which the table cannot.
 	typ := strings.ReplaceAll(types.TypeString(v.typ, qualify), "\x00", `\x00`)
-	return probe.Arg{Name: v.declared, Type: typ, Kind: k}
+	a := probe.Arg{Name: v.declared, Type: typ, Kind: k}
+	if k == probe.Pointer && layout.Needed(v.typ) {
+		l, ok := layout.Of(v.typ, g.sizes, func(n *types.Named) bool {
+			p := n.Obj().Pkg()
+			return p == nil || g.real(p) == p
+		})
+		g.staleLayouts = g.staleLayouts || !ok
+		a.Layout = l.Encode()
+	}
+	return a
 }
 
 // instrumented is what instrument does to one function: edits of its

@@ -144,13 +144,27 @@ func Package(cfg Config) (*Result, error) {
 	if !selected {
 		return nil, nil
 	}
-	pkg, info, real, err := typeCheck(cfg, fset, files, false)
+	res, stale, err := generate(cfg, fset, files, true)
+	if stale && err == nil {
+		// A layout met a type of an import the first check stood in for:
+		// check again with every import read.
+		res, _, err = generate(cfg, fset, files, false)
+	}
+	return res, err
+}
+
+// generate instruments the files, type-checked with standIns or not (see
+// typeCheck), and reports whether a layout the probe table records was
+// stale: made of a stand-in or an invalid type.
+func generate(cfg Config, fset *token.FileSet, files []*file, standIns bool) (res *Result, stale bool, err error) {
+	pkg, info, real, err := typeCheck(cfg, fset, files, false, standIns)
 	if err != nil {
-		return nil, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
+		return nil, false, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
 	g := newGenerator(pkg, real, cfg.Rules.Provider, files)
-	res := &Result{Sources: map[string][]byte{}}
+	g.sizes = types.SizesFor("gc", cfg.GOARCH)
+	res = &Result{Sources: map[string][]byte{}}
 	var spliced strings.Builder
 	for _, f := range files {
 		if probeCode(f) {
@@ -184,21 +198,21 @@ func Package(cfg Config) (*Result, error) {
 		}
 		path, src, err := rewritten(cfg.OutDir, f, edits)
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		res.Files = append(res.Files, path)
 		res.Sources[path] = src
 	}
 	if len(res.Funcs) == 0 {
-		return nil, nil
+		return nil, false, nil
 	}
 	gen, asm, err := g.files(cfg, spliced.String())
 	var shadowed *Shadowed
 	if errors.As(err, &shadowed) {
-		return &Result{Skipped: err.Error()}, nil
+		return &Result{Skipped: err.Error()}, false, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	// The directive names the file as if it were on disk, where the
 	// compiler records a file passed through memory as /dev/fd/N.
@@ -212,7 +226,7 @@ func Package(cfg Config) (*Result, error) {
 	// as it was.
 	res.Files = append([]string{genPath}, res.Files...)
 	res.Asm = asm
-	return res, nil
+	return res, g.staleLayouts && standIns, nil
 }
 
 // probeCode reports the files that are not instrumented whatever the rules

@@ -266,11 +266,11 @@ var (
 		{"vMap", probe.Pointer, "gData(x)"},
 		{"vChan", probe.Pointer, "gData(x)"},
 		{"vFunc", probe.Pointer, "gData(x)"},
-		{"vAny", probe.Pointer, "gType(x)"},
-		{"vIface", probe.Pointer, "gType(x)"},
+		{"vAny", probe.Pointer, "gWord(gPointer(&x))"},
+		{"vIface", probe.Pointer, "gWord(gPointer(&x))"},
 		{"vSlice", probe.Int64, "gLen(x)"},
-		{"vArray", probe.Uint64, "0"},
-		{"vStruct", probe.Uint64, "0"},
+		{"vArray", probe.Pointer, "gWord(gPointer(&x))"},
+		{"vStruct", probe.Pointer, "gWord(gPointer(&x))"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.v, func(t *testing.T) {
@@ -301,8 +301,8 @@ func TestExitReadsFire(t *testing.T) {
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)"}, "9"},
 		{"mixed", exitReads{ptrs: ptrs(3), reads: []read{readU8, readWord, readLen}}, 11,
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0501<<22"},
-		{"string", exitReads{ptrs: ptrs(2), reads: []read{readItabType, readString}}, 3,
-			[]string{"x.site", "usdtAutoItabType(x.a1)", "*(*string)(x.a2)"}, "3"},
+		{"string", exitReads{ptrs: ptrs(2), reads: []read{readAddr, readString}}, 3,
+			[]string{"x.site", "usdtAutoWord(x.a1)", "*(*string)(x.a2)"}, "3"},
 		{"constant", exitReads{ptrs: ptrs(1), reads: []read{readZero, readU32}}, 3,
 			[]string{"x.site", "0", "uint64(*(*uint32)(x.a1))"}, "3"},
 		{"four results", exitReads{ptrs: ptrs(4), reads: []read{readWord, readU16, readWord, readWord}}, 5,
@@ -405,10 +405,10 @@ type usdtAutoPointer = unsafe.Pointer
 
 var usdtAutoTable struct{ semaphores [1]uint16 }
 
-// usdtAutoWord is used by usdtAutoItabType only.
+// usdtAutoWord is used by usdtAutoLen only.
 func usdtAutoWord(p unsafe.Pointer) uint64 { return *(*uint64)(unsafe.Pointer(&p)) }
 
-func usdtAutoItabType(p unsafe.Pointer) uint64 { return usdtAutoWord(p) }
+func usdtAutoLen(p unsafe.Pointer) uint64 { return usdtAutoWord(p) }
 
 // usdtAutoBool is used by nothing.
 func usdtAutoBool(b bool) uint64 {
@@ -433,12 +433,12 @@ func usdtAutoTramp0(site int, a1 *byte)
 func usdtAutoFire1(site int, a1 uint64)
 `
 	g := &generator{prefix: "usdtAuto1"}
-	out, err := g.prune([]byte(support), "if usdtAuto1Table.semaphores[0] != 0 { usdtAuto1Fire1(0, usdtAuto1ItabType(nil)) }")
+	out, err := g.prune([]byte(support), "if usdtAuto1Table.semaphores[0] != 0 { usdtAuto1Fire1(0, usdtAuto1Len(nil)) }")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := string(out)
-	for _, kept := range []string{"usdtAutoPointer =", "usdtAutoTable struct", "func usdtAutoWord", "func usdtAutoItabType", "func usdtAutoFire1"} {
+	for _, kept := range []string{"usdtAutoPointer =", "usdtAutoTable struct", "func usdtAutoWord", "func usdtAutoLen", "func usdtAutoFire1"} {
 		if !strings.Contains(got, kept) {
 			t.Errorf("pruned %q, which is used:\n%s", kept, got)
 		}

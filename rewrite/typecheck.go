@@ -30,8 +30,8 @@ import (
 // When a signature then holds an invalid type, a stand-in was needed after
 // all, and the package is checked again with every import read. real
 // returns the package a stand-in stands for, read on first use, and any
-// other package as it is.
-func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (pkg *types.Package, info *types.Info, real func(*types.Package) *types.Package, err error) {
+// other package as it is. Without useStandIns every import is read.
+func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies, useStandIns bool) (pkg *types.Package, info *types.Info, real func(*types.Package) *types.Package, err error) {
 	packagefile, importmap, err := importcfg.Read(cfg.ImportCfg)
 	if err != nil {
 		return nil, nil, nil, err
@@ -63,7 +63,7 @@ func typeCheck(cfg Config, fset *token.FileSet, files []*file, bodies bool) (pkg
 		return pkg, info, err
 	}
 	gc := importer.ForCompiler(fset, "gc", lookup).(types.ImporterFrom)
-	if !bodies && standInImports {
+	if !bodies && useStandIns && standInImports {
 		if needed, behind, ok := declImports(asts); ok {
 			imp := &standIns{ImporterFrom: gc, needed: needed, behind: behind, made: map[*types.Package]bool{}}
 			// Uses of a stand-in are errors: the check goes on past them,
@@ -406,6 +406,14 @@ func hasInvalid(t types.Type, seen map[types.Type]bool) bool {
 			}
 		}
 	case *types.Named:
+		// A declaration whose array length a stand-in's constant gives is
+		// broken, and what kind of value it is decides how it is passed.
+		if u, ok := t.Underlying().(*types.Basic); ok && u.Kind() == types.Invalid {
+			return true
+		}
+		if a, ok := t.Underlying().(*types.Array); ok && a.Len() < 0 {
+			return true
+		}
 		for i := range t.TypeArgs().Len() {
 			if hasInvalid(t.TypeArgs().At(i), seen) {
 				return true

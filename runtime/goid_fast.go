@@ -62,9 +62,9 @@ func goidSlow() int64 {
 
 const (
 	// goidScanLimit bounds the search for the goid field. It sits at 152
-	// bytes in Go 1.26 and has moved little in years, because the fields
-	// before it are ones the runtime's assembly and the linker know by
-	// offset; 512 leaves ample room.
+	// bytes in Go 1.26 and 1.27 and has moved little in years, because the
+	// fields before it are ones the runtime's assembly and the linker know
+	// by offset; 512 leaves ample room.
 	goidScanLimit = 512
 	// goidSamples is how many goroutines must agree on the offset. Each
 	// has a different id, so a field that merely happens to hold the id of

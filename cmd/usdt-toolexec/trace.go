@@ -11,8 +11,8 @@ import (
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
-const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [PATTERN...] -- CMD [ARGS...]
+const traceUsage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -24,6 +24,14 @@ the end, and every D too with -interval D (each time what was counted
 since the last). -attach
 multi attaches every probe with one uprobe_multi link (Linux 6.6+), single
 with one uprobe per probe, auto (the default) with the first that works.
+
+-otlp sends every traced call of an automatic probe as an OpenTelemetry
+span to the collector at URL (its base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
+takes it: http://127.0.0.1:4318), its parent the innermost call open on its
+goroutine; the other OTEL_* variables apply. -service sets service.name
+(default: the binary's name). -pprof writes a pprof profile of the calls to
+FILE: wall time and call counts per chain of traced calls. With either, the
+events print only with -json.
 `
 
 // traceCmd runs the trace subcommand.
@@ -39,6 +47,8 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&opt.Interval, "interval", 0, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
 	attach := fs.String("attach", string(trace.AttachAuto), "")
+	var exp exports
+	exp.flags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
 		args, opt.Command = args[:i], args[i+1:]
 	}
@@ -54,11 +64,17 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 	case opt.Stats && opt.Latency:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats prints latency histograms of its own: drop -latency\n")
 		return 2
+	case opt.Stats && (exp.otlp != "" || exp.pprof != ""):
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sees no calls to export: drop -otlp and -pprof\n")
+		return 2
 	case opt.Interval < 0 || opt.Interval > 0 && !opt.Stats:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -interval wants a positive duration, with -stats\n")
 		return 2
 	case (opt.PID != 0) == (len(opt.Command) > 0):
 		fmt.Fprint(stderr, traceUsage)
+		return 2
+	case exp.check() != nil:
+		fmt.Fprintln(stderr, "usdt-toolexec trace:", exp.check())
 		return 2
 	case opt.PID != 0:
 		opt.Binary = "/proc/" + strconv.Itoa(opt.PID) + "/exe"
@@ -67,5 +83,5 @@ func traceCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	return status(trace.Run(opt), stderr, "usdt-toolexec trace:")
+	return status(exp.run(opt, stderr), stderr, "usdt-toolexec trace:")
 }

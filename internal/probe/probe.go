@@ -97,6 +97,11 @@ type Arg struct {
 	// package name, not path (context.Context); empty where unknown.
 	Type string
 	Kind Kind
+	// Layout is how a value of Type lies in memory, encoded by
+	// internal/layout: for the arguments passed as an address, a pointer
+	// or a map, so that a tracer can read the value; empty for the rest
+	// and in tables older than layouts.
+	Layout string
 }
 
 // Probe is one probe, from the declaration that makes it to the note that

@@ -33,7 +33,14 @@
 //	per probe: provider ref; the count of the name's parts and a ref per
 //	  part (the name split at "__"); spec ref; kinds ref (the probe.Kind
 //	  names of its arguments, comma-separated); the count of declared
-//	  arguments and a name ref and a type ref for each; receiver ref
+//	  arguments and a name ref and a type ref for each (with
+//	  LayoutsFlag, a layout ref too); receiver ref
+//
+// A version byte with LayoutsFlag set (0x13, 0x14, 0x15) is the version
+// without it whose records also give each declared argument's layout
+// (probe.Arg.Layout, internal/layout's encoding, "" for none). Build sets
+// it only for tables with a layout, so tables without one stay readable
+// by tracers older than layouts.
 //
 // Version 5, for the tens of thousands of probes that instrumenting every
 // function gives, stores the strings as a uvarint, their size, then their
@@ -105,6 +112,9 @@ const (
 // relocation, per probe.
 const SiteSize = 8
 
+// LayoutsFlag marks, in the version byte, records with argument layouts.
+const LayoutsFlag = 0x10
+
 // isMagic reports whether b starts with the magic of a version the decoder
 // reads.
 func isMagic(b []byte) bool {
@@ -112,11 +122,15 @@ func isMagic(b []byte) bool {
 		return false
 	}
 	v := b[len(Magic)-1]
+	if v&LayoutsFlag != 0 {
+		v &^= LayoutsFlag
+		return v == version || v == version5 || v == version4
+	}
 	return v == version || v == version5 || v == version4 || v == version2
 }
 
 // backToBack reports whether a table of version v holds one stub address.
-func backToBack(v byte) bool { return v == version4 || v == version5 }
+func backToBack(v byte) bool { v &^= LayoutsFlag; return v == version4 || v == version5 }
 
 const headerSize = 24
 
@@ -190,6 +204,10 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	var rec []byte
 	put := func(v int) { rec = binary.AppendUvarint(rec, uint64(v)) }
 	put(w.ref(pkg))
+	layouts := slices.ContainsFunc(probes, func(p probe.Probe) bool {
+		return slices.ContainsFunc(p.Args, func(a probe.Arg) bool { return a.Layout != "" }) ||
+			slices.ContainsFunc(p.Dropped, func(a probe.Arg) bool { return a.Layout != "" })
+	})
 	slots := 0
 	for _, p := range probes {
 		if p.Slot < 0 || p.Slot >= maxCount {
@@ -213,6 +231,9 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 		for _, a := range args {
 			put(w.ref(a.Name))
 			put(w.ref(a.Type))
+			if layouts {
+				put(w.ref(a.Layout))
+			}
 		}
 		put(w.ref(p.Receiver))
 	}
@@ -228,6 +249,9 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 		if d := deflate(blob); pad8(len(d)) < pad8(len(blob)) {
 			ver, blob = version5, d
 		}
+	}
+	if layouts {
+		ver |= LayoutsFlag
 	}
 	l := newLayout(len(probes), slots, backToBack, pad8(len(blob)))
 	b := make([]byte, l.Size)
@@ -367,13 +391,15 @@ func decodeText(probes []probe.Probe, b []byte) error {
 		}
 	}
 	strs := b[l.StringsOffset:]
+	layouts := ver&LayoutsFlag != 0
+	ver &^= LayoutsFlag
 	if ver == version5 {
 		var ok bool
 		if strs, ok = inflate(strs); !ok {
 			return ErrNotTable
 		}
 	}
-	decode := decodeStrings
+	decode := func(b []byte, probes []probe.Probe) bool { return decodeStrings(b, probes, layouts) }
 	if ver == version2 {
 		decode = decodeV2
 	}
@@ -417,11 +443,12 @@ func linkInvariant(b []byte) (head, tail []byte) {
 	return b[:headerSize], b[l.SlotsOffset:]
 }
 
-// decodeStrings reads a table's pool and records into probes, and reports
+// decodeStrings reads a table's pool and records into probes, with a
+// layout per argument if layouts says the records have them, and reports
 // whether they were well formed. The bytes may be data that merely passed
 // the checksum, so every count and reference is checked, and a bad one
 // makes the table bad, not a panic.
-func decodeStrings(b []byte, probes []probe.Probe) bool {
+func decodeStrings(b []byte, probes []probe.Probe, layouts bool) bool {
 	r := records{rest: b}
 	size := r.uvarint()
 	if r.bad || size > len(r.rest) {
@@ -452,6 +479,9 @@ func decodeStrings(b []byte, probes []probe.Probe) bool {
 		}
 		for j := range args {
 			a := probe.Arg{Name: r.str(), Type: r.str()}
+			if layouts {
+				a.Layout = r.str()
+			}
 			if j < len(kinds) {
 				a.Kind = kinds[j]
 				p.Args[j] = a

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"reflect"
 	"runtime"
+	"slices"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -52,6 +53,11 @@ func TestRoundTrip(t *testing.T) {
 			Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "c", Type: "*Cache", Kind: probe.Pointer}, {Name: "key", Type: "string", Kind: probe.String}, {Name: "_", Type: "int", Kind: probe.Int64}},
 			Dropped: []probe.Arg{{Name: "", Type: "map[string]struct{a, b int}", Kind: probe.Invalid}},
 		}}, 1},
+		{"layouts", []probe.Probe{{
+			Provider: "go", Name: "entry__main__Place", Spec: "-8@%r13 8@%rbx",
+			Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "o", Type: "Order", Kind: probe.Pointer, Layout: `{"k":"struct","s":8}`}},
+			Dropped: []probe.Arg{{Name: "a", Type: "*Addr", Layout: `{"k":"ptr","s":8}`}},
+		}}, 1},
 		{"receivers", []probe.Probe{
 			{Provider: "go", Name: "entry__main__Cache__Get", Receiver: "*"},
 			{Provider: "go", Name: "entry__main__f"},
@@ -93,7 +99,14 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	if backToBack {
 		stubs = min(stubs, 1)
 	}
-	switch v := img.Bytes[len(Magic)-1]; {
+	v := img.Bytes[len(Magic)-1]
+	hasLayouts := slices.ContainsFunc(entries, func(p probe.Probe) bool {
+		return slices.ContainsFunc(append(slices.Clip(p.Args), p.Dropped...), func(a probe.Arg) bool { return a.Layout != "" })
+	})
+	if (v&LayoutsFlag != 0) != hasLayouts {
+		t.Errorf("version %#x for a table with layouts %v", v, hasLayouts)
+	}
+	switch v &^= LayoutsFlag; {
 	case !backToBack && v != version, backToBack && v != version4 && v != version5:
 		t.Errorf("version %d for backToBack=%v", v, backToBack)
 	case backToBack && len(entries) > 100 && v != version5:

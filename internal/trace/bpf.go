@@ -7,6 +7,7 @@ import (
 	"github.com/cilium/ebpf/asm"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/values"
 	usdtrt "github.com/go-usdt/usdt/runtime"
 )
 
@@ -32,17 +33,28 @@ const (
 	specStrSlots = 4
 	specArgs     = 8
 	specArg      = 16
-	specSize     = specArgs + specArg*maxArgs
+	// Then the site's value reads (values.Op), 16 bytes each: from u8,
+	// arg u8, src u16, dst u16, max u16, elem u16, pad. A site with
+	// any has strSlots valTier.
+	specOps  = specArgs + specArg*maxArgs
+	specOp   = 16
+	specSize = specOps + specOp*values.MaxOps
+	valTier  = 0xff
 
 	// Event: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
 	// pad u32, args [12]u64, then with strings [strSlots][strMax]byte, the
 	// slot of argument i at i.
-	evTime      = 0
-	evPidTgid   = 8
-	evCookie    = 16
-	evArgs      = 24
-	evSmall     = 128
-	evStrings   = evSmall
+	evTime    = 0
+	evPidTgid = 8
+	evCookie  = 16
+	evArgs    = 24
+	evSmall   = 128
+	evStrings = evSmall
+	// An event with values has every string slot, then the value area,
+	// with room for an op's largest copy past its end: the verifier
+	// checks where a copy can end, not where the plan puts it.
+	evVals      = evStrings + strMax*maxArgs
+	valsSize    = evVals + values.AreaSize + values.OpMax
 	whereReg    = 1
 	whereMem    = 2
 	ringbufSize = 32 << 20
@@ -69,8 +81,9 @@ func (o *objects) Close() {
 	}
 }
 
-// encodeSpec lays a site's argument specs out as the program reads them.
-func encodeSpec(args []argSpec, strs []bool) []byte {
+// encodeSpec lays a site's argument specs and value reads (plan, nil
+// for none) out as the program reads them.
+func encodeSpec(args []argSpec, strs []bool, plan *values.Plan) []byte {
 	b := make([]byte, specSize)
 	for i, a := range args {
 		o := specArgs + specArg*i
@@ -86,6 +99,18 @@ func encodeSpec(args []argSpec, strs []bool) []byte {
 		for j := range 8 {
 			b[o+8+j] = byte(uint64(a.disp) >> (8 * j))
 		}
+	}
+	if plan == nil || len(plan.Ops) == 0 {
+		return b
+	}
+	b[specStrSlots] = valTier
+	for i, op := range plan.Ops {
+		o := b[specOps+specOp*i:]
+		o[0], o[1] = byte(op.From), op.Arg
+		le.PutUint16(o[2:], op.Src)
+		le.PutUint16(o[4:], op.Dst)
+		le.PutUint16(o[6:], op.Max)
+		le.PutUint16(o[8:], op.Elem)
 	}
 	return b
 }
@@ -149,10 +174,12 @@ func program(specs, events, lost int, only *tasks) asm.Instructions {
 	// reservation for all twelve on every event with a string would fill
 	// the ring buffer 25 times sooner than a string in the first argument
 	// does.
+	insns = append(insns, asm.JEq.Imm(asm.R1, valTier, "vals"))
 	insns = append(insns, body("small", 0, events)...)
 	for _, n := range strTiers {
 		insns = append(insns, body(fmt.Sprintf("strs%d", n), n, events)...)
 	}
+	insns = append(insns, body("vals", maxArgs, events)...)
 	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, lost).WithSymbol("lost"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
@@ -165,6 +192,52 @@ func program(specs, events, lost int, only *tasks) asm.Instructions {
 		asm.Mov.Imm(asm.R0, 0).WithSymbol("out"),
 		asm.Return(),
 	)
+	return insns
+}
+
+// valueReads carries out the site's value reads (values.Op) into the
+// event's value area, in order: a read from a pointer an earlier one
+// brought in finds it there. A read from a nil pointer, or one that
+// faults, leaves zeros; the decoder knows a nil pointer by its value.
+func valueReads(name string) asm.Instructions {
+	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol(name + "_ops")}
+	for i := range values.MaxOps {
+		op := int16(specOps + specOp*i)
+		next := fmt.Sprintf("%s_op%d", name, i)
+		insns = append(insns,
+			asm.LoadMem(asm.R1, rSpec, op, asm.Byte),
+			asm.JEq.Imm(asm.R1, int32(values.FromNone), name+"_done"),
+			asm.LoadMem(asm.R4, rSpec, op+6, asm.Half),
+			asm.JNE.Imm(asm.R1, int32(values.FromArg), next+"_mem"),
+			asm.LoadMem(asm.R3, rSpec, op+1, asm.Byte),
+			asm.JGT.Imm(asm.R3, maxArgs-1, next),
+			asm.LSh.Imm(asm.R3, 3),
+			asm.Add.Reg(asm.R3, rEvent),
+			asm.LoadMem(asm.R3, asm.R3, evArgs, asm.DWord),
+			asm.Ja.Label(next+"_read"),
+			asm.LoadMem(asm.R2, rSpec, op+2, asm.Half).WithSymbol(next+"_mem"),
+			asm.JGT.Imm(asm.R2, values.AreaSize-16, next),
+			asm.Add.Reg(asm.R2, rEvent),
+			asm.LoadMem(asm.R3, asm.R2, evVals, asm.DWord),
+			asm.JNE.Imm(asm.R1, int32(values.FromSlice), next+"_read"),
+			// A slice or a string: as many bytes as it has, up to max.
+			asm.LoadMem(asm.R5, asm.R2, evVals+8, asm.DWord),
+			asm.LoadMem(asm.R0, rSpec, op+8, asm.Half),
+			asm.Mul.Reg(asm.R5, asm.R0),
+			asm.JGE.Reg(asm.R5, asm.R4, next+"_read"),
+			asm.Mov.Reg(asm.R4, asm.R5),
+			asm.JEq.Imm(asm.R3, 0, next).WithSymbol(next+"_read"),
+			asm.JEq.Imm(asm.R4, 0, next),
+			asm.JGT.Imm(asm.R4, values.OpMax, next),
+			asm.LoadMem(asm.R1, rSpec, op+4, asm.Half),
+			asm.JGT.Imm(asm.R1, values.AreaSize, next),
+			asm.Add.Reg(asm.R1, rEvent),
+			asm.Add.Imm(asm.R1, evVals),
+			asm.Mov.Reg(asm.R2, asm.R4),
+			asm.FnProbeReadUser.Call(),
+			asm.Mov.Imm(asm.R0, 0).WithSymbol(next),
+		)
+	}
 	return insns
 }
 
@@ -184,9 +257,14 @@ func strSlots(n int) int {
 // body reads the arguments into an event with strs string slots.
 func body(name string, strs int, events int) asm.Instructions {
 	const keySlot, valSlot = -8, -16
+	size, done := evStrings+strMax*strs, name+"_done"
+	vals := name == "vals"
+	if vals {
+		size, done = valsSize, name+"_ops"
+	}
 	insns := asm.Instructions{
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
-		asm.Mov.Imm(asm.R2, int32(evStrings+strMax*strs)),
+		asm.Mov.Imm(asm.R2, int32(size)),
 		asm.Mov.Imm(asm.R3, 0),
 		asm.FnRingbufReserve.Call(),
 		asm.JEq.Imm(asm.R0, 0, "lost"),
@@ -203,7 +281,7 @@ func body(name string, strs int, events int) asm.Instructions {
 		next := fmt.Sprintf("%s_next%d", name, i)
 		insns = append(insns,
 			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
-			asm.JEq.Imm(asm.R1, 0, name+"_done"),
+			asm.JEq.Imm(asm.R1, 0, done),
 		)
 		insns = append(insns, readArg(rSpec, spec, valSlot, asm.R1, next+"_store")...)
 		insns = append(insns, asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord))
@@ -220,6 +298,9 @@ func body(name string, strs int, events int) asm.Instructions {
 			)
 		}
 		insns = append(insns, asm.Mov.Imm(asm.R0, 0).WithSymbol(next))
+	}
+	if vals {
+		insns = append(insns, valueReads(name)...)
 	}
 	// An event wakes the reader only once the buffer holds wakeAt bytes:
 	// a wake-up per event (the default while the reader keeps up) costs

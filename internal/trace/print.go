@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // value is one decoded argument.
@@ -24,6 +25,9 @@ type value struct {
 	size   int
 	kind   probe.Kind // Invalid when the binary does not say
 	str    *string
+	// val is the value read through the argument, for those with a
+	// layout.
+	val values.Value
 }
 
 func (v value) int() int64 {
@@ -38,6 +42,8 @@ func (v value) uint() uint64 {
 
 func (v value) String() string {
 	switch {
+	case v.val != nil:
+		return v.val.String()
 	case v.str != nil:
 		return strconv.Quote(*v.str)
 	case v.kind == probe.Bool:
@@ -52,6 +58,8 @@ func (v value) String() string {
 
 func (v value) json() any {
 	switch {
+	case v.val != nil:
+		return v.val.JSON()
 	case v.str != nil:
 		return *v.str
 	case v.kind == probe.Bool:
@@ -71,6 +79,9 @@ type printer struct {
 	w      *bufio.Writer
 	hist   map[string]*[64]uint64
 	filter int // tgid, 0 for all
+	// paired are the functions whose exit probe is traced, for emit.
+	paired map[string]bool
+	names  values.Namer
 }
 
 func newPrinter(opt Options, sites []site) *printer {
@@ -110,6 +121,7 @@ func (p *printer) event(b []byte) {
 			v := string(str)
 			vals[i].str = &v
 		}
+		vals[i].val = s.decodeValue(i, vals[i].raw, b, p.names)
 	}
 	t := time.Unix(0, int64(le.Uint64(b[evTime:]))+int64(p.mono))
 	var gid uint64
@@ -127,6 +139,12 @@ func (p *printer) event(b []byte) {
 				}
 				h[bits.Len64(uint64(elapsed))]++
 			}
+		}
+	}
+	if p.opt.Events != nil {
+		p.emit(t, tgid, tid, s, gid, elapsed, vals)
+		if !p.opt.JSON {
+			return
 		}
 	}
 	if p.opt.JSON {

@@ -7,9 +7,11 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/internal/sdtnote"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // site is one probe instruction of the executable, as the tracer attaches
@@ -34,6 +36,10 @@ type site struct {
 	// table is the site's probe in the binary's probe tables: zero for a
 	// probe without one.
 	table probe.Probe
+	// layouts are the table's layouts of the arguments that have one, and
+	// plan the reads of their values; both nil for a site without.
+	layouts []*layout.Type
+	plan    *values.Plan
 	// offset and refCtr are file offsets, what uprobes take.
 	offset, refCtr uint64
 }

@@ -18,7 +18,6 @@ import (
 func runStats(opt Options, selected []site, pidfd int) error {
 	sites := statSites(selected)
 	l := newStatLayout(sites)
-	raiseMemlock()
 	objs, err := loadStatObjects(sites, l)
 	if err != nil {
 		return bpfError(err)

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -36,8 +38,11 @@ type Options struct {
 	Interval time.Duration
 	Verbose  bool
 	Attach   Attach // AttachAuto when empty
-	Stdout   io.Writer
-	Stderr   io.Writer
+	// Events, when set, receives every event, in the order they are read,
+	// from one goroutine; then only JSON prints them.
+	Events func(*Event)
+	Stdout io.Writer
+	Stderr io.Writer
 }
 
 // Run traces until interrupted or until the command or the process ends.
@@ -73,10 +78,14 @@ func Run(opt Options) error {
 		return err
 	}
 	describe(sites)
+	raiseMemlock()
+	if err := needCookies(); err != nil {
+		return err
+	}
 	if opt.Stats {
 		return runStats(opt, sites, exited)
 	}
-	raiseMemlock()
+	names, namesErr := describeValues(sites, opt.Binary)
 	objs, err := loadObjects(len(sites))
 	if err != nil {
 		return bpfError(err)
@@ -86,7 +95,7 @@ func Run(opt Options) error {
 		return err
 	}
 	for i, s := range sites {
-		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs), ebpf.UpdateAny); err != nil {
+		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs, s.plan), ebpf.UpdateAny); err != nil {
 			return bpfError(err)
 		}
 	}
@@ -104,7 +113,11 @@ func Run(opt Options) error {
 		return err
 	}
 	defer f.Close()
+	if opt.Verbose && namesErr != nil {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
+	}
 	p := newPrinter(opt, sites)
+	p.names = names
 	var rec ringbuf.Record
 	for draining := false; ; {
 		// A deadline rather than Close ends the loop: the reader returns
@@ -334,6 +347,19 @@ func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]li
 func raiseMemlock() {
 	unlimited := unix.Rlimit{Cur: unix.RLIM_INFINITY, Max: unix.RLIM_INFINITY}
 	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited)
+}
+
+// needCookies says plainly that a kernel is too old for the program, which
+// finds each site's specs by its BPF cookie (bpf_get_attach_cookie, Linux
+// 5.15). Any other error is left for loading to report.
+func needCookies() error {
+	err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie)
+	if !errors.Is(err, ebpf.ErrNotSupported) {
+		return nil
+	}
+	var uts unix.Utsname
+	unix.Uname(&uts)
+	return fmt.Errorf("this kernel (%s) has no BPF cookies for uprobes, which usdt-toolexec trace needs: it runs on Linux 5.15 and later; bpftrace, gdb, perf and bcc read the probes on older kernels", unix.ByteSliceToString(uts.Release[:]))
 }
 
 // bpfError adds the fix to the errors a user without BPF gets.

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,24 +62,37 @@ func TestArguments(t *testing.T) {
 	}
 }
 
-// checkArgsPastSix reads the twelve probe's arguments 6 to 11 where bt can,
-// and otherwise checks that it refuses them plainly: on x86_64 bpftrace 0.17
-// (bcc's argument reader) stops at arg5, 0.27 (libbpf's) reads all twelve.
+// checkArgsPastSix reads the twelve probe's arguments from 6 on, as many
+// as bt reads, and checks that it refuses the next one plainly: bpftrace
+// 0.17 (bcc's argument reader) stops at arg5 on x86_64 and at arg7 on
+// aarch64, 0.27 (libbpf's) reads all twelve.
 func checkArgsPastSix(t *testing.T, bt tracetest.Bpftrace, bin string) {
 	t.Helper()
-	script := fmt.Sprintf(`usdt:%s:types:twelve { printf("twelve %%ld %%ld %%ld %%ld %%ld %%ld\n", arg6, arg7, arg8, arg9, arg10, arg11); exit(); }`, bin)
-	out, err := bt.Output(90*time.Second, "", "-e", script, "-c", bin+" fire")
-	if bt.Args <= 6 {
-		if err == nil || !strings.Contains(out, "doesn't support arg6") {
-			t.Errorf("bpftrace %s is known to read 6 arguments, but arg6 gave (err %v):\n%s", bt.Name, err, out)
+	run := func(args []string) (string, error) {
+		script := fmt.Sprintf(`usdt:%s:types:twelve { printf("twelve%s\n", %s); exit(); }`, bin, strings.Repeat(" %ld", len(args)), strings.Join(args, ", "))
+		return bt.Output(90*time.Second, "", "-e", script, "-c", bin+" fire")
+	}
+	if bt.Args < 12 {
+		next := fmt.Sprintf("arg%d", bt.Args)
+		out, err := run([]string{next})
+		if err == nil || !strings.Contains(out, "doesn't support "+next) {
+			t.Errorf("bpftrace %s is known to read %d arguments, but %s gave (err %v):\n%s", bt.Name, bt.Args, next, err, out)
 		}
+	}
+	var args, want []string
+	for i := 6; i < bt.Args; i++ {
+		args = append(args, fmt.Sprintf("arg%d", i))
+		want = append(want, strconv.Itoa(i*[]int{1, -1}[i%2]))
+	}
+	if len(args) == 0 {
 		return
 	}
+	out, err := run(args)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := "twelve 6 -7 8 -9 10 -11\n"; !strings.Contains(out, want) {
-		t.Errorf("bpftrace %s did not print %q:\n%s", bt.Name, want, out)
+	if w := "twelve " + strings.Join(want, " ") + "\n"; !strings.Contains(out, w) {
+		t.Errorf("bpftrace %s did not print %q:\n%s", bt.Name, w, out)
 	}
 }
 

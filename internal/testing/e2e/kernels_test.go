@@ -3,12 +3,12 @@ package e2e
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -42,6 +42,8 @@ var guestTests = []string{
 	"TestArguments", "TestArgumentsAttachPID", "TestSemaphoreGating", "TestGDB",
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
+	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
+	"TestTraceNeedsCookies",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -86,7 +88,8 @@ func (tg target) cflags() []string {
 	if tg.goarch == "" || tg.goarch == runtime.GOARCH {
 		return nil
 	}
-	return []string{"--target=" + tg.triple(), "--sysroot=" + tg.root, "-fuse-ld=lld"}
+	// cgo compiles with -Werror, and -fuse-ld means nothing to a compile.
+	return []string{"--target=" + tg.triple(), "--sysroot=" + tg.root, "-fuse-ld=lld", "-Wno-unused-command-line-argument"}
 }
 
 // triple is the target's Debian multiarch name.
@@ -156,10 +159,14 @@ func TestKernels(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			var console bytes.Buffer
+			slack := 1
+			if vm.Accel(k.Arch) == "tcg" {
+				slack = 30
+			}
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
 				Command: guestCommand(dir),
-				Env:     guestEnviron(dir),
+				Env:     append(guestEnviron(dir), fmt.Sprintf("%s=%d", tracetest.TimeSlackEnv, slack)),
 				Console: &console,
 			})
 			row := matrixRow{kernel: k.Release, arch: k.Arch, accel: res.Accel, took: res.Boot}
@@ -177,7 +184,7 @@ func TestKernels(t *testing.T) {
 
 // guestCommand runs this package's tests in guest mode.
 func guestCommand(dir string) []string {
-	return []string{filepath.Join(dir, "e2e.test"), "-test.v", "-test.count=1", "-test.timeout=25m",
+	return []string{filepath.Join(dir, "e2e.test"), "-test.v=test2json", "-test.count=1", "-test.timeout=25m",
 		"-test.run=^(" + strings.Join(guestTests, "|") + ")$"}
 }
 
@@ -250,6 +257,9 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	ra.target = tg
 	put("jobs", ra.name, buildJobs(ra))
 	put("cache", ra.name, buildCache(ra))
+	for name, src := range tracePrograms {
+		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
+	}
 	lib := filepath.Join(dir, "libbpf")
 	t.Run("build libbpf", func(t *testing.T) { buildLibbpfConsumer(t, tracetest.Host, lib, tg) })
 	must(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -265,29 +275,35 @@ type testResult struct {
 	name, status, reason string
 }
 
-var (
-	resultLine = regexp.MustCompile(`^\s*--- (PASS|FAIL|SKIP): (\S+) \(`)
-	reasonLine = regexp.MustCompile(`^\s+\S+\.go:\d+: (.*)$`)
-)
-
-// checkGuest parses the guest's go test -v output into the results of its
-// leaf tests, and fails t for each test that failed there.
+// checkGuest reads the guest's go test output (-test.v=test2json) with go
+// tool test2json into the results of its leaf tests, each skip with what
+// the test logged, and fails t for each test that failed there.
 func checkGuest(t *testing.T, out string) []testResult {
 	t.Helper()
+	conv := exec.Command("go", "tool", "test2json")
+	conv.Stdin = strings.NewReader(out)
+	js, err := conv.Output()
+	if err != nil {
+		t.Fatalf("go tool test2json: %v", err)
+	}
+	type event struct{ Action, Test, Output string }
+	logs := map[string]string{}
 	var all []testResult
-	lines := strings.Split(out, "\n")
-	for i, l := range lines {
-		m := resultLine.FindStringSubmatch(l)
-		if m == nil {
-			continue
+	dec := json.NewDecoder(bytes.NewReader(js))
+	for dec.More() {
+		var e event
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("go tool test2json: %v", err)
 		}
-		r := testResult{name: m[2], status: m[1]}
-		if i+1 < len(lines) {
-			if rm := reasonLine.FindStringSubmatch(lines[i+1]); rm != nil {
-				r.reason = rm[1]
+		switch {
+		case e.Test == "":
+		case e.Action == "output":
+			if l := strings.TrimSpace(e.Output); !strings.HasPrefix(l, "=== ") && !strings.HasPrefix(l, "--- ") {
+				logs[e.Test] += l + " "
 			}
+		case e.Action == "pass", e.Action == "fail", e.Action == "skip":
+			all = append(all, testResult{name: e.Test, status: strings.ToUpper(e.Action), reason: strings.TrimSpace(logs[e.Test])})
 		}
-		all = append(all, r)
 	}
 	var leaves []testResult
 	for _, r := range all {
@@ -296,13 +312,11 @@ func checkGuest(t *testing.T, out string) []testResult {
 		}
 		leaves = append(leaves, r)
 		if r.status == "FAIL" {
-			t.Errorf("%s failed", r.name)
+			t.Errorf("%s failed: %s", r.name, r.reason)
 		}
 	}
 	if len(leaves) == 0 {
 		t.Errorf("the guest reported no test:\n%s", out)
-	} else if t.Failed() {
-		t.Logf("the guest's output:\n%s", out)
 	}
 	return leaves
 }
@@ -349,7 +363,11 @@ func formatMatrix(rows []matrixRow) string {
 				}
 				count[r.status]++
 				if r.status == "SKIP" {
-					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, r.reason))
+					why := r.reason
+					if len(why) > 300 {
+						why = why[:300] + "..."
+					}
+					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, why))
 				}
 			}
 			var cell []string

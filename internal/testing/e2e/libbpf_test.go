@@ -84,6 +84,7 @@ func TestLibbpf(t *testing.T) {
 			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
 				c := consumer(t, bt)
 				out, err := bt.Exec(90*time.Second, c.loader, c.types, "types", bin, "fire")
+				skipRefusedUSDT(t, out)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -107,6 +108,7 @@ func TestLibbpf(t *testing.T) {
 		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
 			c := consumer(t, bt)
 			out, err := bt.Exec(90*time.Second, c.loader, "-w", c.auto, "shop", bin, "demo")
+			skipRefusedUSDT(t, out)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -122,6 +124,20 @@ func TestLibbpf(t *testing.T) {
 			}
 		})
 	})
+}
+
+// skipRefusedUSDT skips the test when the kernel's verifier refused
+// libbpf's own USDT code: bpf_usdt_arg (usdt.bpf.h) is a global BPF
+// function taking a long *, which some kernels verify as a global function
+// and refuse ("Unrecognized arg#2 type PTR"), at load, before any probe is
+// attached: no USDT program of libbpf 1.1 loads there, a C program's
+// included. Measured: Debian 11's 5.10.0-32 and Debian 12's 6.1.0-50
+// refuse it, 6.1.0-56 and 6.18 load it.
+func skipRefusedUSDT(t *testing.T, out string) {
+	t.Helper()
+	if strings.Contains(out, "BPF program load failed") && strings.Contains(out, "Unrecognized arg#2 type PTR") {
+		t.Skipf("this kernel's verifier refuses libbpf's bpf_usdt_arg (a global function taking a pointer) at load, for every USDT program: %s", kernelRelease())
+	}
 }
 
 // libbpfARM64Arg matches one argument in a form libbpf's arm64 USDT parser

@@ -93,10 +93,10 @@ var namesCases = []namesCase{
 		// Where there is no name, a parameter shows as bpftrace's argN
 		// (arg0 is the goroutine id) and a result as rN.
 		trace: []string{
-			`main\.\(\*Cache\)\.Get\(c=0x[0-9a-f]+, key="k17"\)`,
+			`main\.\(\*Cache\)\.Get\(c=&\{m:map\[len=1\]\}, key="k17"\)`,
 			`main\.\(\*Cache\)\.Get = \(val="v17", ok=true\) ELAPSED`,
 			`main\.unnamed\(arg1=3, arg2="x"\)`,
-			`main\.unnamed = \(r1=0, r2=0x[0-9a-f]+\) ELAPSED`,
+			`main\.unnamed = \(r1=0, r2=unnamed\) ELAPSED`,
 			`main\.blank\(arg1=1, label="abc"\)`,
 			`main\.blank = \(r1=3\) ELAPSED`,
 			`main\.wide\(a1=1, a2=2, a3=3, a4=4, a5=5, a6=6, a7=7, a8=8, a9=9, a10=10, a11=11; dropped: a12, a13\)`,

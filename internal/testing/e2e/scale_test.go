@@ -64,18 +64,28 @@ func TestTraceScale(t *testing.T) {
 // an entry and an exit probe in every function but main, of provider name.
 func buildMain(t *testing.T, name, src string) string {
 	t.Helper()
-	return buildMainRules(t, name, src, fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n", name, name))
+	if guestDir != "" {
+		return prebuilt(t, "main", name)
+	}
+	return buildMainFor(t, target{}, name, src)
+}
+
+// buildMainFor builds a program of package main whose functions but main
+// have probes, for tg.
+func buildMainFor(t *testing.T, tg target, name, src string) string {
+	t.Helper()
+	return buildMainRules(t, tg, name, src, fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n", name, name))
 }
 
 // buildMainRules builds the main package src as module example.com/name
-// with the rules file rules.
-func buildMainRules(t *testing.T, name, src, rules string) string {
+// with the rules file rules, for tg.
+func buildMainRules(t *testing.T, tg target, name, src, rules string) string {
 	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/"+name+"\n\ngo 1.24\n")
 	writeFile(t, filepath.Join(dir, "main.go"), src)
 	writeFile(t, filepath.Join(dir, "rules.yml"), rules)
 	bin := filepath.Join(t.TempDir(), name)
-	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	goCmd(t, dir, append(buildEnv(), tg.env()...), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 	return bin
 }

@@ -153,7 +153,7 @@ func parseStatsJSON(t *testing.T, out string) []funcStat {
 func TestTraceStats(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	bin := buildMainRules(t, "stats", statsSrc, statsRules)
+	bin := buildMainRules(t, target{}, "stats", statsSrc, statsRules)
 	for _, attach := range []string{"multi", "single"} {
 		for _, format := range []string{"text", "json"} {
 			t.Run(attach+"-"+format, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -19,8 +20,9 @@ import (
 type Bpftrace struct {
 	// Name names the subtests run with it.
 	Name string
-	// Args is how many arguments of a USDT probe it reads on x86_64:
-	// measured, 6 for 0.17, 12 for 0.27.
+	// Args is how many arguments of a USDT probe it reads on this
+	// machine's architecture: measured, 6 for 0.17 on x86_64 and 8 on
+	// aarch64, 12 for 0.27.
 	Args int
 	// StrLen is how many bytes str() reads by default, NUL included:
 	// measured, 64 for 0.17, more than the 256 a probe passes for 0.27.
@@ -30,7 +32,12 @@ type Bpftrace struct {
 }
 
 // Host is the bpftrace on PATH: 0.17 on Debian 12, which CI runs.
-var Host = Bpftrace{Name: "host", Args: 6, StrLen: 64}
+var Host = Bpftrace{Name: "host", Args: hostArgs[runtime.GOARCH], StrLen: 64}
+
+// hostArgs is how many arguments of a USDT probe bpftrace 0.17 reads, per
+// architecture: measured, arg0-arg5 on x86_64 ("x86_64 doesn't support
+// arg6") and arg0-arg7 on aarch64 ("aarch64 doesn't support arg8").
+var hostArgs = map[string]int{"amd64": 6, "arm64": 8}
 
 // SidChroot is where scripts/sid-chroot.sh builds the sid chroot:
 // $USDT_SID_CHROOT, default /var/cache/go-usdt/sid.

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -178,6 +179,21 @@ func filterNoise(s string) string {
 	return strings.Join(keep, "\n")
 }
 
+// TimeSlack multiplies the time limits of the consumers' runs, and the
+// upper bounds tests put on elapsed times: a machine under emulation (the
+// test VMs under TCG) runs 10 to 50 times slower than the host, and its
+// sleeps overshoot as much. $USDT_TIME_SLACK sets it; 1 without.
+var TimeSlack = func() int64 {
+	n, err := strconv.ParseInt(os.Getenv(TimeSlackEnv), 10, 64)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}()
+
+// TimeSlackEnv is the variable that sets TimeSlack.
+const TimeSlackEnv = "USDT_TIME_SLACK"
+
 // PerfEnv returns os.Environ() adjusted so that perf keeps its build-id
 // cache (and the SDT events it derives from it) under dir instead of the
 // user's ~/.debug, isolating tests from each other and from the user.
@@ -202,6 +218,7 @@ func Output(timeout time.Duration, env []string, name string, args ...string) (s
 }
 
 func output(timeout time.Duration, command func(context.Context) *exec.Cmd) (string, error) {
+	timeout *= time.Duration(TimeSlack)
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	cmd := command(ctx)

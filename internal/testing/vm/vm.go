@@ -67,7 +67,7 @@ type Result struct {
 // ctx to end, which kills it. An error means the command did not run to
 // its end: the machine failed to boot, crashed or timed out.
 func Run(ctx context.Context, m Machine, job Job) (Result, error) {
-	res := Result{Accel: accel(m.Kernel.Arch)}
+	res := Result{Accel: Accel(m.Kernel.Arch)}
 	initrd, err := initramfs(m.Kernel, job)
 	if err != nil {
 		return res, err
@@ -206,10 +206,10 @@ func buildInit(arch string) ([]byte, error) {
 
 var accels sync.Map // GOARCH -> func() string
 
-// accel picks KVM for a guest of the host's architecture when a machine
+// Accel picks KVM for a guest of the host's architecture when a machine
 // really boots with it (a /dev/kvm that opens may still hang a guest, as
 // under some nested hypervisors), TCG otherwise.
-func accel(arch string) string {
+func Accel(arch string) string {
 	if arch != runtime.GOARCH {
 		return "tcg"
 	}

@@ -49,11 +49,6 @@ func label(n int) (s string, k int32) {
 	return strings.Repeat("ab", n), int32(-n)
 }
 
-// typeWord is an interface's type word, as the probes pass it: 0 when nil.
-func typeWord(v any) string {
-	return fmt.Sprintf("0x%x", (*[2]uintptr)(unsafe.Pointer(&v))[0])
-}
-
 func want(fn string, vals ...any) {
 	fmt.Fprintln(os.Stderr, append([]any{"want main." + fn}, vals...)...)
 }
@@ -65,11 +60,17 @@ func main() {
 		f, u, s := widths(n)
 		want("widths", math.Float32bits(f), u, len(s))
 		err, st, p := ifaces(n)
-		var ptr uintptr
-		if p != nil {
-			ptr = uintptr(unsafe.Pointer(p))
+		// The tracer shows an error's message, an interface of a type
+		// it does not read as its type and its data word, and a
+		// pointer as what it points to.
+		stText, pText := "<nil>", "<nil>"
+		if st != nil {
+			stText = fmt.Sprintf("(%T)%#x", st, uintptr(unsafe.Pointer(st.(*named))))
 		}
-		want("ifaces", typeWord(err), typeWord(st), fmt.Sprintf("0x%x", ptr))
+		if p != nil {
+			pText = fmt.Sprintf("&%d", *p)
+		}
+		want("ifaces", err, stText, pText)
 		w, x, y, z := four(n)
 		want("four", w, x, y, z)
 		l, k := label(n)

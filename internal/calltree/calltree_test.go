@@ -1,0 +1,123 @@
+package calltree
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/trace"
+)
+
+// at is a time n microseconds after an arbitrary origin.
+func at(n int) time.Time { return time.Unix(1000, 0).Add(time.Duration(n) * time.Microsecond) }
+
+func entry(g uint64, fn string, t int) *trace.Event {
+	return &trace.Event{PID: 1, TID: int(g), Goroutine: g, Function: fn, Paired: true, Time: at(t)}
+}
+
+func exit(g uint64, fn string, t, elapsed int) *trace.Event {
+	return &trace.Event{PID: 1, TID: int(g), Goroutine: g, Function: fn, Exit: true, Time: at(t), Elapsed: time.Duration(elapsed) * time.Microsecond}
+}
+
+func TestTree(t *testing.T) {
+	tests := []struct {
+		name   string
+		events []*trace.Event
+		// want are the calls as they end: function<parent start-end self.
+		want string
+		open int
+	}{
+		{
+			name: "nested",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "b", 10), exit(1, "b", 30, 20), entry(1, "c", 40), exit(1, "c", 45, 5), exit(1, "a", 100, 100),
+			},
+			want: "b<a 10-30 20µs, c<a 40-45 5µs, a 0-100 75µs",
+		},
+		{
+			name: "goroutines apart",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(2, "b", 5), exit(2, "b", 15, 10), exit(1, "a", 20, 20),
+			},
+			want: "b 5-15 10µs, a 0-20 20µs",
+		},
+		{
+			// The exit probe's elapsed time, not the entry's time, starts
+			// the call.
+			name:   "elapsed decides",
+			events: []*trace.Event{entry(1, "a", 0), exit(1, "a", 50, 48)},
+			want:   "a 2-50 48µs",
+		},
+		{
+			name:   "exit without entry",
+			events: []*trace.Event{entry(1, "a", 0), exit(1, "b", 30, 10), exit(1, "a", 40, 40)},
+			want:   "b<a 20-30 10µs, a 0-40 30µs",
+		},
+		{
+			name:   "recursion",
+			events: []*trace.Event{entry(1, "f", 0), entry(1, "f", 1), exit(1, "f", 3, 2), exit(1, "f", 4, 4)},
+			want:   "f<f 1-3 2µs, f 0-4 2µs",
+		},
+		{
+			// b's exit was never seen: a's exit abandons it.
+			name:   "abandoned",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), exit(1, "a", 9, 9)},
+			want:   "a 0-9 9µs",
+		},
+		{
+			name: "unpaired entry and usdtgen probe",
+			events: []*trace.Event{
+				{PID: 1, Goroutine: 1, Function: "a", Time: at(0)},
+				{PID: 1, Provider: "p", Probe: "x", Time: at(1)},
+			},
+		},
+		{
+			name:   "still open",
+			events: []*trace.Event{entry(1, "a", 0), entry(2, "a", 0), entry(2, "b", 1)},
+			open:   3,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var got []string
+			var tree Tree
+			tree.End = func(c *Call) {
+				s := c.Function
+				if c.Parent != nil {
+					s += "<" + c.Parent.Function
+				}
+				us := func(x time.Time) int64 { return x.Sub(at(0)).Microseconds() }
+				got = append(got, fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self()))
+			}
+			for _, ev := range tt.events {
+				tree.Add(ev)
+			}
+			if g := strings.Join(got, ", "); g != tt.want {
+				t.Errorf("calls %q, want %q", g, tt.want)
+			}
+			if n := tree.Open(); n != tt.open {
+				t.Errorf("%d calls open, want %d", n, tt.open)
+			}
+		})
+	}
+}
+
+// TestOnThread checks that a usdtgen probe's event goes to the innermost
+// call of the goroutine last seen on its thread.
+func TestOnThread(t *testing.T) {
+	var tree Tree
+	tree.Add(&trace.Event{PID: 1, TID: 7, Goroutine: 1, Function: "a", Paired: true})
+	tree.Add(&trace.Event{PID: 1, TID: 7, Goroutine: 1, Function: "b", Paired: true})
+	tree.Add(&trace.Event{PID: 1, TID: 8, Goroutine: 2, Function: "c", Paired: true})
+	if c := tree.OnThread(1, 7); c == nil || c.Function != "b" {
+		t.Errorf("thread 7: %+v, want b", c)
+	}
+	if c := tree.OnThread(1, 9); c != nil {
+		t.Errorf("thread 9: %+v, want none", c)
+	}
+	tree.Add(&trace.Event{PID: 1, TID: 8, Goroutine: 2, Function: "c", Exit: true})
+	if c := tree.OnThread(1, 8); c != nil {
+		t.Errorf("thread 8 after c returned: %+v, want none", c)
+	}
+}

@@ -1,0 +1,485 @@
+package e2e
+
+// Tests of trace -otlp and -pprof with their real consumers: a Jaeger
+// all-in-one (built by scripts/jaeger.sh) that receives the spans and
+// answers for them on its HTTP API, and go tool pprof reading the profile.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// shopSrc serves requests on three goroutines, three each; a request
+// calls three functions, the first of which fails for salt, which the
+// store does not have (then price is not called).
+const shopSrc = `package main
+
+import (
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+)
+
+type Store struct{ stock map[string]int }
+
+func (s *Store) Get(item string) (int, error) {
+	time.Sleep(time.Millisecond)
+	n, ok := s.stock[item]
+	if !ok {
+		return 0, errors.New("no " + item)
+	}
+	return n, nil
+}
+
+func price(qty int) int {
+	time.Sleep(2 * time.Millisecond)
+	return qty * 250
+}
+
+func audit(req int, ok bool) bool {
+	time.Sleep(500 * time.Microsecond)
+	return ok
+}
+
+func handle(req int, item string) (int, error) {
+	n, err := (&Store{stock: map[string]int{"tea": 3, "rice": 5}}).Get(item)
+	audit(req, err == nil)
+	if err != nil {
+		return 0, err
+	}
+	return price(n), nil
+}
+
+func main() {
+	items := []string{"tea", "rice", "salt"}
+	var wg sync.WaitGroup
+	for w := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 3 {
+				req := 10*w + i
+				total, err := handle(req, items[(w+i)%len(items)])
+				fmt.Println("request", req, total, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+`
+
+const shopRequests = 9
+
+// shopEvent is an event of trace -json.
+type shopEvent struct {
+	Function  string
+	Goroutine uint64
+	Args      map[string]any
+	Results   map[string]any
+	Elapsed   int64 `json:"elapsed_ns"`
+}
+
+// traceShop builds the shop, traces it with args besides -json, and
+// returns its events.
+func traceShop(t *testing.T, args ...string) (bin string, events []shopEvent) {
+	t.Helper()
+	bin = buildMain(t, "shop", shopSrc)
+	out, errOut, err := usdtTrace(t, append(append([]string{"-json"}, args...), "--", bin)...)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	if strings.Contains(errOut, "usdt-toolexec trace:") {
+		t.Errorf("trace reported a problem:\n%s", errOut)
+	}
+	dec := json.NewDecoder(strings.NewReader(out))
+	for dec.More() {
+		var e shopEvent
+		if err := dec.Decode(&e); err != nil {
+			t.Fatalf("-json output does not parse: %v\n%s", err, out)
+		}
+		events = append(events, e)
+	}
+	return bin, events
+}
+
+// jaeger is a running Jaeger all-in-one.
+type jaeger struct {
+	otlp, api string // base URLs
+}
+
+// jaegerBinary is the Jaeger scripts/jaeger.sh builds; the test skips
+// without it.
+func jaegerBinary(t *testing.T) string {
+	dir := os.Getenv("USDT_JAEGER_DIR")
+	if dir == "" {
+		dir = "/var/cache/go-usdt/jaeger"
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		t.Skipf("Jaeger is not built in %s (make jaeger builds it, once, in about 20 minutes): %v", dir, err)
+	}
+	return filepath.Join(dir, "jaeger")
+}
+
+// freePorts returns n TCP ports of the loopback nobody listens on now.
+func freePorts(t *testing.T, n int) []int {
+	var ports []int
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports
+}
+
+// startJaeger starts Jaeger on loopback ports with in-memory storage, an
+// OTLP/HTTP receiver and the query API, waits until it answers, and stops
+// it when the test ends.
+func startJaeger(t *testing.T) jaeger {
+	bin := jaegerBinary(t)
+	p := freePorts(t, 3)
+	config := fmt.Sprintf(`service:
+  extensions: [jaeger_storage, jaeger_query]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+extensions:
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 10000
+  jaeger_query:
+    storage:
+      traces: memstore
+    enable_tracing: false
+    http:
+      endpoint: 127.0.0.1:%d
+    grpc:
+      endpoint: 127.0.0.1:%d
+receivers:
+  otlp:
+    protocols:
+      http:
+        endpoint: 127.0.0.1:%d
+processors:
+  batch:
+    timeout: 100ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+`, p[0], p[1], p[2])
+	file := filepath.Join(t.TempDir(), "jaeger.yaml")
+	writeFile(t, file, config)
+	cmd := exec.Command(bin, "--config", file)
+	var log strings.Builder
+	var mu sync.Mutex
+	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(b) })
+	cmd.Stdout, cmd.Stderr = w, w
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+	})
+	j := jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", p[2]), api: fmt.Sprintf("http://127.0.0.1:%d", p[0])}
+	deadline := time.Now().Add(60 * time.Second)
+	for {
+		select {
+		case err := <-exited:
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("Jaeger exited: %v\n%s", err, log.String())
+		default:
+		}
+		resp, err := http.Get(j.api + "/api/services")
+		if err == nil {
+			resp.Body.Close()
+			c, derr := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p[2]))
+			if resp.StatusCode == http.StatusOK && derr == nil {
+				c.Close()
+				return j
+			}
+		}
+		if time.Now().After(deadline) {
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("Jaeger did not answer in 60 s: %v\n%s", err, log.String())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+
+// jaegerSpan is a span as Jaeger's HTTP API returns it (times in µs).
+type jaegerSpan struct {
+	TraceID, SpanID, OperationName string
+	References                     []struct{ RefType, TraceID, SpanID string }
+	StartTime, Duration            int64
+	Tags                           []struct {
+		Key   string
+		Value any
+	}
+}
+
+func (s jaegerSpan) tag(key string) (any, bool) {
+	for _, tg := range s.Tags {
+		if tg.Key == key {
+			return tg.Value, true
+		}
+	}
+	return nil, false
+}
+
+func (s jaegerSpan) parent() string {
+	for _, r := range s.References {
+		if r.RefType == "CHILD_OF" {
+			return r.SpanID
+		}
+	}
+	return ""
+}
+
+// traces returns the service's traces once Jaeger has want of them, or
+// what it has after 30 s.
+func (j jaeger) traces(t *testing.T, service string, want int) map[string][]jaegerSpan {
+	var got map[string][]jaegerSpan
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
+		resp, err := http.Get(j.api + "/api/traces?service=" + service + "&limit=1000&lookback=1h")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var body struct {
+			Data []struct {
+				TraceID string
+				Spans   []jaegerSpan
+			}
+		}
+		err = json.NewDecoder(resp.Body).Decode(&body)
+		resp.Body.Close()
+		if err != nil {
+			t.Fatalf("Jaeger's /api/traces: %v", err)
+		}
+		got = map[string][]jaegerSpan{}
+		for _, tr := range body.Data {
+			got[tr.TraceID] = tr.Spans
+		}
+		if len(got) >= want || time.Now().After(deadline) {
+			return got
+		}
+	}
+}
+
+// TestTraceOTLP sends the shop's calls to Jaeger and reads them back: one
+// trace per request, the three calls children of the request's within its
+// time, their arguments as attributes, the failed ones with the error
+// status.
+func TestTraceOTLP(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	j := startJaeger(t)
+	_, events := traceShop(t, "-otlp", j.otlp, "-service", "shop-e2e")
+	exits := map[string]int{}
+	for _, e := range events {
+		if e.Results != nil {
+			exits[e.Function]++
+		}
+	}
+	if exits["main.handle"] != shopRequests {
+		t.Fatalf("trace -json shows %d returns of main.handle, want %d: %v", exits["main.handle"], shopRequests, exits)
+	}
+	traces := j.traces(t, "shop-e2e", shopRequests)
+	if len(traces) != shopRequests {
+		t.Fatalf("Jaeger has %d traces of shop-e2e, want one per request, %d", len(traces), shopRequests)
+	}
+	spans := map[string]int{}
+	failed := 0
+	for id, tr := range traces {
+		var root *jaegerSpan
+		for i, s := range tr {
+			spans[s.OperationName]++
+			if s.parent() == "" {
+				if root != nil {
+					t.Errorf("trace %s has two roots: %s and %s", id, root.OperationName, s.OperationName)
+				}
+				root = &tr[i]
+			}
+		}
+		if root == nil || root.OperationName != "main.handle" {
+			t.Errorf("trace %s: root %+v, want main.handle", id, root)
+			continue
+		}
+		item, _ := root.tag("args.item")
+		req, _ := root.tag("args.req")
+		gid, _ := root.tag("goroutine")
+		salt := item == "salt"
+		if salt {
+			failed++
+		}
+		checkStatus(t, *root, salt)
+		want := map[string]bool{"main.(*Store).Get": true, "main.audit": true, "main.price": !salt}
+		for _, s := range tr {
+			if s.SpanID == root.SpanID {
+				continue
+			}
+			if !want[s.OperationName] {
+				t.Errorf("request %v (%v): unexpected span %s", req, item, s.OperationName)
+			}
+			delete(want, s.OperationName)
+			if p := s.parent(); p != root.SpanID {
+				t.Errorf("request %v: %s's parent is %s, want main.handle's %s", req, s.OperationName, p, root.SpanID)
+			}
+			// Jaeger keeps microseconds, cut from nanoseconds: a bound may
+			// move by one.
+			if s.StartTime < root.StartTime-1 || s.StartTime+s.Duration > root.StartTime+root.Duration+1 {
+				t.Errorf("request %v: %s [%d, +%d] is not within main.handle [%d, +%d]", req, s.OperationName, s.StartTime, s.Duration, root.StartTime, root.Duration)
+			}
+			if g, _ := s.tag("goroutine"); g != gid {
+				t.Errorf("request %v: %s on goroutine %v, main.handle on %v", req, s.OperationName, g, gid)
+			}
+			switch s.OperationName {
+			case "main.(*Store).Get":
+				if v, _ := s.tag("args.item"); v != item {
+					t.Errorf("request %v: Get's args.item %v, want %v", req, v, item)
+				}
+				if ns, _ := s.tag("code.namespace"); ns != "main.(*Store)" {
+					t.Errorf("Get's code.namespace %v", ns)
+				}
+				if fn, _ := s.tag("code.function"); fn != "Get" {
+					t.Errorf("Get's code.function %v", fn)
+				}
+				checkStatus(t, s, salt)
+			case "main.audit":
+				if v, _ := s.tag("args.req"); v != req {
+					t.Errorf("request %v: audit's args.req %v", req, v)
+				}
+				if v, _ := s.tag("args.ok"); v != !salt {
+					t.Errorf("request %v (%v): audit's args.ok %v", req, item, v)
+				}
+				checkStatus(t, s, false)
+			case "main.price":
+				checkStatus(t, s, false)
+			}
+		}
+		for name, w := range want {
+			if w {
+				t.Errorf("request %v (%v): no %s span", req, item, name)
+			}
+		}
+	}
+	for fn, n := range exits {
+		if spans[fn] != n {
+			t.Errorf("Jaeger has %d spans of %s, trace -json %d returns", spans[fn], fn, n)
+		}
+	}
+	if failed != 3 {
+		t.Errorf("%d requests for salt, want 3", failed)
+	}
+}
+
+// checkStatus checks that a span has the error status when it returned a
+// non-nil error, and only then.
+func checkStatus(t *testing.T, s jaegerSpan, failed bool) {
+	t.Helper()
+	errTag, _ := s.tag("error")
+	code, _ := s.tag("otel.status_code")
+	if failed && (errTag != true || code != "ERROR") {
+		t.Errorf("%s returned an error: tags error=%v otel.status_code=%v, want true, ERROR", s.OperationName, errTag, code)
+	}
+	if !failed && (errTag != nil || code != nil) {
+		t.Errorf("%s returned no error: tags error=%v otel.status_code=%v, want none", s.OperationName, errTag, code)
+	}
+}
+
+// pprofTotal is the total go tool pprof -top prints, in its unit.
+var pprofTotal = regexp.MustCompile(`of (\d+)(ns)? total`)
+
+// TestTracePprof has go tool pprof read the profile of the shop's calls:
+// its totals are the calls of trace -json's same run, and the sums of
+// their elapsed times, and its locations are the functions' addresses.
+func TestTracePprof(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	file := filepath.Join(t.TempDir(), "shop.pb.gz")
+	bin, events := traceShop(t, "-pprof", file)
+	var calls, inclusive, roots int64
+	for _, e := range events {
+		if e.Results == nil {
+			continue
+		}
+		calls++
+		inclusive += e.Elapsed
+		if e.Function == "main.handle" {
+			roots += e.Elapsed
+		}
+	}
+	if calls != shopRequests*4-3 {
+		t.Fatalf("trace -json shows %d returns, want %d", calls, shopRequests*4-3)
+	}
+	for _, tt := range []struct {
+		index string
+		want  int64
+	}{
+		{"calls", calls},
+		{"inclusive", inclusive},
+		// Each call's own time: they add up to the requests' time.
+		{"wall", roots},
+	} {
+		out, err := exec.Command("go", "tool", "pprof", "-top", "-unit=ns", "-sample_index="+tt.index, file).CombinedOutput()
+		if err != nil {
+			t.Fatalf("go tool pprof -top: %v\n%s", err, out)
+		}
+		m := pprofTotal.FindStringSubmatch(string(out))
+		if m == nil {
+			t.Fatalf("go tool pprof -top -sample_index=%s printed no total:\n%s", tt.index, out)
+		}
+		if got, _ := strconv.ParseInt(m[1], 10, 64); got != tt.want {
+			t.Errorf("go tool pprof -sample_index=%s total %d, trace -json's sum %d\n%s", tt.index, got, tt.want, out)
+		}
+	}
+
+	// go tool nm's addresses of the functions are the locations'.
+	nm, err := exec.Command("go", "tool", "nm", bin).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool nm: %v\n%s", err, nm)
+	}
+	raw, err := exec.Command("go", "tool", "pprof", "-raw", file).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go tool pprof -raw: %v\n%s", err, raw)
+	}
+	for _, fn := range []string{"main.handle", "main.(*Store).Get", "main.audit", "main.price"} {
+		sym := regexp.MustCompile(`(?m)^\s*([0-9a-f]+) T ` + regexp.QuoteMeta(fn) + `$`).FindStringSubmatch(string(nm))
+		if sym == nil {
+			t.Fatalf("go tool nm lists no %s", fn)
+		}
+		loc := regexp.MustCompile(`(?m)^\s*\d+: 0x([0-9a-f]+) M=1 ` + regexp.QuoteMeta(fn) + ` .*/main\.go:\d+`).FindStringSubmatch(string(raw))
+		if loc == nil || loc[1] != sym[1] {
+			t.Errorf("%s: go tool nm says %s, the profile's location %v\n%s", fn, sym[1], loc, raw)
+		}
+	}
+}

@@ -1,0 +1,194 @@
+// Command values calls functions with struct, pointer, interface, error
+// and time arguments and results, and prints to stderr, for each value
+// of each call, what Go itself makes of it: %+v ("want"), encoding/json
+// ("json"), and for every pointer in it, the %+v of what it points to
+// ("ptr"), which %+v shows as an address inside a struct. A test
+// compares the tracer's values with these.
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"reflect"
+	"time"
+)
+
+type Addr struct {
+	City string
+	Zip  int32
+}
+
+type Base struct {
+	ID   int64
+	Kind uint8
+}
+
+type Order struct {
+	Base
+	Name   string
+	Ship   *Addr
+	Paid   bool
+	Weight float64
+	Items  []int
+	Wait   time.Duration
+}
+
+type Pair[K comparable, V any] struct {
+	Key K
+	Val V
+}
+
+type Node struct {
+	V    int
+	Next *Node
+}
+
+// Label is a fmt.Stringer that %+v prints through its String method.
+type Label string
+
+func (l Label) String() string { return string(l) }
+
+//go:noinline
+func Place(o Order, when time.Time) (Order, error) {
+	if o.Ship == nil {
+		return Order{}, errors.New("no address")
+	}
+	o.ID++
+	return o, nil
+}
+
+// Ship returns its error from a deferred exit probe's reads.
+//
+//go:noinline
+func Ship(a *Addr, days [3]int16) (err error) {
+	if a.Zip == 0 {
+		return fmt.Errorf("ship to %s: %w", a.City, errors.New("no zip"))
+	}
+	return nil
+}
+
+//go:noinline
+func Open(path string) error {
+	f, err := os.Open(path)
+	if err == nil {
+		f.Close()
+	}
+	return err
+}
+
+//go:noinline
+func Describe(v fmt.Stringer, x any) string { return fmt.Sprint(v, x) }
+
+//go:noinline
+func Swap(p Pair[string, int]) Pair[string, int] { return p }
+
+//go:noinline
+func Walk(n *Node) int { return n.V }
+
+//go:noinline
+func Big(a [100]int64) int64 { return a[99] }
+
+//go:noinline
+func Count(m map[string]int) int { return len(m) }
+
+//go:noinline
+func Nils(p *Addr, e error) bool { return p == nil && e == nil }
+
+func value(fn, name string, v any) {
+	fmt.Fprintf(os.Stderr, "want %s %s %+v\n", fn, name, v)
+	if err, ok := v.(error); ok {
+		v = err.Error()
+	}
+	if m, ok := v.(map[string]int); ok {
+		v = map[string]int{"len": len(m)}
+	}
+	// A cycle has no JSON.
+	if b, err := json.Marshal(v); err == nil {
+		fmt.Fprintf(os.Stderr, "json %s %s %s\n", fn, name, b)
+	}
+	pointers(reflect.ValueOf(v), map[uintptr]bool{})
+}
+
+// pointers prints what each pointer reachable from v points to.
+func pointers(v reflect.Value, seen map[uintptr]bool) {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() || seen[v.Pointer()] {
+			return
+		}
+		seen[v.Pointer()] = true
+		fmt.Fprintf(os.Stderr, "ptr %#x %+v\n", v.Pointer(), v.Elem().Interface())
+		pointers(v.Elem(), seen)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			pointers(v.Field(i), seen)
+		}
+	}
+}
+
+func main() {
+	when := time.Date(2026, 11, 25, 10, 30, 0, 123456789, time.UTC)
+	lyon := &Addr{City: "Lyon", Zip: 69001}
+	o := Order{Base: Base{ID: 41, Kind: 3}, Name: "Zoë's order", Ship: lyon, Paid: true, Weight: 2.5,
+		Items: []int{7, 8, 9, 10}, Wait: 1500 * time.Millisecond}
+	r, err := Place(o, when)
+	value("main.Place", "o", o)
+	value("main.Place", "when", when.Format(time.RFC3339Nano))
+	value("main.Place=", "r1", r)
+	value("main.Place=", "r2", err)
+
+	none := Order{Base: Base{ID: 7}}
+	r, err = Place(none, when.Add(time.Hour))
+	value("main.Place", "o", none)
+	value("main.Place", "when", when.Add(time.Hour).Format(time.RFC3339Nano))
+	value("main.Place=", "r1", r)
+	value("main.Place=", "r2", err)
+
+	nowhere := &Addr{City: "Nowhere"}
+	days := [3]int16{1, -2, 3}
+	err = Ship(nowhere, days)
+	value("main.Ship", "a", nowhere)
+	value("main.Ship", "days", days)
+	value("main.Ship=", "err", err)
+
+	err = Open("/nonexistent/file.txt")
+	value("main.Open", "path", "/nonexistent/file.txt")
+	value("main.Open=", "r1", err)
+
+	s := Describe(Label("express"), 42)
+	value("main.Describe", "v", Label("express"))
+	value("main.Describe", "x", 42)
+	value("main.Describe=", "r1", s)
+
+	p := Swap(Pair[string, int]{"k", 5})
+	value("main.Swap", "p", Pair[string, int]{"k", 5})
+	value("main.Swap=", "r1", p)
+
+	a := &Node{V: 1}
+	a.Next = &Node{V: 2, Next: a}
+	w := Walk(a)
+	value("main.Walk", "n", a)
+	value("main.Walk=", "r1", w)
+
+	var big [100]int64
+	for i := range big {
+		big[i] = int64(i * i)
+	}
+	b := Big(big)
+	value("main.Big", "a", big)
+	value("main.Big=", "r1", b)
+
+	m := map[string]int{"a": 1, "b": 2, "c": 3}
+	c := Count(m)
+	value("main.Count", "m", m)
+	value("main.Count=", "r1", c)
+
+	var nilAddr *Addr
+	var nilErr error
+	ok := Nils(nilAddr, nilErr)
+	value("main.Nils", "p", nilAddr)
+	value("main.Nils", "e", nilErr)
+	value("main.Nils=", "r1", ok)
+}

@@ -1,0 +1,217 @@
+package e2e
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"reflect"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// TestTraceValuesCorpus traces testdata/values, which calls functions
+// with structs (nested, embedded, generic), pointers (nil, a cycle),
+// arrays (one past the read budget), maps, interfaces, the errors of
+// errors.New, fmt.Errorf's %w and os.Open, a time and a duration, and
+// prints what Go makes of each value: %+v, encoding/json, and the %+v of
+// what each pointer points to. Every value trace prints, in text and in
+// -json, must be what Go printed, on a normal and on a stripped build.
+// Where trace cuts a value (an array past the budget) what it shows must
+// be the start of Go's; a map shows its length only.
+func TestTraceValuesCorpus(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	dir := fixture(t, "values")
+	for _, variant := range []struct{ name, ldflags string }{{"plain", ""}, {"stripped", "-s -w"}} {
+		t.Run(variant.name, func(t *testing.T) {
+			bin := filepath.Join(t.TempDir(), "values")
+			goCmd(t, dir, routeA.env(), "build", "-o", bin, "-ldflags="+variant.ldflags, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+			out, errOut, err := usdtTrace(t, "--", bin)
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, errOut)
+			}
+			want := goValues(t, errOut)
+			got := traceValuesText(t, out, want)
+			jsonOut, errOut, err := usdtTrace(t, "-json", "--", bin)
+			if err != nil {
+				t.Fatalf("trace -json: %v\n%s", err, errOut)
+			}
+			gotJSON := traceValuesJSON(t, jsonOut)
+			if len(got) != len(want) || len(gotJSON) != len(want) {
+				t.Fatalf("trace printed %d values, -json %d, Go %d:\n%s\n%s", len(got), len(gotJSON), len(want), out, errOut)
+			}
+			for i, w := range want {
+				label := w.fn + " " + w.name
+				if g := got[i]; g != w.expanded() && !cutMatches(g, w.text) && !mapMatches(g, w.json) {
+					t.Errorf("%s: trace printed %s, Go %s", label, g, w.expanded())
+				}
+				if w.json == "" {
+					continue // Go has no JSON of a cycle
+				}
+				var gv, wv any
+				json.Unmarshal([]byte(w.json), &wv)
+				json.Unmarshal(gotJSON[i], &gv)
+				if !reflect.DeepEqual(gv, wv) && !prefixMatches(gv, wv, got[i]) {
+					t.Errorf("%s: trace -json wrote %s, Go %s", label, gotJSON[i], w.json)
+				}
+			}
+		})
+	}
+}
+
+// goValue is one value as the fixture printed it.
+type goValue struct {
+	fn, name, text, json string
+	// ptrs are what the pointers in it point to, by address, root the
+	// value's own address when it is a pointer.
+	ptrs map[string]string
+	root string
+}
+
+// expanded is the %+v text with each pointer's address replaced by what
+// it points to, but for those on the way to it (a cycle).
+func (v goValue) expanded() string {
+	on := map[string]bool{v.root: true}
+	var expand func(s string) string
+	addr := regexp.MustCompile(`0x[0-9a-f]+`)
+	expand = func(s string) string {
+		return addr.ReplaceAllStringFunc(s, func(a string) string {
+			to, ok := v.ptrs[a]
+			if !ok || on[a] {
+				return a
+			}
+			on[a] = true
+			defer delete(on, a)
+			return "&" + expand(to)
+		})
+	}
+	return expand(v.text)
+}
+
+func goValues(t *testing.T, stderr string) []goValue {
+	t.Helper()
+	var vals []goValue
+	for _, line := range strings.Split(stderr, "\n") {
+		kind, rest, _ := strings.Cut(line, " ")
+		switch kind {
+		case "want":
+			f := strings.SplitN(rest, " ", 3)
+			vals = append(vals, goValue{fn: f[0], name: f[1], text: f[2], ptrs: map[string]string{}})
+		case "json":
+			f := strings.SplitN(rest, " ", 3)
+			vals[len(vals)-1].json = f[2]
+		case "ptr":
+			v := &vals[len(vals)-1]
+			a, text, _ := strings.Cut(rest, " ")
+			if strings.HasPrefix(v.text, "&") && len(v.ptrs) == 0 {
+				v.root = a
+			}
+			v.ptrs[a] = text
+		}
+	}
+	if len(vals) == 0 {
+		t.Fatalf("the fixture printed no values:\n%s", stderr)
+	}
+	return vals
+}
+
+// traceValuesText splits the values of trace's events for the fixture's
+// functions by the names Go printed, in order, top-level strings
+// unquoted.
+func traceValuesText(t *testing.T, out string, want []goValue) []string {
+	t.Helper()
+	var got []string
+	i := 0
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		m := regexp.MustCompile(`^\S+ g=\d+ (main\.\w+)(?: = )?\((.*)\)(?: \S+)?$`).FindStringSubmatch(line)
+		if m == nil {
+			t.Fatalf("not an event: %q", line)
+		}
+		list := m[2]
+		for first := true; i < len(want) && list != ""; first = false {
+			w := want[i]
+			prefix := w.name + "="
+			if !first {
+				prefix = ", " + prefix
+			}
+			if !strings.HasPrefix(list, prefix) {
+				break
+			}
+			list = list[len(prefix):]
+			end := len(list)
+			if i+1 < len(want) {
+				if k := strings.Index(list, ", "+want[i+1].name+"="); k >= 0 {
+					end = k
+				}
+			}
+			v := list[:end]
+			if s, err := strconv.Unquote(v); err == nil {
+				v = s
+			}
+			got = append(got, v)
+			list = list[end:]
+			i++
+		}
+	}
+	return got
+}
+
+// traceValuesJSON is the values of trace -json's events, in order.
+func traceValuesJSON(t *testing.T, out string) []json.RawMessage {
+	t.Helper()
+	var vals []json.RawMessage
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev struct {
+			Args, Results json.RawMessage
+		}
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		obj := ev.Args
+		if obj == nil {
+			obj = ev.Results
+		}
+		// In the order written.
+		dec := json.NewDecoder(strings.NewReader(string(obj)))
+		dec.Token()
+		for dec.More() {
+			dec.Token()
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				t.Fatal(err)
+			}
+			vals = append(vals, v)
+		}
+	}
+	return vals
+}
+
+var cutList = regexp.MustCompile(`^\[(.*) \.\.\.\(len (\d+)\)\]$`)
+
+// cutMatches reports whether got is a list trace cut, whose elements
+// start Go's list goText, as long as it.
+func cutMatches(got, goText string) bool {
+	m := cutList.FindStringSubmatch(got)
+	if m == nil {
+		return false
+	}
+	elems := strings.Fields(strings.Trim(goText, "[]"))
+	return m[2] == strconv.Itoa(len(elems)) && strings.HasPrefix(strings.Join(elems, " "), m[1]+" ")
+}
+
+// mapMatches reports whether got is the length of the map Go wrote as
+// {"len": N}.
+func mapMatches(got, goJSON string) bool {
+	var m map[string]int
+	return json.Unmarshal([]byte(goJSON), &m) == nil && got == fmt.Sprintf("map[len=%d]", m["len"])
+}
+
+// prefixMatches reports whether the JSON array got starts Go's, where
+// trace cut the list.
+func prefixMatches(got, want any, text string) bool {
+	g, ok1 := got.([]any)
+	w, ok2 := want.([]any)
+	return ok1 && ok2 && cutList.MatchString(text) && len(g) < len(w) && reflect.DeepEqual(g, w[:len(g)])
+}

@@ -1,0 +1,41 @@
+package e2e
+
+import (
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestValuesNoEscape: a struct, an array, an interface or a time passed
+// to a probe as its address moves nothing to the heap. The compiler's
+// escape analysis (-gcflags=-m) reports the same variables moved to the
+// heap in main.go, instrumented or not; the line directives keep the
+// positions the same.
+func TestValuesNoEscape(t *testing.T) {
+	dir := fixture(t, "values")
+	bin := filepath.Join(t.TempDir(), "values")
+	plain := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", ".")
+	inst := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	if !strings.Contains(inst, "inlining call to usdtAutoWord") {
+		t.Fatalf("the instrumented build passes no value by its address:\n%s", inst)
+	}
+	want, got := movedToHeap(plain), movedToHeap(inst)
+	for _, out := range []string{plain, inst} {
+		if !strings.Contains(out, "./main.go:") {
+			t.Fatalf("the compiler reported no escape analysis of main.go:\n%s", out)
+		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("instrumented, moved to the heap:\n%q\nplain:\n%q", got, want)
+	}
+}
+
+var movedLine = regexp.MustCompile(`(?m)^\./main\.go:\d+:\d+: moved to heap: .*$`)
+
+func movedToHeap(out string) []string {
+	moved := movedLine.FindAllString(out, -1)
+	slices.Sort(moved)
+	return slices.Compact(moved)
+}

@@ -1,0 +1,463 @@
+package values
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/layout"
+)
+
+// Value is a decoded Go value: String is what %+v prints, JSON what the
+// tracer's -json writes.
+type Value interface {
+	String() string
+	JSON() any
+}
+
+// Namer describes the type whose runtime descriptor is at an address
+// (see TypeNames.Type); nil describes none.
+type Namer func(addr uint64) (Dynamic, error)
+
+// Decode decodes argument i of an event, whose raw value the probe passed
+// was raw and whose value area is area, as the layout l describes it.
+// It reports false when the plan reads nothing of that argument.
+func (p *Plan) Decode(i int, l *layout.Type, raw uint64, area []byte, names Namer) (Value, bool) {
+	op, ok := p.Root(i)
+	if !ok {
+		return nil, false
+	}
+	d := decoder{p: p, area: area, names: names, seen: map[uint64]bool{}}
+	switch l.Kind {
+	case layout.Pointer:
+		if raw == 0 {
+			return null{}, true
+		}
+		d.seen[raw] = true
+		return pointer{d.value(l.Elem, int(op.Dst))}, true
+	case layout.Map:
+		if raw == 0 {
+			return null{}, true
+		}
+		return mapLen(d.word(int(op.Dst))), true
+	}
+	return d.value(l, int(op.Dst)), true
+}
+
+type decoder struct {
+	p     *Plan
+	area  []byte
+	names Namer
+	// seen holds the pointers followed on the way to the value at hand.
+	seen map[uint64]bool
+}
+
+func (d *decoder) bytes(off, n int) []byte {
+	if off < 0 || n < 0 || off+n > len(d.area) {
+		return nil
+	}
+	return d.area[off : off+n]
+}
+
+func (d *decoder) word(off int) uint64 {
+	if b := d.bytes(off, 8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+// followed is the op that read what the pointer at off points to.
+func (d *decoder) followed(off int) (Op, bool) {
+	j, ok := d.p.follow[uint16(off)]
+	if !ok || off < 0 || off > math.MaxUint16 {
+		return Op{}, false
+	}
+	return d.p.Ops[j], true
+}
+
+func (d *decoder) value(t *layout.Type, off int) Value {
+	if t == nil {
+		return unknown("?")
+	}
+	b := d.bytes(off, int(t.Size))
+	if b == nil && t.Size > 0 {
+		return unknown("...")
+	}
+	switch t.Kind {
+	case layout.Bool:
+		return scalar{strconv.FormatBool(b[0] != 0), b[0] != 0}
+	case layout.Int:
+		v := signed(b)
+		if t.Name == "time.Duration" {
+			// Written as Go writes it: String in text, the number of
+			// nanoseconds in JSON, as encoding/json does.
+			return scalar{time.Duration(v).String(), v}
+		}
+		return scalar{strconv.FormatInt(v, 10), v}
+	case layout.Uint:
+		v := unsigned(b)
+		return scalar{strconv.FormatUint(v, 10), v}
+	case layout.Float:
+		var f float64
+		if t.Size == 4 {
+			f = float64(math.Float32frombits(uint32(unsigned(b))))
+		} else {
+			f = math.Float64frombits(unsigned(b))
+		}
+		return float(f)
+	case layout.String:
+		return d.str(off)
+	case layout.Pointer:
+		addr := d.word(off)
+		if addr == 0 {
+			return null{}
+		}
+		op, ok := d.followed(off)
+		if !ok || d.seen[addr] || t.Elem == nil {
+			return address(addr)
+		}
+		d.seen[addr] = true
+		defer delete(d.seen, addr)
+		return pointer{d.value(t.Elem, int(op.Dst))}
+	case layout.Struct:
+		if t.Name == "time.Time" {
+			return d.time(off)
+		}
+		s := object{cut: t.Cut}
+		for _, f := range t.Fields {
+			s.fields = append(s.fields, field{f.Name, d.value(f.Type, off+int(f.Offset)), f.Embedded})
+		}
+		return s
+	case layout.Array:
+		var l list
+		l.len = int(t.Len)
+		if t.Elem == nil {
+			return l
+		}
+		for k := 0; k < int(min(t.Len, ElemsMax)) && int64(k+1)*t.Elem.Size <= OpMax; k++ {
+			l.elems = append(l.elems, d.value(t.Elem, off+k*int(t.Elem.Size)))
+		}
+		return l
+	case layout.Slice:
+		if d.word(off) == 0 {
+			return nilSlice{}
+		}
+		n := int(d.word(off + 8))
+		if t.Elem != nil && t.Elem.Kind == layout.Uint && t.Elem.Size == 1 {
+			return d.str(off)
+		}
+		l := list{len: n}
+		op, ok := d.followed(off)
+		if !ok || t.Elem == nil || t.Elem.Size == 0 {
+			return l
+		}
+		for k := 0; k < n && k < int(op.Max)/int(t.Elem.Size); k++ {
+			l.elems = append(l.elems, d.value(t.Elem, int(op.Dst)+k*int(t.Elem.Size)))
+		}
+		return l
+	case layout.Map:
+		if d.word(off) == 0 {
+			return null{}
+		}
+		if op, ok := d.followed(off); ok {
+			return mapLen(d.word(int(op.Dst)))
+		}
+		return address(d.word(off))
+	case layout.Iface, layout.Eface:
+		return d.iface(t, off)
+	case layout.Func, layout.Chan, layout.UnsafePointer:
+		if d.word(off) == 0 {
+			return null{}
+		}
+	}
+	return address(d.word(off))
+}
+
+// str decodes the string (or []byte) header at off.
+func (d *decoder) str(off int) Value {
+	n := d.word(off + 8)
+	if n == 0 {
+		return text("")
+	}
+	op, ok := d.followed(off)
+	if !ok {
+		return unknown(fmt.Sprintf("<%d bytes>", n))
+	}
+	shown := d.bytes(int(op.Dst), int(min(n, uint64(op.Max))))
+	if uint64(len(shown)) < n {
+		return cutText{string(shown), n}
+	}
+	return text(shown)
+}
+
+// time decodes a time.Time (wall uint64, ext int64, loc *Location) as
+// the time package does. A location other than UTC is known by its name,
+// loaded on the tracer's machine ("Local" is the tracer's local zone).
+func (d *decoder) time(off int) Value {
+	const (
+		hasMonotonic   = 1 << 63
+		wallToInternal = (1884*365 + 1884/4 - 1884/100 + 1884/400) * 86400
+		unixToInternal = (1969*365 + 1969/4 - 1969/100 + 1969/400) * 86400
+	)
+	wall, ext := d.word(off), int64(d.word(off+8))
+	sec := ext
+	if wall&hasMonotonic != 0 {
+		sec = wallToInternal + int64(wall<<1>>31)
+	}
+	t := time.Unix(sec-unixToInternal, int64(wall&(1<<30-1))).UTC()
+	if loc := d.word(off + 16); loc != 0 {
+		if op, ok := d.followed(off + 16); ok {
+			switch name := d.str(int(op.Dst)).String(); name {
+			case "Local":
+				t = t.Local()
+			case "UTC", "":
+			default:
+				if l, err := time.LoadLocation(name); err == nil {
+					t = t.In(l)
+				}
+			}
+		}
+	}
+	s := t.Format(time.RFC3339Nano)
+	return scalar{s, s}
+}
+
+// iface decodes an interface: its dynamic type's name, from the binary,
+// and the value where the type is one it knows (errors of errors.New,
+// fmt.Errorf and *fs.PathError, strings, numbers and bools).
+func (d *decoder) iface(t *layout.Type, off int) Value {
+	typ := d.word(off)
+	if typ == 0 {
+		return null{}
+	}
+	if t.Kind == layout.Iface {
+		op, ok := d.followed(off)
+		if !ok {
+			return address(d.word(off + 8))
+		}
+		typ = d.word(int(op.Dst) + 8)
+	}
+	var dyn Dynamic
+	if d.names != nil {
+		dyn, _ = d.names(typ)
+	}
+	data := d.word(off + 8)
+	dop, ok := d.followed(off + 8)
+	if !ok || dyn.Name == "" {
+		return dynamicValue{dyn.Name, address(data)}
+	}
+	at := int(dop.Dst)
+	switch dyn.Name {
+	case "*errors.errorString", "*fmt.wrapError", "*fmt.wrapErrors":
+		return message(d.str(at).String())
+	case "*fs.PathError":
+		msg := d.str(at).String() + " " + d.str(at+16).String()
+		if eop, ok := d.followed(at + 40); ok {
+			if n := d.word(int(eop.Dst)); n > 0 && n < 4096 {
+				msg += ": " + syscall.Errno(n).Error()
+			}
+		}
+		return message(msg)
+	}
+	if dyn.Kind != "" && dyn.Size <= DynamicSize {
+		return d.value(&layout.Type{Kind: dyn.Kind, Size: dyn.Size, Name: dyn.Name}, at)
+	}
+	return dynamicValue{dyn.Name, address(data)}
+}
+
+func unsigned(b []byte) uint64 {
+	var v uint64
+	for i := len(b) - 1; i >= 0; i-- {
+		v = v<<8 | uint64(b[i])
+	}
+	return v
+}
+
+func signed(b []byte) int64 {
+	shift := 64 - 8*len(b)
+	return int64(unsigned(b)<<shift) >> shift
+}
+
+type scalar struct {
+	text string
+	json any
+}
+
+func (s scalar) String() string { return s.text }
+func (s scalar) JSON() any      { return s.json }
+
+type float float64
+
+func (f float) String() string { return strconv.FormatFloat(float64(f), 'g', -1, 64) }
+
+// JSON is the number, or as Go's encoding/json cannot write NaN and the
+// infinities, their names.
+func (f float) JSON() any {
+	if math.IsNaN(float64(f)) || math.IsInf(float64(f), 0) {
+		return f.String()
+	}
+	return float64(f)
+}
+
+type text string
+
+func (t text) String() string { return string(t) }
+func (t text) JSON() any      { return string(t) }
+
+// cutText is a string of which the probe read the first bytes.
+type cutText struct {
+	shown string
+	len   uint64
+}
+
+func (c cutText) String() string { return fmt.Sprintf("%s...(%d bytes)", c.shown, c.len) }
+func (c cutText) JSON() any      { return c.String() }
+
+// message is an error's message.
+type message string
+
+func (m message) String() string { return string(m) }
+func (m message) JSON() any      { return string(m) }
+
+// nilSlice is a nil slice: [] as %+v prints it, null in JSON.
+type nilSlice struct{}
+
+func (nilSlice) String() string { return "[]" }
+func (nilSlice) JSON() any      { return nil }
+
+type null struct{}
+
+func (null) String() string { return "<nil>" }
+func (null) JSON() any      { return nil }
+
+// address is a pointer the plan did not follow: past its depth or
+// budget, or back to a value on the way to it.
+type address uint64
+
+func (a address) String() string { return fmt.Sprintf("%#x", uint64(a)) }
+func (a address) JSON() any      { return a.String() }
+
+// unknown is what the probe did not read.
+type unknown string
+
+func (u unknown) String() string { return string(u) }
+func (u unknown) JSON() any      { return string(u) }
+
+type pointer struct{ to Value }
+
+func (p pointer) String() string { return "&" + p.to.String() }
+func (p pointer) JSON() any      { return p.to.JSON() }
+
+type mapLen uint64
+
+func (m mapLen) String() string { return fmt.Sprintf("map[len=%d]", uint64(m)) }
+func (m mapLen) JSON() any      { return map[string]uint64{"len": uint64(m)} }
+
+// dynamicValue is an interface's value of a type the decoder does not
+// read: its type's name and its data word.
+type dynamicValue struct {
+	typ  string
+	data Value
+}
+
+func (v dynamicValue) String() string {
+	if v.typ == "" {
+		return v.data.String()
+	}
+	return "(" + v.typ + ")" + v.data.String()
+}
+func (v dynamicValue) JSON() any { return v.String() }
+
+type field struct {
+	name     string
+	value    Value
+	embedded bool
+}
+
+// object is a struct, its fields in order.
+type object struct {
+	fields []field
+	cut    bool
+}
+
+func (o object) String() string {
+	var b strings.Builder
+	b.WriteByte('{')
+	for i, f := range o.fields {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(f.name + ":" + f.value.String())
+	}
+	if o.cut {
+		b.WriteString(" ...")
+	}
+	b.WriteByte('}')
+	return b.String()
+}
+
+func (o object) JSON() any { return o }
+
+// MarshalJSON writes the fields as encoding/json does: an embedded
+// struct's fields as the outer struct's.
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for _, f := range o.flat() {
+		if len(b) > 1 {
+			b = append(b, ',')
+		}
+		k, _ := json.Marshal(f.name)
+		v, err := json.Marshal(f.value.JSON())
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
+	}
+	return append(b, '}'), nil
+}
+
+func (o object) flat() []field {
+	var out []field
+	for _, f := range o.fields {
+		inner, ok := f.value.(object)
+		if p, isPtr := f.value.(pointer); isPtr {
+			inner, ok = p.to.(object)
+		}
+		if f.embedded && ok {
+			out = append(out, inner.flat()...)
+			continue
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// list is an array's or a slice's elements, len of them in all.
+type list struct {
+	elems []Value
+	len   int
+}
+
+func (l list) String() string {
+	s := make([]string, len(l.elems))
+	for i, e := range l.elems {
+		s[i] = e.String()
+	}
+	if len(l.elems) < l.len {
+		s = append(s, fmt.Sprintf("...(len %d)", l.len))
+	}
+	return "[" + strings.Join(s, " ") + "]"
+}
+
+func (l list) JSON() any {
+	out := make([]any, len(l.elems))
+	for i, e := range l.elems {
+		out[i] = e.JSON()
+	}
+	return out
+}

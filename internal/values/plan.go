@@ -1,0 +1,209 @@
+// Package values reads Go values out of a traced process's memory, as a
+// probe table's layouts (internal/layout) describe them, and writes them
+// as Go's %+v and as JSON.
+//
+// The reading happens in the kernel, when the probe fires: a Plan is a
+// short list of copies (Op) the tracer's BPF program makes into its
+// event, each from an argument's address or from a pointer an earlier
+// copy brought in, within a byte budget. Decode then turns the event's
+// bytes back into values.
+package values
+
+import "github.com/go-usdt/usdt/internal/layout"
+
+// From says where an Op reads.
+type From uint8
+
+const (
+	FromNone  From = iota
+	FromArg        // the address the argument holds
+	FromPtr        // the pointer at Src in the value area
+	FromSlice      // the pointer at Src, Max bytes at most but the length at Src+8 times Elem
+)
+
+// Op is one copy into the event's value area.
+type Op struct {
+	From     From
+	Arg      uint8  // FromArg: the argument's index in the note
+	Src      uint16 // FromPtr, FromSlice: offset of the pointer in the value area
+	Dst, Max uint16 // where the bytes go and how many at most
+	Elem     uint16 // FromSlice: bytes per element
+	Dynamic  bool   // the bytes of an interface's data, whose type is known only when decoding
+}
+
+// Limits of a plan, which the BPF program is built for.
+const (
+	MaxOps   = 32
+	AreaSize = 2048 // the value area's bytes
+	OpMax    = 512  // bytes one Op copies at most
+	// Shown at most: a string's bytes, a slice's or an array's elements.
+	StringMax = 64
+	ElemsMax  = 16
+	// DynamicSize is what an interface's data is read as: enough for
+	// the errors of errors.New, fmt.Errorf's %w and *fs.PathError.
+	DynamicSize = 48
+)
+
+// Plan is the copies a site's event needs, and for each argument that
+// has a value to read, the copy that brings its root.
+type Plan struct {
+	Ops []Op
+	// roots[i] is the op of argument i plus one, 0 for none.
+	roots map[int]int
+	// follow maps a pointer's or a string's offset in the value area to
+	// the op that read what it points to.
+	follow map[uint16]int
+}
+
+// NewPlan plans the reads of a site whose argument i has the layout
+// ls[i] (nil for none).
+func NewPlan(ls []*layout.Type) *Plan {
+	p := &Plan{roots: map[int]int{}, follow: map[uint16]int{}}
+	var used int
+	type item struct {
+		t   *layout.Type
+		dst int
+	}
+	var queue []item
+	add := func(op Op) (int, bool) {
+		if len(p.Ops) == MaxOps || op.Max == 0 || used+int(op.Max) > AreaSize {
+			return 0, false
+		}
+		op.Dst = uint16(used)
+		used += (int(op.Max) + 7) &^ 7
+		p.Ops = append(p.Ops, op)
+		return len(p.Ops) - 1, true
+	}
+	size := func(t *layout.Type) uint16 { return uint16(min(t.Size, OpMax)) }
+	for i, l := range ls {
+		if l == nil {
+			continue
+		}
+		root := l
+		switch l.Kind {
+		case layout.Pointer:
+			if l.Elem == nil {
+				continue
+			}
+			root = l.Elem
+		case layout.Map:
+			root = &layout.Type{Kind: layout.Int, Size: 8}
+		}
+		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: size(root)}); ok {
+			p.roots[i] = j + 1
+			queue = append(queue, item{root, int(p.Ops[j].Dst)})
+		}
+	}
+	// Breadth first, so that what lies nearer the argument is read
+	// first, but a pointer is followed only once everything else the
+	// reads so far reached is: the strings of a struct, whose fields
+	// point at large structs that are often nil, come before those.
+	// So are a slice's elements, which are often none.
+	var later []func()
+	for len(queue) > 0 || len(later) > 0 {
+		if len(queue) == 0 {
+			later[0]()
+			later = later[1:]
+			continue
+		}
+		it := queue[0]
+		queue = queue[1:]
+		t, dst := it.t, it.dst
+		follow := func(op Op, then *layout.Type) {
+			op.Src = uint16(dst)
+			if j, ok := add(op); ok {
+				p.follow[uint16(dst)] = j
+				if then != nil {
+					queue = append(queue, item{then, int(p.Ops[j].Dst)})
+				}
+			}
+		}
+		switch t.Kind {
+		case layout.Struct:
+			for _, f := range t.Fields {
+				if f.Offset+f.Type.Size <= OpMax {
+					queue = append(queue, item{f.Type, dst + int(f.Offset)})
+				}
+			}
+		case layout.Array:
+			if t.Elem == nil {
+				break
+			}
+			for k := int64(0); k < min(t.Len, ElemsMax) && (k+1)*t.Elem.Size <= OpMax; k++ {
+				queue = append(queue, item{t.Elem, dst + int(k*t.Elem.Size)})
+			}
+		case layout.String:
+			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+		case layout.Slice:
+			if t.Elem == nil || t.Elem.Size == 0 {
+				break
+			}
+			n := min(ElemsMax*t.Elem.Size, OpMax)
+			if t.Elem.Kind == layout.Uint && t.Elem.Size == 1 {
+				n = StringMax
+			}
+			op := Op{From: FromSlice, Src: uint16(dst), Max: uint16(n - n%t.Elem.Size), Elem: uint16(t.Elem.Size)}
+			later = append(later, func() {
+				if j, ok := add(op); ok {
+					p.follow[op.Src] = j
+					for k := int64(0); k < int64(op.Max)/t.Elem.Size; k++ {
+						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst) + int(k*t.Elem.Size)})
+					}
+				}
+			})
+		case layout.Pointer:
+			if t.Elem != nil && t.Elem.Size > 0 {
+				op := Op{From: FromPtr, Src: uint16(dst), Max: size(t.Elem)}
+				later = append(later, func() {
+					if j, ok := add(op); ok {
+						p.follow[op.Src] = j
+						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst)})
+					}
+				})
+			}
+		case layout.Map:
+			follow(Op{From: FromPtr, Max: 8}, nil)
+		case layout.Iface, layout.Eface:
+			if t.Kind == layout.Iface {
+				// The itab, whose second word is the type.
+				follow(Op{From: FromPtr, Max: 16}, nil)
+			}
+			dst += 8
+			data := errorData
+			if t.Name != "error" {
+				data = anyData
+			}
+			follow(Op{From: FromPtr, Max: DynamicSize, Dynamic: true}, data)
+		}
+		if t == errorData || t == anyData {
+			// Guesses at what the data may hold, checked when decoding
+			// against its type: a string at 0 (a string's bytes, the
+			// messages of errors.New and fmt.Errorf's %w), and for an
+			// error, *fs.PathError's Path at 16 and its Err's errno at 40.
+			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+		}
+		if t == errorData {
+			dst += 16
+			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+			dst += 24
+			follow(Op{From: FromPtr, Max: 8}, nil)
+		}
+	}
+	return p
+}
+
+// errorData and anyData stand for an error's and another interface's
+// data, read before its type is known.
+var (
+	errorData = &layout.Type{Kind: layout.Struct, Size: DynamicSize}
+	anyData   = &layout.Type{Kind: layout.Struct, Size: DynamicSize}
+)
+
+// Root returns the op that reads argument i's value, if any.
+func (p *Plan) Root(i int) (Op, bool) {
+	j := p.roots[i]
+	if j == 0 {
+		return Op{}, false
+	}
+	return p.Ops[j-1], true
+}

@@ -1,0 +1,57 @@
+package values
+
+import (
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/layout"
+)
+
+// TestPlanBounds: whatever the layouts, a plan holds at most MaxOps
+// copies, each within the value area and at most OpMax bytes, each from
+// an argument or a pointer an earlier copy brought in: what the BPF
+// program's bounds checks assume.
+func TestPlanBounds(t *testing.T) {
+	str := &layout.Type{Kind: layout.String, Size: 16}
+	node := &layout.Type{Kind: layout.Struct, Size: 24}
+	next := &layout.Type{Kind: layout.Pointer, Size: 8, Elem: node}
+	node.Fields = []layout.Field{{Name: "S", Type: str}, {Name: "Next", Offset: 16, Type: next}}
+	big := &layout.Type{Kind: layout.Array, Size: 8 * 1000, Len: 1000, Elem: &layout.Type{Kind: layout.Pointer, Size: 8, Elem: node}}
+	iface := &layout.Type{Kind: layout.Iface, Size: 16}
+	for _, tt := range []struct {
+		name string
+		ls   []*layout.Type
+	}{
+		{"list", []*layout.Type{nil, next}},
+		{"big array", []*layout.Type{big, big, iface}},
+		{"interfaces", []*layout.Type{iface, iface, iface, iface, iface, iface, iface}},
+	} {
+		p := NewPlan(tt.ls)
+		if len(p.Ops) == 0 || len(p.Ops) > MaxOps {
+			t.Errorf("%s: %d ops", tt.name, len(p.Ops))
+		}
+		filled := 0
+		for i, op := range p.Ops {
+			if op.Max == 0 || op.Max > OpMax || int(op.Dst)+int(op.Max) > AreaSize || op.Dst%8 != 0 {
+				t.Errorf("%s: op %d %+v out of bounds", tt.name, i, op)
+			}
+			switch op.From {
+			case FromArg:
+				if tt.ls[op.Arg] == nil {
+					t.Errorf("%s: op %d reads argument %d, which has no layout", tt.name, i, op.Arg)
+				}
+			case FromPtr, FromSlice:
+				if int(op.Src)+8 > filled {
+					t.Errorf("%s: op %d reads a pointer at %d, before any copy brought it", tt.name, i, op.Src)
+				}
+			default:
+				t.Errorf("%s: op %d from %d", tt.name, i, op.From)
+			}
+			filled = max(filled, int(op.Dst)+int(op.Max))
+		}
+		for i, l := range tt.ls {
+			if _, ok := p.Root(i); ok != (l != nil) {
+				t.Errorf("%s: argument %d has a root %v", tt.name, i, ok)
+			}
+		}
+	}
+}

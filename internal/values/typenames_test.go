@@ -1,0 +1,127 @@
+package values
+
+import (
+	"debug/dwarf"
+	"debug/elf"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+)
+
+// TestTypeNames names type descriptors of a small program from the
+// runtime's type data alone, and wants the names its DWARF gives the
+// types whose descriptors are at those addresses (DW_AT_go_runtime_type):
+// DWARF is the compiler's, the reading is the code's under test. The
+// same descriptors of the stripped build, which has no DWARF, get the
+// same names.
+func TestTypeNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds a program")
+	}
+	dir := t.TempDir()
+	src := `package main
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"time"
+)
+
+type Order struct{ ID int }
+
+func main() {
+	_, err := os.Open("/nonexistent")
+	fmt.Println(errors.New("x"), fmt.Errorf("w: %w", err), Order{1}, time.Second)
+}
+`
+	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(dir, "go.mod"), []byte("module example.com/names\n\ngo 1.24\n"), 0o644)
+	build := func(name string, flags ...string) string {
+		bin := filepath.Join(dir, name)
+		cmd := exec.Command("go", append(append([]string{"build", "-o", bin}, flags...), ".")...)
+		cmd.Dir = dir
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOARCH=amd64")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		return bin
+	}
+	plain, stripped := build("plain"), build("stripped", "-ldflags=-s -w")
+	f, err := elf.Open(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	d, err := f.DWARF()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := NewTypeNames(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := elf.Open(stripped)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sf.Close()
+	strippedNames, err := NewTypeNames(sf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// DWARF names types by package path, the runtime by package name.
+	want := map[string]string{"*errors.errorString": "*errors.errorString", "*fmt.wrapError": "*fmt.wrapError", "*io/fs.PathError": "*fs.PathError",
+		"main.Order": "main.Order", "time.Duration": "time.Duration", "syscall.Errno": "syscall.Errno"}
+	found := map[string]bool{}
+	// DW_AT_go_runtime_type is an offset from the linker's runtime.types.
+	syms, err := f.Symbols()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var base uint64
+	for _, s := range syms {
+		if s.Name == "runtime.types" {
+			base = s.Value
+		}
+	}
+	if base == 0 {
+		t.Fatal("no runtime.types symbol")
+	}
+	const goRuntimeType = dwarf.Attr(0x2904) // DW_AT_go_runtime_type
+	r := d.Reader()
+	for {
+		e, err := r.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if e == nil {
+			break
+		}
+		dwarfName, _ := e.Val(dwarf.AttrName).(string)
+		off, ok := e.Val(goRuntimeType).(uint64)
+		name, wanted := want[dwarfName]
+		if !ok || !wanted {
+			continue
+		}
+		found[dwarfName] = true
+		addr := base + off
+		got, err := names.Type(addr)
+		if err != nil || got.Name != name {
+			t.Errorf("descriptor at %#x (%s): %+v, %v", addr, name, got, err)
+		}
+		// The stripped build is the same but for DWARF and symbols,
+		// which come last: its descriptors are at the same addresses.
+		if sd, err := strippedNames.Type(addr); err != nil || sd.Name != name {
+			t.Errorf("stripped, descriptor at %#x (%s): %+v, %v", addr, name, sd, err)
+		}
+	}
+	for name := range want {
+		if !found[name] {
+			t.Errorf("no DWARF type %s with a runtime type", name)
+		}
+	}
+}

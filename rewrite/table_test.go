@@ -1,0 +1,172 @@
+package rewrite_test
+
+import (
+	"bytes"
+	"compress/flate"
+	"encoding/binary"
+	"fmt"
+	"hash/fnv"
+	"io"
+	"regexp"
+	"strconv"
+	"testing"
+
+	"github.com/go-usdt/usdt/internal/probetable"
+)
+
+// The probe table's strings are deflated with the running Go release's
+// compress/flate, or kept as they are when that gains nothing, and
+// releases deflate differently: Go 1.27's encoder is not 1.26's. The
+// deflated bytes, and with them the table's version (4 or 5), size and
+// checksum, are the release's, not rewrite's. So the goldens hold the
+// table with its strings inflated, by compress/flate's reader (DEFLATE
+// decodes alike everywhere), and placeholders for the size and checksum,
+// which this file checks against the layout package probetable documents.
+
+var (
+	dataLine  = regexp.MustCompile(`^DATA (\S+)\+(\d+)\(SB\)/8, \$(\S+)$`)
+	globlLine = regexp.MustCompile(`^GLOBL (\S+)\(SB\), 16, \$(\d+)$`)
+	tailDecl  = regexp.MustCompile(`(?m)^(\ttail\s+)\[(\d+)\]uint64$`)
+)
+
+// table is a probe table read back from the DATA directives that write it.
+type table struct {
+	name  string
+	bytes []byte
+	// The offsets of its parts.
+	stubs, slots, strings int
+}
+
+func pad8(n int) int { return (n + 7) &^ 7 }
+
+// readTable finds the probe table in asm, the one GLOBL that is not
+// code, and checks its header and checksum.
+func readTable(t *testing.T, asm []byte) table {
+	t.Helper()
+	var tab table
+	for line := range bytes.Lines(asm) {
+		if m := globlLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n"))); m != nil {
+			if tab.name != "" {
+				t.Fatalf("two tables, %s and %s", tab.name, m[1])
+			}
+			size, _ := strconv.Atoi(string(m[2]))
+			tab.name, tab.bytes = string(m[1]), make([]byte, size)
+		}
+	}
+	if tab.name == "" {
+		t.Fatalf("no table in\n%s", asm)
+	}
+	for line := range bytes.Lines(asm) {
+		m := dataLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n")))
+		if m == nil || string(m[1]) != tab.name {
+			continue
+		}
+		off, _ := strconv.Atoi(string(m[2]))
+		if off+8 > len(tab.bytes) {
+			t.Fatalf("DATA at %d past the table's %d bytes", off, len(tab.bytes))
+		}
+		// A stub's address is the linker's to write: zero here.
+		if w, err := strconv.ParseUint(string(m[3]), 0, 64); err == nil {
+			binary.LittleEndian.PutUint64(tab.bytes[off:], w)
+		}
+	}
+	b := tab.bytes
+	if len(b) < 24 || string(b[:7]) != "\x7fUSDTgo" {
+		t.Fatalf("table %s starts with %q", tab.name, b[:min(len(b), 8)])
+	}
+	count := int(binary.LittleEndian.Uint32(b[8:]))
+	slots := int(binary.LittleEndian.Uint32(b[20:]))
+	if size := int(binary.LittleEndian.Uint32(b[12:])); size != len(b) {
+		t.Fatalf("table %s says it has %d bytes, GLOBL %d", tab.name, size, len(b))
+	}
+	stubs := count
+	if v := tab.version(); v == 4 || v == 5 {
+		stubs = min(count, 1)
+	}
+	tab.stubs = 24 + 2*((slots+3)&^3)
+	tab.slots = tab.stubs + 8*stubs
+	tab.strings = tab.slots + pad8(2*count)
+	if tab.strings > len(b) {
+		t.Fatalf("table %s of %d bytes has its strings at %d", tab.name, len(b), tab.strings)
+	}
+	h := fnv.New32a()
+	h.Write(b[tab.slots:])
+	if sum := binary.LittleEndian.Uint32(b[16:]); sum != h.Sum32() {
+		t.Fatalf("table %s checksum %#x, FNV-1a of its slots and strings %#x", tab.name, sum, h.Sum32())
+	}
+	return tab
+}
+
+// version is the table's layout version, without the flag that says its
+// records carry the arguments' type layouts.
+func (tab table) version() byte {
+	return tab.bytes[7] &^ probetable.LayoutsFlag
+}
+
+// inflated is the table's strings as they are, padded to 8 bytes as a
+// version 4 table stores them.
+func (tab table) inflated(t *testing.T) []byte {
+	t.Helper()
+	b := tab.bytes[tab.strings:]
+	if tab.version() != 5 {
+		return b
+	}
+	n, k := binary.Uvarint(b)
+	if k <= 0 {
+		t.Fatalf("table %s: no size before its deflated strings", tab.name)
+	}
+	s, err := io.ReadAll(flate.NewReader(bytes.NewReader(b[k:])))
+	if err != nil || uint64(len(s)) != n {
+		t.Fatalf("table %s: strings inflate to %d bytes (%v), announced %d", tab.name, len(s), err, n)
+	}
+	return append(s, make([]byte, pad8(len(s))-len(s))...)
+}
+
+// releaseFree rewrites the table's directives in asm: its header words
+// with the size and checksum as placeholders, the version as "back to
+// back" when it is 4 or 5, its strings as quoted comments.
+func (tab table) releaseFree(t *testing.T, asm []byte) []byte {
+	t.Helper()
+	var out bytes.Buffer
+	for line := range bytes.Lines(asm) {
+		m := dataLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n")))
+		switch {
+		case globlLine.Match(bytes.TrimSuffix(line, []byte("\n"))):
+			for s := tab.inflated(t); len(s) > 0; s = s[min(len(s), 48):] {
+				fmt.Fprintf(&out, "// strings: %s\n", strconv.QuoteToASCII(string(s[:min(len(s), 48)])))
+			}
+			fmt.Fprintf(&out, "GLOBL %s(SB), 16, $<size>\n", tab.name)
+		case m == nil || string(m[1]) != tab.name:
+			out.Write(line)
+		default:
+			off, _ := strconv.Atoi(string(m[2]))
+			w := binary.LittleEndian.Uint64(tab.bytes[off:])
+			switch {
+			case off == 0 && (tab.version() == 4 || tab.version() == 5):
+				fmt.Fprintf(&out, "DATA %s+0(SB)/8, $<magic, back to back>\n", tab.name)
+			case off == 8:
+				fmt.Fprintf(&out, "DATA %s+8(SB)/8, $0x<size>%08x\n", tab.name, uint32(w))
+			case off == 16:
+				fmt.Fprintf(&out, "DATA %s+16(SB)/8, $0x%08x<checksum>\n", tab.name, w>>32)
+			case off < tab.strings:
+				out.Write(line)
+			}
+		}
+	}
+	return out.Bytes()
+}
+
+// releaseFreeDecl replaces the number of words the Go declaration of the
+// table gives its tail (stubs, slots and strings) by a placeholder, once
+// it is checked against the table's size.
+func (tab table) releaseFreeDecl(t *testing.T, src []byte) []byte {
+	t.Helper()
+	return tailDecl.ReplaceAllFunc(src, func(decl []byte) []byte {
+		m := tailDecl.FindSubmatch(decl)
+		if n, _ := strconv.Atoi(string(m[2])); n != (len(tab.bytes)-tab.stubs)/8 {
+			t.Errorf("the Go declaration's table tail has %d words, the assembly's %d", n, (len(tab.bytes)-tab.stubs)/8)
+			return decl
+		}
+		return append(m[1], "[<tail words>]uint64"...)
+	})
+}
