@@ -53,10 +53,11 @@ const usage = `usage:
                               # a bpftrace script: latency per function, of
                               # the functions (pkg.Func, pkg.Type.Method) or
                               # exit probes the glob patterns match, or all
-  usdt-toolexec trace [-json] [-latency] [-otlp URL] [-pprof FILE] (-p PID | -- CMD ARGS) [PATTERN...]
+  usdt-toolexec trace [-json] [-latency | -stats] [-otlp URL] [-pprof FILE] (-p PID | -- CMD ARGS) [PATTERN...]
                               # print probe events with typed arguments, or
-                              # send calls as OpenTelemetry spans, or write
-                              # a pprof profile of them
+                              # count calls in the kernel, or send calls as
+                              # OpenTelemetry spans, or write a pprof
+                              # profile of them
 
 The first form, for the tool added by go get -tool, runs the go command
 with -toolexec set to this wrapper and its flags (-toolexec='go tool

@@ -75,7 +75,7 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	}
 	fmt.Fprintf(w, "// usage: %s\n", run)
 	if len(fns) > libbpfUSDTLimit {
-		tooMany := fmt.Sprintf("the script has %d probes, and bpftrace versions built on libbpf's USDT support (0.27.1 measured: \"Failed to attach usdt probe: Argument list too long\") attach at most %d USDT probes per script: narrow it with patterns (usdt-toolexec bt BINARY PATTERN...), or trace them all with usdt-toolexec trace -latency", len(fns), libbpfUSDTLimit)
+		tooMany := fmt.Sprintf("the script has %d probes, and bpftrace versions built on libbpf's USDT support (0.27.1 measured: \"Failed to attach usdt probe: Argument list too long\") attach at most %d USDT probes per script: narrow it with patterns (usdt-toolexec bt BINARY PATTERN...), or count them all with usdt-toolexec trace -stats", len(fns), libbpfUSDTLimit)
 		fmt.Fprintf(warn, "usdt-toolexec: %s\n", tooMany)
 		fmt.Fprintf(w, "// WARNING: %s.\n", tooMany)
 	}

@@ -133,25 +133,11 @@ func loadObjects(sites int) (*objects, error) {
 }
 
 // loadProgram loads the program, for uprobe_multi links or for single
-// uprobes: the kernel checks the attach type a program was loaded with.
+// uprobes.
 func (o *objects) loadProgram(multi bool) error {
-	spec := &ebpf.ProgramSpec{
-		Name:         "usdt_trace",
-		Type:         ebpf.Kprobe,
-		License:      "GPL", // bpf_probe_read_user_str and friends are GPL-only
-		Instructions: program(o.specs.FD(), o.events.FD(), o.lost.FD(), o.tasks),
-	}
-	if multi {
-		spec.AttachType = ebpf.AttachTraceUprobeMulti
-	}
-	if o.prog != nil {
-		o.prog.Close()
-	}
 	var err error
-	if o.prog, err = ebpf.NewProgram(spec); err != nil {
-		return fmt.Errorf("loading the BPF program: %w", err)
-	}
-	return nil
+	o.prog, err = reloadProgram(o.prog, "usdt_trace", program(o.specs.FD(), o.events.FD(), o.lost.FD(), o.tasks), multi)
+	return err
 }
 
 // The kernel's flags for bpf_ringbuf_query and bpf_ringbuf_submit.
@@ -174,16 +160,9 @@ func program(specs, events, lost int, only *tasks) asm.Instructions {
 	if only != nil {
 		insns = append(insns, filterTasks(only.m.FD())...)
 	}
+	insns = append(insns, asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word))
+	insns = append(insns, siteEntry(specs, keySlot)...)
 	insns = append(insns,
-		asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word),
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.FnGetAttachCookie.Call(),
-		asm.StoreMem(asm.RFP, keySlot, asm.R0, asm.Word),
-		asm.LoadMapPtr(asm.R1, specs),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, keySlot),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "out"),
 		asm.Mov.Reg(rSpec, asm.R0),
 		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),
 	)
@@ -301,30 +280,11 @@ func body(name string, strs int, events int) asm.Instructions {
 		spec := int16(specArgs + specArg*i)
 		next := fmt.Sprintf("%s_next%d", name, i)
 		insns = append(insns,
-			asm.Mov.Imm(asm.R1, 0),
-			asm.StoreMem(asm.RFP, valSlot, asm.R1, asm.DWord),
 			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
 			asm.JEq.Imm(asm.R1, 0, done),
-			// pt_regs is read through a helper: the verifier allows no
-			// variable offsets into the context.
-			asm.Mov.Reg(asm.R1, asm.RFP),
-			asm.Add.Imm(asm.R1, valSlot),
-			asm.Mov.Imm(asm.R2, 8),
-			asm.LoadMem(asm.R3, rSpec, spec+2, asm.Half),
-			asm.Add.Reg(asm.R3, rCtx),
-			asm.FnProbeReadKernel.Call(),
-			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
-			asm.JNE.Imm(asm.R1, whereMem, next+"_store"),
-			asm.LoadMem(asm.R3, asm.RFP, valSlot, asm.DWord),
-			asm.LoadMem(asm.R1, rSpec, spec+8, asm.DWord),
-			asm.Add.Reg(asm.R3, asm.R1),
-			asm.Mov.Reg(asm.R1, asm.RFP),
-			asm.Add.Imm(asm.R1, valSlot),
-			asm.Mov.Imm(asm.R2, 8),
-			asm.FnProbeReadUser.Call(),
-			asm.LoadMem(asm.R1, asm.RFP, valSlot, asm.DWord).WithSymbol(next+"_store"),
-			asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord),
 		)
+		insns = append(insns, readArg(rSpec, spec, valSlot, asm.R1, next+"_store")...)
+		insns = append(insns, asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord))
 		if i < strs {
 			insns = append(insns,
 				asm.LoadMem(asm.R2, rSpec, spec+1, asm.Byte),

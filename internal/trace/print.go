@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"math/bits"
 	"sort"
@@ -236,8 +237,7 @@ func (o object) MarshalJSON() ([]byte, error) {
 	return append(b, '}'), nil
 }
 
-// finish prints the latency histograms, powers of two of nanoseconds,
-// the columns of each aligned however wide its buckets' labels are.
+// finish prints the latency histograms.
 func (p *printer) finish() {
 	defer p.w.Flush()
 	fns := make([]string, 0, len(p.hist))
@@ -245,39 +245,55 @@ func (p *printer) finish() {
 		fns = append(fns, fn)
 	}
 	sort.Strings(fns)
+	for _, fn := range fns {
+		h := p.hist[fn]
+		var total uint64
+		for _, n := range h {
+			total += n
+		}
+		fmt.Fprintf(p.w, "\n%s: %d calls\n", fn, total)
+		printHist(p.w, h)
+	}
+}
+
+// printHist prints the rows of a latency histogram, powers of two of
+// nanoseconds (bucket b holds the durations bits.Len64 puts there), its
+// columns aligned however wide its buckets' labels are.
+func printHist(w io.Writer, h *[64]uint64) {
 	type row struct {
 		bucket string
 		n      uint64
 	}
-	for _, fn := range fns {
-		h := p.hist[fn]
-		var rows []row
-		var total, most uint64
-		// At least the widths most buckets and counts fit in, so that
-		// most histograms line up with each other too.
-		bucketWidth, countWidth := 22, 8
-		for b, n := range h {
-			if n == 0 {
-				continue
-			}
-			lo := time.Duration(0)
-			if b > 0 {
-				lo = time.Duration(uint64(1) << (b - 1))
-			}
-			hi := time.Duration(uint64(math.MaxInt64))
-			if b < 63 {
-				hi = time.Duration(uint64(1) << b)
-			}
-			r := row{fmt.Sprintf("[%v, %v)", lo, hi), n}
-			rows = append(rows, r)
-			total += n
-			most = max(most, n)
-			bucketWidth = max(bucketWidth, utf8.RuneCountInString(r.bucket))
-			countWidth = max(countWidth, len(strconv.FormatUint(n, 10)))
+	var rows []row
+	var most uint64
+	// At least the widths most buckets and counts fit in, so that most
+	// histograms line up with each other too.
+	bucketWidth, countWidth := 22, 8
+	for b, n := range h {
+		if n == 0 {
+			continue
 		}
-		fmt.Fprintf(p.w, "\n%s: %d calls\n", fn, total)
-		for _, r := range rows {
-			fmt.Fprintf(p.w, "  %-*s %*d |%-40s|\n", bucketWidth, r.bucket, countWidth, r.n, strings.Repeat("@", int(40*r.n/most)))
-		}
+		lo, hi := bucketBounds(b)
+		r := row{fmt.Sprintf("[%v, %v)", lo, hi), n}
+		rows = append(rows, r)
+		most = max(most, n)
+		bucketWidth = max(bucketWidth, utf8.RuneCountInString(r.bucket))
+		countWidth = max(countWidth, len(strconv.FormatUint(n, 10)))
 	}
+	for _, r := range rows {
+		fmt.Fprintf(w, "  %-*s %*d |%-40s|\n", bucketWidth, r.bucket, countWidth, r.n, strings.Repeat("@", int(40*r.n/most)))
+	}
+}
+
+// bucketBounds are the durations bucket b of a histogram holds, lo
+// included, hi not.
+func bucketBounds(b int) (lo, hi time.Duration) {
+	if b > 0 {
+		lo = time.Duration(uint64(1) << (b - 1))
+	}
+	hi = time.Duration(uint64(math.MaxInt64))
+	if b < 63 {
+		hi = time.Duration(uint64(1) << b)
+	}
+	return lo, hi
 }

@@ -56,6 +56,18 @@ func (t *tasks) Close() {
 	}
 }
 
+// commandTasks is the tasks map of trace -- CMD, nil without a command.
+func commandTasks(opt Options) (*tasks, error) {
+	if len(opt.Command) == 0 {
+		return nil, nil
+	}
+	t, err := newTasks()
+	if err != nil {
+		return nil, bpfError(err)
+	}
+	return t, nil
+}
+
 // newTasks makes the tasks map, and has the tracepoint programs keep it.
 func newTasks() (*tasks, error) {
 	off, err := tracepointField("sched", "sched_process_fork", "child_pid")

@@ -32,6 +32,10 @@ type Options struct {
 	Command  []string // run this and trace it until it exits
 	JSON     bool
 	Latency  bool
+	// Stats counts calls and their latencies in the kernel and prints
+	// them at the end, and every Interval when it is not zero.
+	Stats    bool
+	Interval time.Duration
 	Verbose  bool
 	Attach   Attach // AttachAuto when empty
 	// Events, when set, receives every event, in the order they are read,
@@ -74,20 +78,21 @@ func Run(opt Options) error {
 		return err
 	}
 	describe(sites)
-	names, namesErr := describeValues(sites, opt.Binary)
 	raiseMemlock()
 	if err := needCookies(); err != nil {
 		return err
 	}
+	if opt.Stats {
+		return runStats(opt, sites, exited)
+	}
+	names, namesErr := describeValues(sites, opt.Binary)
 	objs, err := loadObjects(len(sites))
 	if err != nil {
 		return bpfError(err)
 	}
 	defer objs.Close()
-	if len(opt.Command) > 0 {
-		if objs.tasks, err = newTasks(); err != nil {
-			return bpfError(err)
-		}
+	if objs.tasks, err = commandTasks(opt); err != nil {
+		return err
 	}
 	for i, s := range sites {
 		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs, s.plan), ebpf.UpdateAny); err != nil {
@@ -99,51 +104,17 @@ func Run(opt Options) error {
 		return bpfError(err)
 	}
 	defer rd.Close()
-	start := time.Now()
-	links, how, err := attach(opt.Binary, objs, sites, opt.PID, opt.Attach)
+	load := func(multi bool) (*ebpf.Program, error) {
+		err := objs.loadProgram(multi)
+		return objs.prog, err
+	}
+	f, err := follow(opt, sites, objs.tasks, load, exited)
 	if err != nil {
-		return bpfError(err)
+		return err
 	}
-	defer func() {
-		for _, l := range links {
-			l.Close()
-		}
-	}()
-	if opt.Verbose {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
-		if namesErr != nil {
-			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
-		}
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	var cmd *exec.Cmd
-	var waitErr error
-	done := make(chan struct{})
-	if len(opt.Command) > 0 {
-		cmd = exec.Command(opt.Binary, opt.Command[1:]...)
-		cmd.Args[0] = opt.Command[0]
-		// The command writes to stderr: stdout is the events', so that
-		// -json output stays parseable.
-		cmd.Stdin, cmd.Stdout, cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-		if err := objs.tasks.start(cmd); err != nil {
-			return err
-		}
-		go func() {
-			waitErr = cmd.Wait()
-			close(done)
-		}()
-	}
-	stopped := func() bool {
-		select {
-		case <-ctx.Done():
-			return true
-		case <-done:
-			return true
-		default:
-			return exited >= 0 && readable(exited)
-		}
+	defer f.Close()
+	if opt.Verbose && namesErr != nil {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
 	}
 	p := newPrinter(opt, sites)
 	p.names = names
@@ -153,7 +124,7 @@ func Run(opt Options) error {
 		// every event already in the buffer before it reports the deadline,
 		// so the command's last events are printed.
 		if !draining {
-			if stopped() {
+			if f.stopped() {
 				draining = true
 				rd.SetDeadline(time.Now())
 			} else {
@@ -177,10 +148,81 @@ func Run(opt Options) error {
 	if n := lost(objs.lost); n > 0 {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the ring buffer was full\n", n)
 	}
-	if cmd != nil {
-		return waitErr
+	return f.exit()
+}
+
+// follower is a trace under way: the probes attached, and what ends it,
+// an interrupt, the command's exit or the exit of the process of -p.
+type follower struct {
+	links   []link.Link
+	ctx     context.Context
+	stop    context.CancelFunc
+	cmd     *exec.Cmd
+	done    chan struct{}
+	waitErr error
+	pidfd   int // -1 without -p
+}
+
+// follow attaches the program load makes to the sites, then starts the
+// command, if any, with only its tasks in the map only.
+func follow(opt Options, sites []site, only *tasks, load loader, pidfd int) (*follower, error) {
+	start := time.Now()
+	links, how, err := attach(opt.Binary, load, sites, opt.PID, opt.Attach)
+	if err != nil {
+		return nil, bpfError(err)
 	}
-	return nil
+	f := &follower{links: links, done: make(chan struct{}), pidfd: pidfd}
+	if opt.Verbose {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
+	}
+	f.ctx, f.stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	if len(opt.Command) > 0 {
+		f.cmd = exec.Command(opt.Binary, opt.Command[1:]...)
+		f.cmd.Args[0] = opt.Command[0]
+		// The command writes to stderr: stdout is the events', so that
+		// -json output stays parseable.
+		f.cmd.Stdin, f.cmd.Stdout, f.cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
+		if err := only.start(f.cmd); err != nil {
+			f.Close()
+			return nil, err
+		}
+		go func() {
+			f.waitErr = f.cmd.Wait()
+			close(f.done)
+		}()
+	}
+	return f, nil
+}
+
+// stopped reports whether the trace is to end.
+func (f *follower) stopped() bool {
+	select {
+	case <-f.ctx.Done():
+		return true
+	case <-f.done:
+		return true
+	default:
+		return f.pidfd >= 0 && readable(f.pidfd)
+	}
+}
+
+// exit returns how the command exited, an *exec.ExitError when it failed,
+// and nil when it has not: trace was interrupted, and the command (in the
+// same process group) ends in its own time.
+func (f *follower) exit() error {
+	select {
+	case <-f.done:
+		return f.waitErr
+	default:
+		return nil
+	}
+}
+
+func (f *follower) Close() {
+	f.stop()
+	for _, l := range f.links {
+		l.Close()
+	}
 }
 
 // readable reports whether fd can be read without blocking.
@@ -220,16 +262,21 @@ const (
 	AttachSingle Attach = "single" // one uprobe per site
 )
 
+// loader loads the program to attach, for an uprobe_multi link or for
+// single uprobes: the kernel checks the attach type a program was loaded
+// with.
+type loader func(multi bool) (*ebpf.Program, error)
+
 // attach attaches the program to every site as mode says, and returns
 // the links and, for -v, how it attached.
-func attach(bin string, objs *objects, sites []site, pid int, mode Attach) ([]link.Link, string, error) {
+func attach(bin string, load loader, sites []site, pid int, mode Attach) ([]link.Link, string, error) {
 	ex, err := link.OpenExecutable(bin)
 	if err != nil {
 		return nil, "", err
 	}
 	var multiErr error
 	if mode != AttachSingle {
-		l, err := attachMulti(ex, objs, sites, pid)
+		l, err := attachMulti(ex, load, sites, pid)
 		if err == nil {
 			return []link.Link{l}, "with one uprobe_multi link", nil
 		}
@@ -238,7 +285,7 @@ func attach(bin string, objs *objects, sites []site, pid int, mode Attach) ([]li
 		}
 		multiErr = err
 	}
-	links, err := attachSingle(ex, objs, sites, pid)
+	links, err := attachSingle(ex, load, sites, pid)
 	switch {
 	case err != nil && multiErr != nil:
 		return nil, "", fmt.Errorf("%w; and one uprobe per site: %w", multiErr, err)
@@ -252,17 +299,18 @@ func attach(bin string, objs *objects, sites []site, pid int, mode Attach) ([]li
 
 // attachMulti attaches the program to every site with one uprobe_multi
 // link (Linux 6.6+).
-func attachMulti(ex *link.Executable, objs *objects, sites []site, pid int) (link.Link, error) {
+func attachMulti(ex *link.Executable, load loader, sites []site, pid int) (link.Link, error) {
 	multi := link.UprobeMultiOptions{PID: uint32(pid)}
 	for i, s := range sites {
 		multi.Addresses = append(multi.Addresses, s.offset)
 		multi.RefCtrOffsets = append(multi.RefCtrOffsets, s.refCtr)
 		multi.Cookies = append(multi.Cookies, uint64(i))
 	}
-	if err := objs.loadProgram(true); err != nil {
+	prog, err := load(true)
+	if err != nil {
 		return nil, fmt.Errorf("no uprobe_multi link: %w", err)
 	}
-	l, err := ex.UprobeMulti(nil, objs.prog, &multi)
+	l, err := ex.UprobeMulti(nil, prog, &multi)
 	if err != nil {
 		return nil, fmt.Errorf("no uprobe_multi link: %w", err)
 	}
@@ -270,13 +318,14 @@ func attachMulti(ex *link.Executable, objs *objects, sites []site, pid int) (lin
 }
 
 // attachSingle attaches the program to each site with a uprobe of its own.
-func attachSingle(ex *link.Executable, objs *objects, sites []site, pid int) ([]link.Link, error) {
-	if err := objs.loadProgram(false); err != nil {
+func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]link.Link, error) {
+	prog, err := load(false)
+	if err != nil {
 		return nil, err
 	}
 	var links []link.Link
 	for i, s := range sites {
-		l, err := ex.Uprobe("", objs.prog, &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, Cookie: uint64(i), PID: pid})
+		l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, Cookie: uint64(i), PID: pid})
 		if err != nil {
 			for _, l := range links {
 				l.Close()

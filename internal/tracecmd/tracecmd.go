@@ -19,13 +19,17 @@ import (
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
 (main.*, 'main.Cache.*'). -json writes one object per event, -latency a
-latency histogram per function at the end, -v how it attached. -attach
+latency histogram per function at the end, -v how it attached. -stats
+prints no events: it counts the calls of each function (and the fires of
+each provider probe) and their latencies in the kernel, and prints them at
+the end, and every D too with -interval D (each time what was counted
+since the last). -attach
 multi attaches every probe with one uprobe_multi link (Linux 6.6+), single
 with one uprobe per probe, auto (the default) with the first that works.
 
@@ -74,6 +78,8 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	fs.IntVar(&opt.PID, "p", 0, "")
 	fs.BoolVar(&opt.JSON, "json", false, "")
 	fs.BoolVar(&opt.Latency, "latency", false, "")
+	fs.BoolVar(&opt.Stats, "stats", false, "")
+	fs.DurationVar(&opt.Interval, "interval", 0, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
 	attach := fs.String("attach", string(trace.AttachAuto), "")
 	var exp Exports
@@ -89,6 +95,15 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	switch {
 	case !slices.Contains([]trace.Attach{trace.AttachAuto, trace.AttachMulti, trace.AttachSingle}, opt.Attach):
 		fmt.Fprintf(stderr, "usdt-toolexec trace: -attach %s: want multi, single or auto\n", *attach)
+		return 2
+	case opt.Stats && opt.Latency:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats prints latency histograms of its own: drop -latency\n")
+		return 2
+	case opt.Stats && exp.Any():
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sees no calls to export: drop -otlp and -pprof\n")
+		return 2
+	case opt.Interval < 0 || opt.Interval > 0 && !opt.Stats:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -interval wants a positive duration, with -stats\n")
 		return 2
 	case (opt.PID != 0) == (len(opt.Command) > 0):
 		fmt.Fprint(stderr, Usage)

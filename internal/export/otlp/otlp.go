@@ -151,7 +151,9 @@ func (e *Exporter) end(c *calltree.Call) {
 		span.AddEvent(ev.Provider+":"+ev.Probe, oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(values("", ev.Values)...))
 	}
 	for _, v := range c.Exit.Values {
-		if v.Type == "error" && v.Data != uint64(0) {
+		// A nil error is null where the tracer reads the value, and a
+		// zero type word where it reads only the interface's words.
+		if v.Type == "error" && v.Data != nil && v.Data != uint64(0) {
 			span.SetStatus(codes.Error, v.Name+" is a non-nil error")
 			break
 		}

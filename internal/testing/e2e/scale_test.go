@@ -74,10 +74,16 @@ func buildMain(t *testing.T, name, src string) string {
 // have probes, for tg.
 func buildMainFor(t *testing.T, tg target, name, src string) string {
 	t.Helper()
+	return buildMainRules(t, tg, name, src, fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n", name, name))
+}
+
+// buildMainRules builds the main package src as module example.com/name
+// with the rules file rules, for tg.
+func buildMainRules(t *testing.T, tg target, name, src, rules string) string {
+	t.Helper()
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/"+name+"\n\ngo 1.24\n")
 	writeFile(t, filepath.Join(dir, "main.go"), src)
-	rules := fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n", name, name)
 	writeFile(t, filepath.Join(dir, "rules.yml"), rules)
 	bin := filepath.Join(t.TempDir(), name)
 	goCmd(t, dir, append(buildEnv(), tg.env()...), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")

@@ -261,13 +261,39 @@ func TestTraceUnprivileged(t *testing.T) {
 
 // TestTracePIDExit traces a running process with -p: trace must end
 // within a second of the process's exit, with the -latency histogram of
-// the calls it saw.
+// the calls it saw, or with -stats their counts.
 func TestTracePIDExit(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
 	// The program waits for a line on stdin, so that it calls work only
 	// once trace has attached.
 	bin := buildMain(t, "pidexit", pidExitProgram)
+	for _, tt := range []struct {
+		flag  string
+		check func(t *testing.T, out string)
+	}{
+		{"-latency", func(t *testing.T, out string) {
+			events, hist, _ := strings.Cut(out, "\n\n")
+			if n := strings.Count(events, " main.work = (r1="); n != 5 {
+				t.Errorf("trace printed %d exits of main.work, want 5:\n%s", n, out)
+			}
+			if !regexp.MustCompile(`(?m)^main\.work: 5 calls\n  \[`).MatchString(hist) {
+				t.Errorf("-latency printed no histogram of 5 calls of main.work:\n%s", out)
+			}
+		}},
+		{"-stats", func(t *testing.T, out string) {
+			if !regexp.MustCompile(`^main\.work: 5 calls, total \S+, mean \S+\n  \[`).MatchString(out) {
+				t.Errorf("-stats printed no counts of 5 calls of main.work:\n%s", out)
+			}
+		}},
+	} {
+		t.Run(tt.flag[1:], func(t *testing.T) { tracePIDExit(t, bin, tt.flag, tt.check) })
+	}
+}
+
+// tracePIDExit runs bin, traces it with -p and flag, and lets it work:
+// trace must end within a second of its exit, its output as check wants.
+func tracePIDExit(t *testing.T, bin, flag string, check func(t *testing.T, out string)) {
 	prog := exec.Command(bin)
 	in, err := prog.StdinPipe()
 	if err != nil {
@@ -285,7 +311,7 @@ func TestTracePIDExit(t *testing.T) {
 		t.Fatalf("the program printed %q, want ready", line)
 	}
 
-	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", "-latency", "-p", fmt.Sprint(prog.Process.Pid))
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", flag, "-p", fmt.Sprint(prog.Process.Pid))
 	var out bytes.Buffer
 	tr.Stdout = &out
 	trErr, err := tr.StderrPipe()
@@ -325,13 +351,7 @@ func TestTracePIDExit(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatalf("trace -p did not end in 10 s after the process exited\nstdout:\n%s", out.String())
 	}
-	events, hist, _ := strings.Cut(out.String(), "\n\n")
-	if n := strings.Count(events, " main.work = (r1="); n != 5 {
-		t.Errorf("trace printed %d exits of main.work, want 5:\n%s", n, out.String())
-	}
-	if !regexp.MustCompile(`(?m)^main\.work: 5 calls\n  \[`).MatchString(hist) {
-		t.Errorf("-latency printed no histogram of 5 calls of main.work:\n%s", out.String())
-	}
+	check(t, out.String())
 }
 
 // TestTraceCommandOnly traces a command while another process of the same

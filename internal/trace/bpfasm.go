@@ -1,0 +1,88 @@
+package trace
+
+import (
+	"fmt"
+
+	"github.com/cilium/ebpf"
+	"github.com/cilium/ebpf/asm"
+)
+
+// reloadProgram closes old, if any, and loads insns as a uprobe program,
+// for uprobe_multi links or for single uprobes: the kernel checks the
+// attach type a program was loaded with.
+func reloadProgram(old *ebpf.Program, name string, insns asm.Instructions, multi bool) (*ebpf.Program, error) {
+	if old != nil {
+		old.Close()
+	}
+	spec := &ebpf.ProgramSpec{
+		Name:         name,
+		Type:         ebpf.Kprobe,
+		License:      "GPL", // bpf_probe_read_user_str and friends are GPL-only
+		Instructions: insns,
+	}
+	if multi {
+		spec.AttachType = ebpf.AttachTraceUprobeMulti
+	}
+	prog, err := ebpf.NewProgram(spec)
+	if err != nil {
+		return nil, fmt.Errorf("loading the BPF program: %w", err)
+	}
+	return prog, nil
+}
+
+// Instruction sequences the event and the -stats programs share. Both end
+// at the label "out".
+
+// siteEntry looks the site of the probe that fired up in the array m,
+// under its cookie, which it stores at slot of the stack; R6 holds the
+// context. R0 is the entry's address after, and without one the program
+// ends.
+func siteEntry(m int, slot int16) asm.Instructions {
+	return append(asm.Instructions{
+		asm.Mov.Reg(asm.R1, rCtx),
+		asm.FnGetAttachCookie.Call(),
+	}, lookupKey(m, asm.R0, slot)...)
+}
+
+// lookupKey looks the u32 in the register key up in the map m, storing it
+// at slot of the stack. R0 is the element's address after, and without
+// one the program ends.
+func lookupKey(m int, key asm.Register, slot int16) asm.Instructions {
+	return asm.Instructions{
+		asm.StoreMem(asm.RFP, slot, key, asm.Word),
+		asm.LoadMapPtr(asm.R1, m),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(slot)),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+	}
+}
+
+// readArg reads an argument into dst, as the 16 bytes at off of the
+// register spec say (where u8: whereReg or whereMem, pad u8, regOff u16,
+// pad u32, disp s64), through slot of the stack (8 bytes); R6 holds the
+// context. Its last instruction is at label.
+func readArg(spec asm.Register, off, slot int16, dst asm.Register, label string) asm.Instructions {
+	return asm.Instructions{
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, slot, asm.R1, asm.DWord),
+		// pt_regs is read through a helper: the verifier allows no
+		// variable offsets into the context.
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, int32(slot)),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.LoadMem(asm.R3, spec, off+2, asm.Half),
+		asm.Add.Reg(asm.R3, rCtx),
+		asm.FnProbeReadKernel.Call(),
+		asm.LoadMem(asm.R1, spec, off, asm.Byte),
+		asm.JNE.Imm(asm.R1, whereMem, label),
+		asm.LoadMem(asm.R3, asm.RFP, slot, asm.DWord),
+		asm.LoadMem(asm.R1, spec, off+8, asm.DWord),
+		asm.Add.Reg(asm.R3, asm.R1),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, int32(slot)),
+		asm.Mov.Imm(asm.R2, 8),
+		asm.FnProbeReadUser.Call(),
+		asm.LoadMem(dst, asm.RFP, slot, asm.DWord).WithSymbol(label),
+	}
+}

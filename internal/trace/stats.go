@@ -1,0 +1,217 @@
+package trace
+
+import (
+	"bufio"
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	"github.com/cilium/ebpf"
+)
+
+// runStats is trace -stats: it counts the calls of the sites' functions
+// and probes, and their latencies, in the kernel, and prints them every
+// opt.Interval and at the end.
+func runStats(opt Options, selected []site, pidfd int) error {
+	sites := statSites(selected)
+	l := newStatLayout(sites)
+	objs, err := loadStatObjects(sites, l)
+	if err != nil {
+		return bpfError(err)
+	}
+	defer objs.Close()
+	if objs.tasks, err = commandTasks(opt); err != nil {
+		return err
+	}
+	f, err := follow(opt, sites, objs.tasks, objs.loadProgram, pidfd)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	p := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	next := p.since.Add(opt.Interval)
+	for !f.stopped() {
+		<-tick.C
+		if opt.Interval > 0 && !time.Now().Before(next) {
+			if err := p.print(objs.counters); err != nil {
+				return err
+			}
+			next = next.Add(opt.Interval)
+		}
+	}
+	if err := p.print(objs.counters); err != nil {
+		return err
+	}
+	if st, err := objs.prog.Stats(); err == nil && st.RecursionMisses > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d probe hits not counted: the kernel skipped the program while another BPF program ran on the CPU\n", st.RecursionMisses)
+	}
+	return f.exit()
+}
+
+// timedSite reports whether the calls of s carry their elapsed time: those
+// of an automatic exit probe, in arg1.
+func timedSite(s *site) bool { return s.fn != "" && s.exit && len(s.args) >= 2 }
+
+// statSites picks the sites -stats attaches to: all but the entry probes
+// of functions whose exit probe is selected, which counts their calls
+// already (an entry probe would add a trap to each call and nothing to
+// the counts).
+func statSites(sites []site) []site {
+	timed := map[string]bool{}
+	for i := range sites {
+		if timedSite(&sites[i]) {
+			timed[sites[i].fn] = true
+		}
+	}
+	var out []site
+	for _, s := range sites {
+		if s.fn == "" || s.exit || !timed[s.fn] {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// statLayout is where each site's counters are: timedSlots from first[i]
+// for a timed site i, else its count at first[i].
+type statLayout struct {
+	first []int
+	timed []bool
+	slots int
+}
+
+func newStatLayout(sites []site) statLayout {
+	l := statLayout{first: make([]int, len(sites)), timed: make([]bool, len(sites))}
+	for i := range sites {
+		l.first[i], l.timed[i] = l.slots, timedSite(&sites[i])
+		l.slots++
+		if l.timed[i] {
+			l.slots = l.first[i] + timedSlots
+		}
+	}
+	return l
+}
+
+// funcStats are the counts of one function, or of one provider probe,
+// summed over its sites.
+type funcStats struct {
+	site         *site // the first of them
+	timed        bool
+	calls, total uint64
+	hist         [histBuckets]uint64
+}
+
+// tally sums the counters of the sites by function or probe.
+func tally(sites []site, l statLayout, counters []uint64) []*funcStats {
+	byLabel := map[string]*funcStats{}
+	var all []*funcStats
+	for i := range sites {
+		s := &sites[i]
+		fs := byLabel[s.label()]
+		if fs == nil {
+			fs = &funcStats{site: s}
+			byLabel[s.label()] = fs
+			all = append(all, fs)
+		}
+		c := counters[l.first[i]:]
+		if !l.timed[i] {
+			fs.calls += c[0]
+			continue
+		}
+		fs.timed = true
+		fs.total += c[0]
+		for b, n := range c[1:timedSlots] {
+			fs.hist[b] += n
+			fs.calls += n
+		}
+	}
+	return all
+}
+
+type statPrinter struct {
+	opt    Options
+	sites  []site
+	layout statLayout
+	w      *bufio.Writer
+	// prev are the counters as last printed, and since when they count:
+	// each print shows what was counted after.
+	prev  []uint64
+	since time.Time
+}
+
+// print prints what counters counted since the last print: with
+// -interval, under a line that gives the interval's end and length.
+func (p *statPrinter) print(counters *ebpf.Map) error {
+	cur, err := readCounters(counters, p.layout.slots)
+	if err != nil {
+		return fmt.Errorf("reading the counts: %w", err)
+	}
+	now := time.Now()
+	defer p.w.Flush()
+	delta := make([]uint64, len(cur))
+	for i := range cur {
+		delta[i] = cur[i] - p.prev[i]
+	}
+	all := tally(p.sites, p.layout, delta)
+	all = slices.DeleteFunc(all, func(fs *funcStats) bool { return fs.calls == 0 })
+	slices.SortStableFunc(all, func(a, b *funcStats) int {
+		if c := cmp.Compare(b.total, a.total); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.calls, a.calls)
+	})
+	if p.opt.Interval > 0 && !p.opt.JSON {
+		fmt.Fprintf(p.w, "--- %s, %v ---\n", now.Format("15:04:05"), now.Sub(p.since).Round(time.Millisecond))
+	}
+	for i, fs := range all {
+		if p.opt.JSON {
+			p.w.Write(append(fs.json(now), '\n'))
+			continue
+		}
+		if i > 0 {
+			p.w.WriteByte('\n')
+		}
+		fs.text(p.w)
+	}
+	if p.opt.Interval > 0 && !p.opt.JSON {
+		p.w.WriteByte('\n')
+	}
+	p.prev, p.since = cur, now
+	return nil
+}
+
+func (fs *funcStats) text(w io.Writer) {
+	if !fs.timed {
+		fmt.Fprintf(w, "%s: %d calls\n", fs.site.label(), fs.calls)
+		return
+	}
+	fmt.Fprintf(w, "%s: %d calls, total %v, mean %v\n", fs.site.label(), fs.calls, time.Duration(fs.total), time.Duration(fs.total/fs.calls))
+	printHist(w, &fs.hist)
+}
+
+func (fs *funcStats) json(now time.Time) []byte {
+	o := object{{"time", now.Format(time.RFC3339Nano)}}
+	if s := fs.site; s.fn != "" {
+		o = append(o, field{"function", s.fn})
+	} else {
+		o = append(o, field{"provider", s.Provider}, field{"probe", s.Name})
+	}
+	o = append(o, field{"calls", fs.calls})
+	if fs.timed {
+		var hist []object
+		for b, n := range fs.hist {
+			if n > 0 {
+				lo, hi := bucketBounds(b)
+				hist = append(hist, object{{"lo_ns", int64(lo)}, {"hi_ns", int64(hi)}, {"count", n}})
+			}
+		}
+		o = append(o, field{"total_ns", fs.total}, field{"mean_ns", fs.total / fs.calls}, field{"histogram", hist})
+	}
+	b, _ := json.Marshal(o)
+	return b
+}

@@ -1,0 +1,3 @@
+module example.com/jsonapi
+
+go 1.24
