@@ -157,7 +157,7 @@ func TestGeneratedCodeCompiles(t *testing.T) {
 					calls, probes = probeCalls(t, "probes", f.Data)
 				}
 			}
-			gomod := fmt.Sprintf("module example.com/m\n\ngo 1.25\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", root)
+			gomod := fmt.Sprintf("module example.com/m\n\ngo 1.25.0\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n", root)
 			mainGo := fmt.Sprintf(`package main
 
 import (
