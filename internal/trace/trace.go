@@ -98,6 +98,7 @@ func Run(opt Options) error {
 		return bpfError(err)
 	}
 	defer rd.Close()
+	where := atNop5(sites, kernelOptimizesUprobes())
 	start := time.Now()
 	links, how, err := attach(opt.Binary, objs, sites, opt.PID, opt.Attach)
 	if err != nil {
@@ -109,7 +110,7 @@ func Run(opt Options) error {
 		}
 	}()
 	if opt.Verbose {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v, %s\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond), where)
 	}
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
