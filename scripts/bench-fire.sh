@@ -16,6 +16,9 @@
 #                kernel can)
 #   c-nop5x      the same NOP across a page boundary, which the kernel does
 #                not optimize: the trap path of a 5-byte NOP
+#   c-step       a 5-byte cmp in C, uprobe on it: a trap and a single step
+#                out of line on every kernel, what a 5-byte NOP costs
+#                where the kernel does not emulate it
 #   gen-*        a usdtgen probe, fire:tick
 #   entry-*      the automatic entry probe of small, a tiny function
 #   entry-only   lone's entry probe: a function like small whose rule asks
@@ -32,6 +35,13 @@
 #                fired at the return, not in a deferred call
 #   get-*        the same two scripts on Cache.Get (examples/toolexec's)
 #
+# scripts/fire-measure.sh runs the passes and prints the summary. With
+# VM=NAME (a kernel that `go run ./internal/testing/vm/vmrun -list` lists,
+# e.g. 6.1-amd64) it runs in that kernel under qemu instead, with OUT
+# shared: the builds and the probe sites stay the host's, the passes, the
+# kernel's uprobe optimization and the summary are the guest's. qemu
+# emulates the CPU there (TCG), so only a run's ratios mean anything.
+#
 # Each program times its own loop of N iterations. A case's cost per fire
 # (per call for pair and get: two probes) is (traced - untraced loop time)
 # / fires, fires being bpftrace's count, which must equal N. The summary
@@ -43,9 +53,12 @@
 #   BASE=7f904bd the commit with 1-byte sites to compare against
 #   CASES=       space-separated subset of the cases (all when empty)
 #   OUT=         directory for builds and raw results (a new temp dir if
-#                empty)
+#                empty; with VM, one the guest can make, e.g. under /tmp)
+#   VM=          a VM kernel to measure in (the host's kernel when empty)
+#   VM_TIMEOUT=2h  how long the VM may run
 #
-# Needs root (bpftrace), gcc and systemtap-sdt-dev (sys/sdt.h).
+# Needs root (bpftrace), gcc and systemtap-sdt-dev (sys/sdt.h); with VM,
+# qemu and the images of scripts/vm-images.sh instead of bpftrace.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -58,6 +71,7 @@ BASE=${BASE:-7f904bd}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-fire.XXXXXX")}
 src=$root/scripts/testdata/fire
 mkdir -p "$OUT"
+OUT=$(realpath "$OUT")
 
 # shellcheck source=scripts/fire-build.sh
 source "$root/scripts/fire-build.sh"
@@ -67,8 +81,11 @@ rm -rf "$OUT/base-tree"
 mkdir -p "$OUT/base-tree"
 git archive "$BASE" | tar -x -C "$OUT/base-tree"
 build after "$root"
-build before "$OUT/base-tree"
-build ret "$root" rules-ret.yml
+# BASE knows no unwind: its exit probes were all deferred calls, which is
+# what unwind: true asks for now.
+grep -v '^ *unwind:' "$src/rules.yml" >"$OUT/rules-before.yml"
+build before "$OUT/base-tree" "$OUT/rules-before.yml"
+build ret "$root" "$src/rules-ret.yml"
 gcc -O2 -o "$OUT/cfire" "$src/fire.c"
 
 # The bytes at each probe site, as objdump decodes them.
@@ -81,93 +98,18 @@ for v in after before ret; do
 done
 echo
 
-optimizes=no
-if grep -q ' arch_uprobe_optimize$' /proc/kallsyms && grep -q ' __x64_sys_uprobe$' /proc/kallsyms; then
-	optimizes=yes
+measure=(env OUT="$OUT" COUNT="$COUNT" N="$N" CASES="${CASES:-}" bash)
+if [[ -z ${VM:-} ]]; then
+	"${measure[@]}" scripts/fire-measure.sh
+	exit
 fi
-
-pair='usdt:BIN:fire:entry__main__FN { @s[arg0] = nsecs; }
-usdt:BIN:fire:exit__main__FN /@s[arg0]/ { @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); @n = count(); }'
-exitonly='usdt:BIN:fire:exit__main__FN { @h = hist(arg1); @n = count(); }'
-declare -A cmdOf scriptOf
-add() { # add CASE "COMMAND" 'SCRIPT': BIN in SCRIPT is COMMAND's program
-	cmdOf[$1]=$2
-	scriptOf[$1]=${3//BIN/${2%% *}}
-}
-add c-sdt "$OUT/cfire sdt $N" 'usdt:BIN:cfire:tick { @n = count(); }'
-add c-nop5 "$OUT/cfire nop5 $N" 'uprobe:BIN:site5 { @n = count(); }'
-add c-nop5x "$OUT/cfire nop5x $N" 'uprobe:BIN:site5x { @n = count(); }'
-for v in after before; do
-	add gen-$v "$OUT/$v/fire -mode gen -n $N" 'usdt:BIN:fire:tick { @n = count(); }'
-	add entry-$v "$OUT/$v/fire -mode call -n $N" 'usdt:BIN:fire:entry__main__small { @n = count(); }'
-	add pair-$v "$OUT/$v/fire -mode call -n $N" "${pair//FN/small}"
-	add get-pair-$v "$OUT/$v/fire -mode get -n $N" "${pair//FN/Cache__Get}"
-done
-add entry-only "$OUT/after/fire -mode lone -n $N" 'usdt:BIN:fire:entry__main__lone { @n = count(); }'
-add exit-count "$OUT/after/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
-add exit-after "$OUT/after/fire -mode call -n $N" "${exitonly//FN/small}"
-add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}"
-add exit-count-ret "$OUT/ret/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
-add exit-after-ret "$OUT/ret/fire -mode call -n $N" "${exitonly//FN/small}"
-add pair-after-ret "$OUT/ret/fire -mode call -n $N" "${pair//FN/small}"
-all="c-sdt c-nop5 c-nop5x gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret"
-read -r -a cases <<<"${CASES:-$all}"
-
-raw=$OUT/raw.txt
-: >"$raw"
-loopNs() { awk '$1 == "loop_ns" { print $2 }'; }
-for ((i = 1; i <= COUNT; i++)); do
-	echo "# pass $i/$COUNT" >&2
-	for ((j = 0; j < ${#cases[@]}; j++)); do
-		c=${cases[(i + j) % ${#cases[@]}]}
-		read -r -a cmd <<<"${cmdOf[$c]}"
-		plain=$("${cmd[@]}" | loopNs)
-		out=$(bpftrace -e "${scriptOf[$c]}" -c "${cmdOf[$c]}" 2>&1)
-		traced=$(loopNs <<<"$out")
-		fires=$(awk '$1 == "@n:" { print $2 }' <<<"$out")
-		if [[ $fires != "$N" || -z $traced ]]; then
-			printf '%s: bpftrace counted %s fires, want %s:\n%s\n' "$c" "${fires:-no}" "$N" "$out" >&2
-			exit 1
-		fi
-		echo "$c $i $plain $traced $fires" >>"$raw"
-	done
-done
-
-echo "raw results: $raw"
-echo "kernel $(uname -r), uprobe optimization (arch_uprobe_optimize, sys_uprobe): $optimizes"
-echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "N=$N COUNT=$COUNT"
-echo
-# Medians over the passes of the untraced and traced loop's ns per
-# iteration and of the added ns per fire (per call for pair and get).
-awk -v order="${cases[*]}" "$SORTMED"'
-{
-	k = ++n[$1]
-	plain[$1, k] = $3 / $5
-	traced[$1, k] = $4 / $5
-	added[$1, k] = ($4 - $3) / $5
-}
-function median(arr, c,    i, a) {
-	for (i = 1; i <= n[c]; i++) {
-		a[i] = arr[c, i]
-	}
-	return sortmed(a, n[c])
-}
-END {
-	split(order, cs, " ")
-	ref = ("c-sdt" in n) ? median(added, "c-sdt") : 0
-	printf "%-16s %3s %12s %12s %12s %19s %8s\n", "case", "n", "untraced ns", "traced ns", "added ns", "added min..max", "vs c-sdt"
-	for (i = 1; i in cs; i++) {
-		c = cs[i]
-		a = median(added, c)
-		printf "%-16s %3d %12.1f %12.1f %12.1f %9.1f..%-9.1f %8s\n", c, n[c], median(plain, c), median(traced, c), a, lo, hi, ref ? sprintf("%.2fx", a / ref) : "-"
-	}
-	print ""
-	print "Cache.Get slowed by tracing (traced ns / untraced ns per call, medians):"
-	for (i = 1; i in cs; i++) {
-		c = cs[i]
-		if (c ~ /^get-/) {
-			printf "  %-16s %8.1f ns -> %8.1f ns  %.1fx\n", c, median(plain, c), median(traced, c), median(traced, c) / median(plain, c)
-		}
-	}
-}' "$raw"
+# The VM shares OUT at the same path, and the measuring script with it:
+# the guest's root has bpftrace but not this tree.
+mkdir -p "$OUT/scripts"
+cp scripts/fire-measure.sh scripts/lib.sh "$OUT/scripts/"
+echo "# measuring in the VM's $VM kernel (emulated: compare ratios, not ns); host load average before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+status=0
+go run ./internal/testing/vm/vmrun -kernel "$VM" -dir "$OUT" -timeout "${VM_TIMEOUT:-2h}" -- \
+	"${measure[@]}" "$OUT/scripts/fire-measure.sh" || status=$?
+echo "host: kernel $(uname -r), load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+exit "$status"

@@ -3,14 +3,14 @@
 # directory) and OUT set, build NAME TREE builds it into OUT/NAME.
 
 # build NAME TREE [RULES] builds the tools of TREE and the fire program
-# with them into OUT/NAME, with the rules file RULES of src (default
-# rules.yml).
+# with them into OUT/NAME, with the rules file RULES (default
+# src/rules.yml).
 build() {
-	local dir=$OUT/$1 tree=$2 rules=${3:-rules.yml}
+	local dir=$OUT/$1 tree=$2 rules=${3:-$src/rules.yml}
 	mkdir -p "$dir/mod"
 	(cd "$tree" && go build -o "$dir/" ./cmd/usdtgen ./cmd/usdt-toolexec)
 	cp "$src/main.go" "$src/fire.d" "$dir/mod/"
-	cp "$src/$rules" "$dir/mod/rules.yml"
+	cp "$rules" "$dir/mod/rules.yml"
 	cp "$tree/go.sum" "$dir/mod/"
 	cache >"$dir/mod/cache.go"
 	printf 'module example.com/fire\n\ngo 1.24\n\nrequire github.com/go-usdt/usdt v0.0.0\n\nreplace github.com/go-usdt/usdt => %s\n' "$tree" >"$dir/mod/go.mod"

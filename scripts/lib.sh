@@ -1,4 +1,4 @@
-# Sourced by the benchmark scripts (bench.sh, bench-auto.sh, bench-fire.sh,
+# Sourced by the benchmark scripts (bench.sh, bench-auto.sh, fire-measure.sh,
 # build-cost.sh) for what their summaries share.
 
 # SORTMED is an awk function to put in front of a summary program:

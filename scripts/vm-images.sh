@@ -131,6 +131,12 @@ root() {
 		--include="$(IFS=,; echo "${packages[*]}")" \
 		bookworm "$partial" "$mirror" >"$partial/debootstrap.out" ||
 		{ tail -n 20 "$partial/debootstrap.out" >&2; exit 1; }
+	# In a docker container debootstrap makes /proc a symlink to /proc,
+	# which the guest's init would mount proc through and then loop on.
+	if [[ -L $partial/proc ]]; then
+		rm "$partial/proc"
+		mkdir -m 555 "$partial/proc"
+	fi
 	echo "vm-images: $arch: downloaded $(ls "$debs"/*.deb | wc -l) packages, $(mb "$debs"/*.deb)"
 	unmet=$(unmet_depends "$debs"/*.deb)
 	if [[ -n $unmet ]]; then
