@@ -22,21 +22,25 @@ type Stub struct {
 }
 
 // nop is the probe site. Go's NOP pseudo-instruction assembles to nothing,
-// so the instruction is spelled out. On amd64 it is the 5-byte NOP (nopl
-// 0x0(%rax,%rax,1)) rather than the 1-byte one: Linux (6.18 and later)
-// optimizes a uprobe on it into a call to a trampoline after the first hit,
-// several times cheaper than the breakpoint trap a 1-byte NOP costs. That
-// call pushes a return address below SP, which is safe here because every
-// site is the first instruction of a stub a Go function called: nothing
-// below SP is live, unlike in a C function with a red zone.
+// so the instruction is spelled out. On amd64 it is the pair upstream's
+// usdt.h emits: the 1-byte NOP (90), where the note points, then the 5-byte
+// NOP (0f 1f 44 00 00). Every kernel emulates a uprobe on the 1-byte NOP,
+// one trap per fire, where it would single-step a 5-byte one out of line,
+// a second trap (8x to 19x the cost before Linux 6.18). A tracer that knows
+// the kernel optimizes uprobes (6.18 and later) attaches at the 5-byte NOP
+// instead, note address + 1, which becomes a call to a trampoline after the
+// first hit, several times cheaper than any trap. That call pushes a return
+// address below SP, which is safe here because every site starts a stub a
+// Go function called: nothing below SP is live, unlike in a C function with
+// a red zone.
 var nop = map[Arch]string{
-	AMD64: "BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00",
+	AMD64: "BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00",
 	ARM64: "WORD $0xd503201f",
 }
 
 // gnuNop is nop for the GNU assembler.
 var gnuNop = map[Arch]string{
-	AMD64: ".byte 0x0f, 0x1f, 0x44, 0x00, 0x00",
+	AMD64: ".byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00",
 	ARM64: "nop",
 }
 

@@ -58,15 +58,15 @@ const (
 
 // siteCode is one site: the NOP the tracer patches, then a return to the
 // trampoline's caller. Every site has the same size so that the trampoline
-// can compute its address from the index; on amd64 the 5-byte NOP and RET
-// are padded with INT3 to 8 bytes, a size LEAQ can scale by. That size is
+// can compute its address from the index; on amd64 the 6 bytes of NOPs and
+// RET are padded with INT3 to 8 bytes, a size LEAQ can scale by. That size is
 // probetable.SiteSize, which lets the table hold the first site's address
 // only.
 var siteCode = map[Arch]struct {
 	code string
 	size int
 }{
-	AMD64: {nop[AMD64] + "; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc", probetable.SiteSize},
+	AMD64: {nop[AMD64] + "; BYTE $0xc3; BYTE $0xcc", probetable.SiteSize},
 	ARM64: {nop[ARM64] + "; WORD $0xd65f03c0", probetable.SiteSize},
 }
 

@@ -37,7 +37,7 @@ func TestPlan9Sites(t *testing.T) {
 			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $72\n",
 			"\tLEAQ (R12)(AX*8), R12\n",
 			"TEXT usdt∕p_1·sites(SB), 516, $0-0\n",
-			"// 1: p:b\nTEXT usdt∕p_1·sites(SB), 516, $0-0\n\tBYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0xcc; BYTE $0x0f; ",
+			"// 1: p:b\nTEXT usdt∕p_1·sites(SB), 516, $0-0\n\tBYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0x90; ",
 			"DATA usdt∕p_1·tab+32(SB)/8, $usdt∕p_1·sites+0(SB)\n", // the first site's address, alone
 			"GLOBL usdt∕p_1·tab(SB), 16, $",
 		}, "", nil},

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # bench-fire.sh measures what one probe fire costs with bpftrace attached
 # and counting, for a C sys/sdt.h probe and for this repository's probes,
-# after (this tree: 5-byte NOP sites on amd64, which Linux 6.18+ turns into
-# a call to a uprobe trampoline after the first hit) and before (commit
-# BASE: 1-byte NOP sites, a trap on every fire).
+# after (this tree: on amd64 a 1-byte NOP, where the note points and so
+# where bpftrace attaches, a trap the kernel emulates on every fire, then a
+# 5-byte NOP, which Linux 6.18+ turns into a call to a uprobe trampoline
+# for a tracer that attaches there, as usdt-toolexec trace does:
+# scripts/bench-trace.sh measures that) and before (commit BASE: 1-byte
+# NOP sites alone, a trap on every fire).
 #
 # It builds scripts/testdata/fire twice, with the usdtgen and usdt-toolexec
 # of this tree and of BASE (unpacked with git archive into OUT), and

@@ -4,17 +4,17 @@
 
 // jobs:job__enqueued
 TEXT ·usdtStubJobsJobEnqueued(SB), 516, $0-20
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // jobs:job__started
 TEXT ·usdtStubJobsJobStarted(SB), 516, $0-32
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // jobs:job__done
 TEXT ·usdtStubJobsJobDone(SB), 516, $0-25
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.

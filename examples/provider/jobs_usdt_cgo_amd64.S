@@ -27,7 +27,7 @@ usdt_ddee09aa_jobs_job__enqueued_sema:
 	.type usdt_ddee09aa_jobs_job__enqueued_stub, %function
 usdt_ddee09aa_jobs_job__enqueued_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_ddee09aa_jobs_job__enqueued_stub, .-usdt_ddee09aa_jobs_job__enqueued_stub
 
@@ -61,7 +61,7 @@ usdt_ddee09aa_jobs_job__started_sema:
 	.type usdt_ddee09aa_jobs_job__started_stub, %function
 usdt_ddee09aa_jobs_job__started_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_ddee09aa_jobs_job__started_stub, .-usdt_ddee09aa_jobs_job__started_stub
 
@@ -95,7 +95,7 @@ usdt_ddee09aa_jobs_job__done_sema:
 	.type usdt_ddee09aa_jobs_job__done_stub, %function
 usdt_ddee09aa_jobs_job__done_stub:
 .Lusdt_site_2:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_ddee09aa_jobs_job__done_stub, .-usdt_ddee09aa_jobs_job__done_stub
 

@@ -42,6 +42,9 @@ type site struct {
 	plan    *values.Plan
 	// offset and refCtr are file offsets, what uprobes take.
 	offset, refCtr uint64
+	// nopPair says the site is a nopPair, which atNop5 may attach to at
+	// offset+1.
+	nopPair bool
 }
 
 // label is how an event of the site is shown.
@@ -107,6 +110,7 @@ func readSites(file string) ([]site, error) {
 		if s.offset, err = fileOffset(f, n.PC+adjust); err != nil {
 			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
 		}
+		s.nopPair = isNopPair(f, n.PC+adjust)
 		if n.Semaphore != 0 {
 			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
 				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)

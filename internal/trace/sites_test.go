@@ -69,6 +69,13 @@ func TestSitesCrossBuilt(t *testing.T) {
 				if err != nil {
 					t.Fatalf("%s: %v", arch, err)
 				}
+				// The tracer may attach at the 5-byte NOP of an amd64 site
+				// only: arm64 has a single NOP.
+				for _, s := range sites {
+					if s.nopPair != (arch == "amd64") {
+						t.Errorf("%s %s: nopPair is %v", arch, s.label(), s.nopPair)
+					}
+				}
 				describe(sites)
 				params[arch] = shownParams(sites)
 				if arch == "arm64" && b.example == "provider" {

@@ -167,13 +167,14 @@ type follower struct {
 // command, if any, with only its tasks in the map only.
 func follow(opt Options, sites []site, only *tasks, load loader, pidfd int) (*follower, error) {
 	start := time.Now()
+	where := atNop5(sites, kernelOptimizesUprobes())
 	links, how, err := attach(opt.Binary, load, sites, opt.PID, opt.Attach)
 	if err != nil {
 		return nil, bpfError(err)
 	}
 	f := &follower{links: links, done: make(chan struct{}), pidfd: pidfd}
 	if opt.Verbose {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond))
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v, %s\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond), where)
 	}
 	f.ctx, f.stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if len(opt.Command) > 0 {

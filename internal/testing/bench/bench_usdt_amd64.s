@@ -4,12 +4,12 @@
 
 // bench:hit
 TEXT ·usdtStubBenchHit(SB), 516, $0-8
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // bench:str
 TEXT ·usdtStubBenchStr(SB), 516, $0-16
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.

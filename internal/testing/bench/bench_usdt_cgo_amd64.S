@@ -27,7 +27,7 @@ usdt_9cb18d70_bench_hit_sema:
 	.type usdt_9cb18d70_bench_hit_stub, %function
 usdt_9cb18d70_bench_hit_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_9cb18d70_bench_hit_stub, .-usdt_9cb18d70_bench_hit_stub
 
@@ -61,7 +61,7 @@ usdt_9cb18d70_bench_str_sema:
 	.type usdt_9cb18d70_bench_str_stub, %function
 usdt_9cb18d70_bench_str_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_9cb18d70_bench_str_stub, .-usdt_9cb18d70_bench_str_stub
 

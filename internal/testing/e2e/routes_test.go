@@ -309,10 +309,11 @@ func showArgs(args map[string]string) string {
 	return strings.Join(lines, "\n")
 }
 
-// siteNop is the instruction every probe site must hold: on amd64 the
-// 5-byte NOP, which Linux optimizes into a call instead of a trap.
+// siteNop is what every probe site must hold: on amd64 the 1-byte NOP,
+// which every kernel emulates, then the 5-byte NOP, which Linux 6.18
+// optimizes into a call instead of a trap.
 var siteNop = map[elf.Machine][]byte{
-	elf.EM_X86_64:  {0x0f, 0x1f, 0x44, 0x00, 0x00},
+	elf.EM_X86_64:  nopPair,
 	elf.EM_AARCH64: {0x1f, 0x20, 0x03, 0xd5},
 }
 

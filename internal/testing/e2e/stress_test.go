@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,7 +85,9 @@ func stress(t *testing.T, bin string, dur time.Duration, minAttaches int) {
 	go func() { done <- cmd.Wait() }()
 	t.Cleanup(func() { cmd.Process.Kill() })
 
-	optimizes := kernelOptimizesUprobes()
+	if kernelOptimizesUprobes() {
+		optimizedByTrace(t, cmd.Process.Pid, sites)
+	}
 	script := fmt.Sprintf(`usdt:%s:*:* { @fires = count(); }
 BEGIN { printf("attached\n"); }
 interval:s:3 { exit(); }`, bin)
@@ -93,17 +96,15 @@ interval:s:3 { exit(); }`, bin)
 	// and counts nothing.
 	attaches := 0
 	for time.Since(started) < dur-attachTime {
+		// bpftrace attaches at the notes' addresses, the 1-byte NOPs,
+		// which every kernel emulates after the breakpoint.
 		out, err := bpftraceAttached(cmd.Process.Pid, script, func() {
-			if optimizes {
-				checkSites(t, cmd.Process.Pid, sites, []byte{0xe8}, "while bpftrace is attached")
-			}
+			checkSites(t, cmd.Process.Pid, sites, []byte{0xcc, 0x0f}, "while bpftrace is attached")
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if optimizes {
-			checkSites(t, cmd.Process.Pid, sites, nop5, "after bpftrace detached")
-		}
+		checkSites(t, cmd.Process.Pid, sites, nopPair, "after bpftrace detached")
 		fires := counter(t, out, "fires", true)
 		if fires == 0 {
 			t.Fatalf("attach %d, %v after the start, counted no fire:\n%s", attaches+1, time.Since(started).Round(time.Second), out)
@@ -129,9 +130,32 @@ interval:s:3 { exit(); }`, bin)
 	if data, err := os.ReadFile(profile); err != nil || !bytes.HasPrefix(data, []byte{0x1f, 0x8b}) {
 		t.Errorf("CPU profile: %v, %d bytes, want a gzipped profile", err, len(data))
 	}
-	if !optimizes {
+	if !kernelOptimizesUprobes() {
 		t.Logf("this kernel does not optimize uprobes on a 5-byte NOP (no arch_uprobe_optimize and sys_uprobe in /proc/kallsyms): the stress ran on the trap path")
 	}
+}
+
+// optimizedByTrace attaches usdt-toolexec trace to sites of the running
+// pid on a kernel that optimizes uprobes: it must attach
+// at the 5-byte NOPs, which the kernel then turns into calls while the
+// 1-byte NOPs stay, and leave the NOPs as they were when it ends.
+func optimizedByTrace(t *testing.T, pid int, sites map[string]uint64) {
+	t.Helper()
+	args := []string{"-v", "-p", strconv.Itoa(pid)}
+	for name := range sites {
+		args = append(args, "*:"+name)
+	}
+	tr, attached, trErr := traceAttached(t, nil, args...)
+	if !strings.Contains(attached, "at the 5-byte NOPs") {
+		t.Fatalf("usdt-toolexec trace -v does not say it attached at the 5-byte NOPs on a kernel that optimizes them: %s", attached)
+	}
+	go io.Copy(io.Discard, trErr)
+	checkSites(t, pid, sites, []byte{0x90, 0xe8}, "while usdt-toolexec trace is attached")
+	tr.Process.Signal(os.Interrupt)
+	if err := tr.Wait(); err != nil {
+		t.Errorf("usdt-toolexec trace: %v", err)
+	}
+	checkSites(t, pid, sites, nopPair, "after usdt-toolexec trace detached")
 }
 
 // exitedAlike reports whether two runs ended with the same exit status.
@@ -189,12 +213,14 @@ func kernelOptimizesUprobes() bool {
 	return regexp.MustCompile(`(?m) arch_uprobe_optimize$`).Match(data) && regexp.MustCompile(`(?m) __x64_sys_uprobe$`).Match(data)
 }
 
-// nop5 is the probe site on amd64, the one a kernel can optimize.
-var nop5 = []byte{0x0f, 0x1f, 0x44, 0x00, 0x00}
+// nopPair is the probe site on amd64: the 1-byte NOP the note points at,
+// then the 5-byte NOP a kernel can optimize.
+var nopPair = []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}
 
 // checkSites waits up to two seconds for every site in pid's memory to
-// start with want: 0xe8, the call the kernel writes over an optimized
-// 5-byte NOP, or the NOP itself once no probe is attached.
+// start with want: the breakpoint (0xcc) a uprobe writes, the call (0xe8)
+// the kernel writes over an optimized 5-byte NOP, or the NOPs themselves
+// once no probe is attached.
 func checkSites(t *testing.T, pid int, sites map[string]uint64, want []byte, when string) {
 	t.Helper()
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
@@ -207,7 +233,7 @@ func checkSites(t *testing.T, pid int, sites map[string]uint64, want []byte, whe
 	for deadline := time.Now().Add(2 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		ok := true
 		for name, pc := range sites {
-			b := make([]byte, 5)
+			b := make([]byte, len(nopPair))
 			if _, err := mem.ReadAt(b, int64(pc)); err != nil {
 				// The program has exited.
 				return

@@ -4,32 +4,32 @@
 
 // types:narrow
 TEXT ·usdtStubTypesNarrow(SB), 516, $0-18
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // types:words
 TEXT ·usdtStubTypesWords(SB), 516, $0-72
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // types:uwords
 TEXT ·usdtStubTypesUwords(SB), 516, $0-56
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // types:pointers
 TEXT ·usdtStubTypesPointers(SB), 516, $0-72
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // types:padded
 TEXT ·usdtStubTypesPadded(SB), 516, $0-25
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // types:odd
 TEXT ·usdtStubTypesOdd(SB), 516, $0-3
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.

@@ -27,7 +27,7 @@ usdt_787776b7_types_narrow_sema:
 	.type usdt_787776b7_types_narrow_stub, %function
 usdt_787776b7_types_narrow_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_narrow_stub, .-usdt_787776b7_types_narrow_stub
 
@@ -61,7 +61,7 @@ usdt_787776b7_types_words_sema:
 	.type usdt_787776b7_types_words_stub, %function
 usdt_787776b7_types_words_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_words_stub, .-usdt_787776b7_types_words_stub
 
@@ -95,7 +95,7 @@ usdt_787776b7_types_uwords_sema:
 	.type usdt_787776b7_types_uwords_stub, %function
 usdt_787776b7_types_uwords_stub:
 .Lusdt_site_2:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_uwords_stub, .-usdt_787776b7_types_uwords_stub
 
@@ -129,7 +129,7 @@ usdt_787776b7_types_pointers_sema:
 	.type usdt_787776b7_types_pointers_stub, %function
 usdt_787776b7_types_pointers_stub:
 .Lusdt_site_3:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_pointers_stub, .-usdt_787776b7_types_pointers_stub
 
@@ -163,7 +163,7 @@ usdt_787776b7_types_padded_sema:
 	.type usdt_787776b7_types_padded_stub, %function
 usdt_787776b7_types_padded_stub:
 .Lusdt_site_4:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_padded_stub, .-usdt_787776b7_types_padded_stub
 
@@ -197,7 +197,7 @@ usdt_787776b7_types_odd_sema:
 	.type usdt_787776b7_types_odd_stub, %function
 usdt_787776b7_types_odd_stub:
 .Lusdt_site_5:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_787776b7_types_odd_stub, .-usdt_787776b7_types_odd_stub
 

@@ -27,7 +27,7 @@ usdt_5b9e637d_edge_tick_sema:
 	.type usdt_5b9e637d_edge_tick_stub, %function
 usdt_5b9e637d_edge_tick_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_tick_stub, .-usdt_5b9e637d_edge_tick_stub
 
@@ -61,7 +61,7 @@ usdt_5b9e637d_edge_idle_sema:
 	.type usdt_5b9e637d_edge_idle_stub, %function
 usdt_5b9e637d_edge_idle_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_idle_stub, .-usdt_5b9e637d_edge_idle_stub
 
@@ -95,7 +95,7 @@ usdt_5b9e637d_edge_keywords_sema:
 	.type usdt_5b9e637d_edge_keywords_stub, %function
 usdt_5b9e637d_edge_keywords_stub:
 .Lusdt_site_2:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_keywords_stub, .-usdt_5b9e637d_edge_keywords_stub
 
@@ -129,7 +129,7 @@ usdt_5b9e637d_edge_shadows_sema:
 	.type usdt_5b9e637d_edge_shadows_stub, %function
 usdt_5b9e637d_edge_shadows_stub:
 .Lusdt_site_3:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_shadows_stub, .-usdt_5b9e637d_edge_shadows_stub
 
@@ -163,7 +163,7 @@ usdt_5b9e637d_edge_unnamed_sema:
 	.type usdt_5b9e637d_edge_unnamed_stub, %function
 usdt_5b9e637d_edge_unnamed_stub:
 .Lusdt_site_4:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_unnamed_stub, .-usdt_5b9e637d_edge_unnamed_stub
 
@@ -197,7 +197,7 @@ usdt_5b9e637d_edge_predeclared_sema:
 	.type usdt_5b9e637d_edge_predeclared_stub, %function
 usdt_5b9e637d_edge_predeclared_stub:
 .Lusdt_site_5:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_predeclared_stub, .-usdt_5b9e637d_edge_predeclared_stub
 
@@ -231,7 +231,7 @@ usdt_5b9e637d_edge__leading_sema:
 	.type usdt_5b9e637d_edge__leading_stub, %function
 usdt_5b9e637d_edge__leading_stub:
 .Lusdt_site_6:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge__leading_stub, .-usdt_5b9e637d_edge__leading_stub
 
@@ -265,7 +265,7 @@ usdt_5b9e637d_edge_trailing__sema:
 	.type usdt_5b9e637d_edge_trailing__stub, %function
 usdt_5b9e637d_edge_trailing__stub:
 .Lusdt_site_7:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_trailing__stub, .-usdt_5b9e637d_edge_trailing__stub
 
@@ -299,7 +299,7 @@ usdt_5b9e637d_edge_double__under__score_sema:
 	.type usdt_5b9e637d_edge_double__under__score_stub, %function
 usdt_5b9e637d_edge_double__under__score_stub:
 .Lusdt_site_8:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_double__under__score_stub, .-usdt_5b9e637d_edge_double__under__score_stub
 
@@ -333,7 +333,7 @@ usdt_5b9e637d_edge_v2_3d_x86_64_sema:
 	.type usdt_5b9e637d_edge_v2_3d_x86_64_stub, %function
 usdt_5b9e637d_edge_v2_3d_x86_64_stub:
 .Lusdt_site_9:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5b9e637d_edge_v2_3d_x86_64_stub, .-usdt_5b9e637d_edge_v2_3d_x86_64_stub
 

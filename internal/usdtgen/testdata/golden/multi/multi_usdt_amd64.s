@@ -4,27 +4,27 @@
 
 // http:request__start
 TEXT ·usdtStubHttpRequestStart(SB), 516, $0-24
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // http:request__done
 TEXT ·usdtStubHttpRequestDone(SB), 516, $0-12
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // db:request__start
 TEXT ·usdtStubDbRequestStart(SB), 516, $0-16
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // db:request__done
 TEXT ·usdtStubDbRequestDone(SB), 516, $0-17
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // shop_cache:hit
 TEXT ·usdtStubShopCacheHit(SB), 516, $0-16
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.

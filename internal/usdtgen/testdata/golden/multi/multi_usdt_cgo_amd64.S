@@ -27,7 +27,7 @@ usdt_16d5dc73_http_request__start_sema:
 	.type usdt_16d5dc73_http_request__start_stub, %function
 usdt_16d5dc73_http_request__start_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_16d5dc73_http_request__start_stub, .-usdt_16d5dc73_http_request__start_stub
 
@@ -61,7 +61,7 @@ usdt_16d5dc73_http_request__done_sema:
 	.type usdt_16d5dc73_http_request__done_stub, %function
 usdt_16d5dc73_http_request__done_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_16d5dc73_http_request__done_stub, .-usdt_16d5dc73_http_request__done_stub
 
@@ -95,7 +95,7 @@ usdt_16d5dc73_db_request__start_sema:
 	.type usdt_16d5dc73_db_request__start_stub, %function
 usdt_16d5dc73_db_request__start_stub:
 .Lusdt_site_2:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_16d5dc73_db_request__start_stub, .-usdt_16d5dc73_db_request__start_stub
 
@@ -129,7 +129,7 @@ usdt_16d5dc73_db_request__done_sema:
 	.type usdt_16d5dc73_db_request__done_stub, %function
 usdt_16d5dc73_db_request__done_stub:
 .Lusdt_site_3:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_16d5dc73_db_request__done_stub, .-usdt_16d5dc73_db_request__done_stub
 
@@ -163,7 +163,7 @@ usdt_16d5dc73_shop_cache_hit_sema:
 	.type usdt_16d5dc73_shop_cache_hit_stub, %function
 usdt_16d5dc73_shop_cache_hit_stub:
 .Lusdt_site_4:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_16d5dc73_shop_cache_hit_stub, .-usdt_16d5dc73_shop_cache_hit_stub
 

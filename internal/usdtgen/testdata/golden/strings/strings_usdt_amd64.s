@@ -4,17 +4,17 @@
 
 // log:line
 TEXT ·usdtStubLogLine(SB), 516, $0-96
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // log:field
 TEXT ·usdtStubLogField(SB), 516, $0-33
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // log:msg
 TEXT ·usdtStubLogMsg(SB), 516, $0-8
-	BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
+	BYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00
 	RET
 
 // The probe table: semaphores, stub addresses and names, read by usdt-toolexec at link time.

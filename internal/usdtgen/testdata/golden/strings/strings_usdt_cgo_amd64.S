@@ -27,7 +27,7 @@ usdt_5f2ef673_log_line_sema:
 	.type usdt_5f2ef673_log_line_stub, %function
 usdt_5f2ef673_log_line_stub:
 .Lusdt_site_0:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5f2ef673_log_line_stub, .-usdt_5f2ef673_log_line_stub
 
@@ -61,7 +61,7 @@ usdt_5f2ef673_log_field_sema:
 	.type usdt_5f2ef673_log_field_stub, %function
 usdt_5f2ef673_log_field_stub:
 .Lusdt_site_1:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5f2ef673_log_field_stub, .-usdt_5f2ef673_log_field_stub
 
@@ -95,7 +95,7 @@ usdt_5f2ef673_log_msg_sema:
 	.type usdt_5f2ef673_log_msg_stub, %function
 usdt_5f2ef673_log_msg_stub:
 .Lusdt_site_2:
-	.byte 0x0f, 0x1f, 0x44, 0x00, 0x00
+	.byte 0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00
 	ret
 	.size usdt_5f2ef673_log_msg_stub, .-usdt_5f2ef673_log_msg_stub
 
