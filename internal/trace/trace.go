@@ -166,17 +166,20 @@ type follower struct {
 // follow attaches the program load makes to the sites, then starts the
 // command, if any, with only its tasks in the map only.
 func follow(opt Options, sites []site, only *tasks, load loader, pidfd int) (*follower, error) {
+	// An interrupt from the moment trace says it attached ends the trace
+	// as any other does, with what it owes printed.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	start := time.Now()
 	where := atNop5(sites, kernelOptimizesUprobes())
 	links, how, err := attach(opt.Binary, load, sites, opt.PID, opt.Attach)
 	if err != nil {
+		stop()
 		return nil, bpfError(err)
 	}
-	f := &follower{links: links, done: make(chan struct{}), pidfd: pidfd}
+	f := &follower{links: links, ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v, %s\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond), where)
 	}
-	f.ctx, f.stop = signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	if len(opt.Command) > 0 {
 		f.cmd = exec.Command(opt.Binary, opt.Command[1:]...)
 		f.cmd.Args[0] = opt.Command[0]
