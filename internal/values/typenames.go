@@ -70,7 +70,7 @@ func NewTypeNames(f *elf.File) (*TypeNames, error) {
 		if err != nil {
 			return nil, err
 		}
-		for off := 0; off+mdETypes+8 <= len(b); off += 8 {
+		for off := 0; off+mdETypes+16 <= len(b); off += 8 {
 			if binary.LittleEndian.Uint64(b[off:]) != pcln.Addr {
 				continue
 			}
@@ -78,8 +78,11 @@ func NewTypeNames(f *elf.File) (*TypeNames, error) {
 			if binary.LittleEndian.Uint64(md[mdText:]) != text.Addr {
 				continue
 			}
-			types, etypes := binary.LittleEndian.Uint64(md[mdTypes:]), binary.LittleEndian.Uint64(md[mdETypes:])
-			if types == 0 || etypes < types {
+			// etypes follows types in Go 1.26; Go 1.27 puts typedesclen,
+			// a length, between them.
+			types := binary.LittleEndian.Uint64(md[mdTypes:])
+			etypes126, etypes127 := binary.LittleEndian.Uint64(md[mdETypes:]), binary.LittleEndian.Uint64(md[mdETypes+8:])
+			if types == 0 || etypes126 < types && etypes127 < types {
 				continue
 			}
 			return &TypeNames{f: f, types: types, cache: map[uint64]Dynamic{}}, nil
