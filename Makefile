@@ -75,7 +75,7 @@ unit:
 	$(GO) test -count=1 -timeout 60m -skip '^TestKernels$$' ./...
 
 # The attach tests on the kernels of the VM images (Debian 12's 6.1 and
-# Debian 11's 5.10, amd64 and arm64) and on the host, with a table of
+# Debian 11's 5.10, amd64 and arm64 for 6.1) and on the host, with a table of
 # kernel, architecture and consumer at the end.
 vm:
 	$(GO) test -count=1 -timeout 80m -run '^TestKernels$$' -v ./internal/testing/e2e/
