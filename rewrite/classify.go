@@ -82,6 +82,18 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 	return probe.Uint64, "0"
 }
 
+// byAddress says a value of type t reaches probes as its address.
+func byAddress(t types.Type) bool {
+	if _, ok := t.(*types.TypeParam); ok {
+		return false
+	}
+	switch t.Underlying().(type) {
+	case *types.Struct, *types.Array, *types.Interface:
+		return true
+	}
+	return false
+}
+
 // A read is how an exit probe reads a result through its address.
 type read int
 

@@ -57,6 +57,8 @@ type generator struct {
 	// staleLayouts says a layout met a stand-in or an invalid type.
 	sizes        types.Sizes
 	staleLayouts bool
+	// copies numbers the copies probes pass the address of (see pass).
+	copies int
 }
 
 func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {
@@ -242,8 +244,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		if rule.Args {
 			vals = append(append(vals, recv...), params...)
 		}
-		args, exprs, dropped := g.pass(vals)
+		args, exprs, copies, dropped := g.pass(vals)
 		fn.Dropped += len(dropped)
+		fire = append(fire, copies...)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
 		site, fireFn, clock := g.add(fd, fn.Entry, args, dropped, sem, rule.Exit)
 		call := fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site)}, exprs...), ", "))
@@ -296,7 +299,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 				dropped = g.drop(vals[probe.MaxArgs-2:])
 				vals = vals[:probe.MaxArgs-2]
 			}
-			args, exprs, _ := g.pass(vals)
+			args, exprs, copies, _ := g.pass(vals)
 			fn.Dropped += len(dropped)
 			site, fireFn, clock := g.add(fd, fn.Exit, append([]probe.Arg{elapsedArg}, args...), dropped, sem, false)
 			// The start time is taken after the entry probe fired, and is
@@ -308,7 +311,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			if clock != asmgen.ClockSince {
 				elapsed = fmt.Sprintf("%sSince(%s)", g.prefix, start)
 			}
-			exitFire = fmt.Sprintf("if %s != 0 { %sFire%d(%s) }; ", start, g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
+			call := fmt.Sprintf("%sFire%d(%s)", g.prefix, fireFn, strings.Join(append([]string{fmt.Sprint(site), elapsed}, exprs...), ", "))
+			exitFire = fmt.Sprintf("if %s != 0 { %s }; ", start, strings.Join(append(copies, call), "; "))
 		} else {
 			x := g.passAt(vals)
 			fn.Dropped += len(x.dropped)
@@ -742,18 +746,38 @@ func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
 }
 
 // pass converts values to probe arguments, keeping room for the goroutine
-// id in arg0 and dropping what does not fit the note.
-func (g *generator) pass(vals []value) (args []probe.Arg, exprs []string, dropped []probe.Arg) {
+// id in arg0 and dropping what does not fit the note. copies are
+// statements that go before the probe's call, in the traced branch: a
+// value passed by its address is first copied there (see copyLimit).
+func (g *generator) pass(vals []value) (args []probe.Arg, exprs, copies []string, dropped []probe.Arg) {
 	for i, v := range vals {
 		if i >= probe.MaxArgs-1 {
-			return args, exprs, g.drop(vals[i:])
+			return args, exprs, copies, g.drop(vals[i:])
 		}
-		k, e := g.convert(v.typ, v.name)
+		name := v.name
+		if size, known := layout.Size(v.typ, g.sizes); byAddress(v.typ) && (!known || size <= copyLimit) {
+			name = g.id("Copy%d", g.copies)
+			g.copies++
+			copies = append(copies, name+" := "+v.name)
+		}
+		k, e := g.convert(v.typ, name)
 		args = append(args, g.arg(v, k))
 		exprs = append(exprs, e)
 	}
-	return args, exprs, nil
+	return args, exprs, copies, nil
 }
+
+// copyLimit is the largest value a probe passes the address of a copy
+// of, rather than of the variable itself. Taking a variable's address
+// anywhere in a function changes how Go compiles it, traced or not: the
+// variable leaves registers, and a closure captures it by reference, so
+// that one the function hands on moves it to the heap (encoding/json's
+// typeEncoder, "moved to heap: t"). Go captures by value, and keeps in
+// registers, only variables of at most 128 bytes; larger ones are
+// compiled the same way with their address taken, and are not worth
+// copying on every traced call. A value whose size the generic code does
+// not know is copied.
+const copyLimit = 128
 
 // drop describes values a probe has no room for.
 func (g *generator) drop(vals []value) []probe.Arg {

@@ -101,12 +101,12 @@ func (b *builder) of(t types.Type, depth int) *Type {
 		l.Name = types.TypeString(n, nil)
 	}
 	u := t.Underlying()
-	if basic, isBasic := u.(*types.Basic); isBasic && basic.Kind() == types.Invalid {
+	switch unsized(t, map[types.Type]bool{}) {
+	case invalid:
 		b.valid = false
 		l.Kind = UnsafePointer
 		return l
-	}
-	if generic(t, map[types.Type]bool{}) {
+	case generic:
 		// Its size depends on the instantiation, which the generic code
 		// does not know: the value shows as its address.
 		l.Kind = UnsafePointer
@@ -166,32 +166,56 @@ func (b *builder) of(t types.Type, depth int) *Type {
 	return l
 }
 
-// generic reports whether t's layout depends on a type parameter.
-func generic(t types.Type, seen map[types.Type]bool) bool {
+// Size returns the size of a value of type t on an architecture of the
+// given sizes, and false where it is not known: where it depends on a
+// type parameter, or t holds an invalid type.
+func Size(t types.Type, sizes types.Sizes) (int64, bool) {
+	if unsized(t, map[types.Type]bool{}) != sized {
+		return 0, false
+	}
+	return sizes.Sizeof(t), true
+}
+
+// sizedness is why a type's size is not known, if it is not.
+type sizedness int
+
+const (
+	sized sizedness = iota
+	generic
+	invalid
+)
+
+// unsized says whether t's size depends on a type parameter or on an
+// invalid type, which go/types' Sizes cannot measure.
+func unsized(t types.Type, seen map[types.Type]bool) sizedness {
 	if seen[t] {
-		return false
+		return sized
 	}
 	seen[t] = true
 	switch t := types.Unalias(t).(type) {
+	case *types.Basic:
+		if t.Kind() == types.Invalid {
+			return invalid
+		}
 	case *types.TypeParam:
-		return true
+		return generic
 	case *types.Named:
 		for i := range t.TypeArgs().Len() {
-			if generic(t.TypeArgs().At(i), seen) {
-				return true
+			if why := unsized(t.TypeArgs().At(i), seen); why != sized {
+				return why
 			}
 		}
-		return generic(t.Underlying(), seen)
+		return unsized(t.Underlying(), seen)
 	case *types.Array:
-		return generic(t.Elem(), seen)
+		return unsized(t.Elem(), seen)
 	case *types.Struct:
 		for i := range t.NumFields() {
-			if generic(t.Field(i).Type(), seen) {
-				return true
+			if why := unsized(t.Field(i).Type(), seen); why != sized {
+				return why
 			}
 		}
 	}
-	return false
+	return sized
 }
 
 func basicKind(u *types.Basic) Kind {
