@@ -154,7 +154,11 @@ func (e *Exporter) end(c *calltree.Call) {
 		// A nil error is null where the tracer reads the value, and a
 		// zero type word where it reads only the interface's words.
 		if v.Type == "error" && v.Data != nil && v.Data != uint64(0) {
-			span.SetStatus(codes.Error, v.Name+" is a non-nil error")
+			msg, known := v.Data.(string)
+			if !known {
+				msg = v.Name + " is a non-nil error"
+			}
+			span.SetStatus(codes.Error, msg)
 			break
 		}
 	}

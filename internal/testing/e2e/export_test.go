@@ -20,82 +20,26 @@ import (
 	"time"
 )
 
-// shopSrc serves requests on three goroutines, three each; a request
-// calls three functions, the first of which fails for salt, which the
-// store does not have (then price is not called).
-const shopSrc = `package main
-
-import (
-	"errors"
-	"fmt"
-	"sync"
-	"time"
-)
-
-type Store struct{ stock map[string]int }
-
-func (s *Store) Get(item string) (int, error) {
-	time.Sleep(time.Millisecond)
-	n, ok := s.stock[item]
-	if !ok {
-		return 0, errors.New("no " + item)
-	}
-	return n, nil
-}
-
-func price(qty int) int {
-	time.Sleep(2 * time.Millisecond)
-	return qty * 250
-}
-
-func audit(req int, ok bool) bool {
-	time.Sleep(500 * time.Microsecond)
-	return ok
-}
-
-func handle(req int, item string) (int, error) {
-	n, err := (&Store{stock: map[string]int{"tea": 3, "rice": 5}}).Get(item)
-	audit(req, err == nil)
-	if err != nil {
-		return 0, err
-	}
-	return price(n), nil
-}
-
-func main() {
-	items := []string{"tea", "rice", "salt"}
-	var wg sync.WaitGroup
-	for w := range 3 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 3 {
-				req := 10*w + i
-				total, err := handle(req, items[(w+i)%len(items)])
-				fmt.Println("request", req, total, err)
-			}
-		}()
-	}
-	wg.Wait()
-}
-`
-
+// The shop (testdata/shop) serves 9 requests; 3 ask for salt and fail.
 const shopRequests = 9
 
 // shopEvent is an event of trace -json.
 type shopEvent struct {
-	Function  string
-	Goroutine uint64
-	Args      map[string]any
-	Results   map[string]any
-	Elapsed   int64 `json:"elapsed_ns"`
+	Provider, Probe string
+	Function        string
+	Goroutine       uint64
+	Args            map[string]any
+	Results         map[string]any
+	Elapsed         int64 `json:"elapsed_ns"`
 }
 
 // traceShop builds the shop, traces it with args besides -json, and
 // returns its events.
 func traceShop(t *testing.T, args ...string) (bin string, events []shopEvent) {
 	t.Helper()
-	bin = buildMain(t, "shop", shopSrc)
+	dir := fixture(t, "shop")
+	bin = filepath.Join(t.TempDir(), "shop")
+	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 	out, errOut, err := usdtTrace(t, append(append([]string{"-json"}, args...), "--", bin)...)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
@@ -241,10 +185,32 @@ type jaegerSpan struct {
 	TraceID, SpanID, OperationName string
 	References                     []struct{ RefType, TraceID, SpanID string }
 	StartTime, Duration            int64
-	Tags                           []struct {
-		Key   string
-		Value any
+	Tags                           []jaegerTag
+	// Logs are the span's events.
+	Logs []struct {
+		Timestamp int64
+		Fields    []jaegerTag
 	}
+}
+
+type jaegerTag struct {
+	Key   string
+	Value any
+}
+
+// event returns the fields of the span's events of this name.
+func (s jaegerSpan) events(name string) []map[string]any {
+	var evs []map[string]any
+	for _, l := range s.Logs {
+		fields := map[string]any{}
+		for _, f := range l.Fields {
+			fields[f.Key] = f.Value
+		}
+		if fields["event"] == name {
+			evs = append(evs, fields)
+		}
+	}
+	return evs
 }
 
 func (s jaegerSpan) tag(key string) (any, bool) {
@@ -313,13 +279,22 @@ func TestTraceOTLP(t *testing.T) {
 	if exits["main.handle"] != shopRequests {
 		t.Fatalf("trace -json shows %d returns of main.handle, want %d: %v", exits["main.handle"], shopRequests, exits)
 	}
-	traces := j.traces(t, "shop-e2e", shopRequests)
-	if len(traces) != shopRequests {
-		t.Fatalf("Jaeger has %d traces of shop-e2e, want one per request, %d", len(traces), shopRequests)
+	// One trace per request, and one of the store's opened probe, which
+	// fires outside any traced call.
+	traces := j.traces(t, "shop-e2e", shopRequests+1)
+	if len(traces) != shopRequests+1 {
+		t.Fatalf("Jaeger has %d traces of shop-e2e, want one per request and one of store:opened, %d", len(traces), shopRequests+1)
 	}
 	spans := map[string]int{}
-	failed := 0
+	failed, opened := 0, 0
 	for id, tr := range traces {
+		if len(tr) == 1 && tr[0].OperationName == "store:opened" {
+			opened++
+			if w, _ := tr[0].tag("workers"); w != 3.0 || tr[0].Duration != 0 || tr[0].parent() != "" {
+				t.Errorf("store:opened's span: workers %v, duration %d µs, parent %q; want 3, 0, none", w, tr[0].Duration, tr[0].parent())
+			}
+			continue
+		}
 		var root *jaegerSpan
 		for i, s := range tr {
 			spans[s.OperationName]++
@@ -374,6 +349,12 @@ func TestTraceOTLP(t *testing.T) {
 					t.Errorf("Get's code.function %v", fn)
 				}
 				checkStatus(t, s, salt)
+				// The store's probe fired inside Get: an event of its span.
+				evs := s.events("store:stock__checked")
+				qty := map[any]float64{"tea": 3, "rice": 5, "salt": 0}[item]
+				if len(evs) != 1 || evs[0]["item"] != item || evs[0]["qty"] != qty {
+					t.Errorf("request %v: Get's store:stock__checked events %v, want one with item %v, qty %v", req, evs, item, qty)
+				}
 			case "main.audit":
 				if v, _ := s.tag("args.req"); v != req {
 					t.Errorf("request %v: audit's args.req %v", req, v)
@@ -400,6 +381,9 @@ func TestTraceOTLP(t *testing.T) {
 	if failed != 3 {
 		t.Errorf("%d requests for salt, want 3", failed)
 	}
+	if opened != 1 {
+		t.Errorf("%d traces of store:opened alone, want 1", opened)
+	}
 }
 
 // checkStatus checks that a span has the error status when it returned a
@@ -408,8 +392,9 @@ func checkStatus(t *testing.T, s jaegerSpan, failed bool) {
 	t.Helper()
 	errTag, _ := s.tag("error")
 	code, _ := s.tag("otel.status_code")
-	if failed && (errTag != true || code != "ERROR") {
-		t.Errorf("%s returned an error: tags error=%v otel.status_code=%v, want true, ERROR", s.OperationName, errTag, code)
+	msg, _ := s.tag("otel.status_description")
+	if failed && (errTag != true || code != "ERROR" || msg != "no salt") {
+		t.Errorf("%s returned an error: tags error=%v otel.status_code=%v otel.status_description=%v, want true, ERROR, the error's message", s.OperationName, errTag, code, msg)
 	}
 	if !failed && (errTag != nil || code != nil) {
 		t.Errorf("%s returned no error: tags error=%v otel.status_code=%v, want none", s.OperationName, errTag, code)
