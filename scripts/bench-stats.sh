@@ -20,8 +20,9 @@
 #   events     usdt-toolexec trace, every event printed (to /dev/null)
 #
 # A tracer that has not attached in ATTACH_TIMEOUT seconds (BEGIN fired
-# for bpftrace, -v's "attached" for trace) or fails is reported as such;
-# every wait and every load is bounded in time. The server ends each run
+# for bpftrace, -v's "attached" for trace) or fails is reported as such,
+# and not tried again on that build; every wait and every load is bounded
+# in time. The server ends each run
 # by being killed, and the tracers must end with it (-p).
 #
 # Environment:
@@ -176,14 +177,20 @@ fi
 raw=$OUT/raw.txt
 : >"$raw"
 echo "plain 1 untraced $(measure plain untraced)" >>"$raw"
+# A tracer that did not attach to a build is not tried on it again: each
+# try costs up to ATTACH_TIMEOUT, and the first says why.
+declare -A failed
 for ((i = 1; i <= COUNT; i++)); do
 	echo "# pass $i/$COUNT" >&2
 	for set in $SETS; do
 		for ((j = 0; j < ${#modes[@]}; j++)); do
 			m=${modes[(i + j) % ${#modes[@]}]}
 			[[ -z $m ]] && continue
+			[[ -n ${failed["$set $m"]:-} ]] && continue
 			echo "# $set $m" >&2
-			echo "$set $i $m $(measure "$set" "$m")" >>"$raw"
+			result=$(measure "$set" "$m")
+			[[ $result == "- "* ]] && failed["$set $m"]=1
+			echo "$set $i $m $result" >>"$raw"
 		done
 	done
 done
