@@ -65,13 +65,16 @@ const (
 
 type objects struct {
 	specs, events, lost *ebpf.Map
-	prog                *ebpf.Program
+	// byIP finds the sites on a kernel without BPF cookies (see
+	// siteEntry); nil on one with them.
+	byIP *ebpf.Map
+	prog *ebpf.Program
 	// tasks, when not nil, are the only tasks whose events are sent.
 	tasks *tasks
 }
 
 func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.events, o.lost} {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.events, o.lost, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -115,10 +118,14 @@ func encodeSpec(args []argSpec, strs []bool, plan *values.Plan) []byte {
 	return b
 }
 
-func loadObjects(sites int) (*objects, error) {
+func loadObjects(sites []site) (*objects, error) {
 	var o objects
 	var err error
-	if o.specs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_specs", Type: ebpf.Array, KeySize: 4, ValueSize: specSize, MaxEntries: uint32(max(sites, 1))}); err != nil {
+	if o.specs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_specs", Type: ebpf.Array, KeySize: 4, ValueSize: specSize, MaxEntries: uint32(max(len(sites), 1))}); err != nil {
+		return nil, err
+	}
+	if o.byIP, err = newSiteIPs(sites); err != nil {
+		o.Close()
 		return nil, err
 	}
 	if o.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_events", Type: ebpf.RingBuf, MaxEntries: ringbufSize}); err != nil {
@@ -136,7 +143,7 @@ func loadObjects(sites int) (*objects, error) {
 // uprobes.
 func (o *objects) loadProgram(multi bool) error {
 	var err error
-	o.prog, err = reloadProgram(o.prog, "usdt_trace", program(o.specs.FD(), o.events.FD(), o.lost.FD(), o.tasks), multi)
+	o.prog, err = reloadProgram(o.prog, "usdt_trace", program(o.specs.FD(), o.byIP, o.events.FD(), o.lost.FD(), o.tasks), multi)
 	return err
 }
 
@@ -154,14 +161,14 @@ const (
 	rEvent = asm.R8
 )
 
-func program(specs, events, lost int, only *tasks) asm.Instructions {
+func program(specs int, byIP *ebpf.Map, events, lost int, only *tasks) asm.Instructions {
 	const keySlot, zeroSlot = -8, -4
 	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
 	if only != nil {
 		insns = append(insns, filterTasks(only.m.FD())...)
 	}
 	insns = append(insns, asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word))
-	insns = append(insns, siteEntry(specs, keySlot)...)
+	insns = append(insns, siteEntry(specs, byIP, keySlot)...)
 	insns = append(insns,
 		asm.Mov.Reg(rSpec, asm.R0),
 		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),

@@ -2,9 +2,12 @@ package trace
 
 import (
 	"fmt"
+	"runtime"
+	"sync"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
+	"github.com/cilium/ebpf/features"
 )
 
 // reloadProgram closes old, if any, and loads insns as a uprobe program,
@@ -34,14 +37,62 @@ func reloadProgram(old *ebpf.Program, name string, insns asm.Instructions, multi
 // at the label "out".
 
 // siteEntry looks the site of the probe that fired up in the array m,
-// under its cookie, which it stores at slot of the stack; R6 holds the
+// under its index, which it stores at slot of the stack; R6 holds the
 // context. R0 is the entry's address after, and without one the program
-// ends.
-func siteEntry(m int, slot int16) asm.Instructions {
+// ends. The index is the uprobe's BPF cookie where the kernel has them
+// (Linux 5.15); before that, byIP maps the address the probe fired at to
+// it (see newSiteIPs): the kernel sets the instruction pointer of the
+// pt_regs it hands a uprobe's handlers to the breakpoint's address.
+func siteEntry(m int, byIP *ebpf.Map, slot int16) asm.Instructions {
+	if byIP == nil {
+		return append(asm.Instructions{
+			asm.Mov.Reg(asm.R1, rCtx),
+			asm.FnGetAttachCookie.Call(),
+		}, lookupKey(m, asm.R0, slot)...)
+	}
+	const ipSlot = -16
 	return append(asm.Instructions{
-		asm.Mov.Reg(asm.R1, rCtx),
-		asm.FnGetAttachCookie.Call(),
-	}, lookupKey(m, asm.R0, slot)...)
+		asm.LoadMem(asm.R1, rCtx, int16(ptRegs[runtime.GOARCH][ipRegister[runtime.GOARCH]]), asm.DWord),
+		asm.StoreMem(asm.RFP, ipSlot, asm.R1, asm.DWord),
+		asm.LoadMapPtr(asm.R1, byIP.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, ipSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.Word),
+	}, lookupKey(m, asm.R1, slot)...)
+}
+
+// ipRegister names the instruction pointer in ptRegs, per GOARCH.
+var ipRegister = map[string]string{"amd64": "rip", "arm64": "pc"}
+
+// kernelHasCookies reports whether uprobes carry a BPF cookie here
+// (bpf_get_attach_cookie, Linux 5.15), by which the programs know which
+// site fired.
+var kernelHasCookies = sync.OnceValue(func() bool {
+	return features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie) == nil
+})
+
+// newSiteIPs returns, on a kernel without BPF cookies, the map from each
+// site's address to its index that siteEntry then looks the site up in;
+// nil on a kernel with them. The addresses are those of the executable
+// itself, which is why such kernels trace only executables that are not
+// position-independent (see needCookies).
+func newSiteIPs(sites []site) (*ebpf.Map, error) {
+	if kernelHasCookies() {
+		return nil, nil
+	}
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_site_ips", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: uint32(max(len(sites), 1))})
+	if err != nil {
+		return nil, err
+	}
+	for i, s := range sites {
+		if err := m.Update(s.addr, uint32(i), ebpf.UpdateAny); err != nil {
+			m.Close()
+			return nil, err
+		}
+	}
+	return m, nil
 }
 
 // lookupKey looks the u32 in the register key up in the map m, storing it

@@ -62,8 +62,8 @@ var headerRegs = map[string]struct {
 	field          func(reg string) string
 }{
 	"arm64": {"aarch64-linux-gnu-gcc", "user_pt_regs", func(reg string) string {
-		if reg == "sp" {
-			return "sp"
+		if reg == "sp" || reg == "pc" {
+			return reg
 		}
 		return "regs[" + reg[1:] + "]"
 	}},

@@ -40,8 +40,12 @@ type site struct {
 	// plan the reads of their values; both nil for a site without.
 	layouts []*layout.Type
 	plan    *values.Plan
-	// offset and refCtr are file offsets, what uprobes take.
+	// offset and refCtr are file offsets, what uprobes take; addr is
+	// where the site is in a process of an executable that is not
+	// position-independent, which is where a kernel without BPF cookies
+	// tells the sites apart (see siteEntry).
 	offset, refCtr uint64
+	addr           uint64
 	// nopPair says the site is a nopPair, which atNop5 may attach to at
 	// offset+1.
 	nopPair bool
@@ -110,7 +114,8 @@ func readSites(file string) ([]site, error) {
 		if s.offset, err = fileOffset(f, n.PC+adjust); err != nil {
 			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
 		}
-		s.nopPair = isNopPair(f, n.PC+adjust)
+		s.addr = n.PC + adjust
+		s.nopPair = isNopPair(f, s.addr)
 		if n.Semaphore != 0 {
 			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
 				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)

@@ -51,7 +51,7 @@ func regNames(groups [][]string) map[string]uint16 {
 }
 
 func arm64Regs() map[string]uint16 {
-	m := map[string]uint16{"sp": 31 * 8}
+	m := map[string]uint16{"sp": 31 * 8, "pc": 32 * 8}
 	for i := range 31 {
 		m[fmt.Sprintf("x%d", i)] = uint16(8 * i)
 		m[fmt.Sprintf("w%d", i)] = uint16(8 * i)

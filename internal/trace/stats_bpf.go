@@ -34,13 +34,16 @@ const (
 
 type statObjects struct {
 	sites, counters *ebpf.Map
-	prog            *ebpf.Program
+	// byIP finds the sites on a kernel without BPF cookies (see
+	// siteEntry); nil on one with them.
+	byIP *ebpf.Map
+	prog *ebpf.Program
 	// tasks, when not nil, are the only tasks whose calls count.
 	tasks *tasks
 }
 
 func (o *statObjects) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.sites, o.counters} {
+	for _, c := range []interface{ Close() error }{o.prog, o.sites, o.counters, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -58,6 +61,10 @@ func loadStatObjects(sites []site, l statLayout) (*statObjects, error) {
 		return nil, err
 	}
 	if o.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(l.slots, 1))}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	if o.byIP, err = newSiteIPs(sites); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -87,20 +94,20 @@ func (o *statObjects) loadProgram(multi bool) (*ebpf.Program, error) {
 		only = o.tasks.m.FD()
 	}
 	var err error
-	o.prog, err = reloadProgram(o.prog, "usdt_stats", statProgram(o.sites.FD(), o.counters.FD(), only), multi)
+	o.prog, err = reloadProgram(o.prog, "usdt_stats", statProgram(o.sites.FD(), o.byIP, o.counters.FD(), only), multi)
 	return o.prog, err
 }
 
 // statProgram counts a call in counters; only, when not 0, is the map of
 // the only tasks that count.
-func statProgram(sites, counters, only int) asm.Instructions {
+func statProgram(sites int, byIP *ebpf.Map, counters, only int) asm.Instructions {
 	const keySlot, valSlot = -8, -16
 	const rElapsed, rBucket = asm.R8, asm.R9
 	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
 	if only != 0 {
 		insns = append(insns, filterTasks(only)...)
 	}
-	insns = append(insns, siteEntry(sites, keySlot)...)
+	insns = append(insns, siteEntry(sites, byIP, keySlot)...)
 	insns = append(insns,
 		asm.Mov.Reg(rSpec, asm.R0),
 		asm.LoadMem(asm.R1, rSpec, statWhere, asm.Byte),

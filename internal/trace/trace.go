@@ -6,6 +6,7 @@ package trace
 
 import (
 	"context"
+	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -17,8 +18,6 @@ import (
 	"time"
 
 	"github.com/cilium/ebpf"
-	"github.com/cilium/ebpf/asm"
-	"github.com/cilium/ebpf/features"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"golang.org/x/sys/unix"
@@ -79,14 +78,14 @@ func Run(opt Options) error {
 	}
 	describe(sites)
 	raiseMemlock()
-	if err := needCookies(); err != nil {
+	if err := needCookies(opt.Binary); err != nil {
 		return err
 	}
 	if opt.Stats {
 		return runStats(opt, sites, exited)
 	}
 	names, namesErr := describeValues(sites, opt.Binary)
-	objs, err := loadObjects(len(sites))
+	objs, err := loadObjects(sites)
 	if err != nil {
 		return bpfError(err)
 	}
@@ -290,15 +289,19 @@ func attach(bin string, load loader, sites []site, pid int, mode Attach) ([]link
 		multiErr = err
 	}
 	links, err := attachSingle(ex, load, sites, pid)
+	how := "with one uprobe per site"
+	if !kernelHasCookies() {
+		how += ", told apart by address (this kernel has no BPF cookies)"
+	}
 	switch {
 	case err != nil && multiErr != nil:
 		return nil, "", fmt.Errorf("%w; and one uprobe per site: %w", multiErr, err)
 	case err != nil:
 		return nil, "", err
 	case multiErr != nil:
-		return links, fmt.Sprintf("with one uprobe per site (%v)", multiErr), nil
+		return links, fmt.Sprintf("%s (%v)", how, multiErr), nil
 	}
-	return links, "with one uprobe per site", nil
+	return links, how, nil
 }
 
 // attachMulti attaches the program to every site with one uprobe_multi
@@ -329,7 +332,11 @@ func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]li
 	}
 	var links []link.Link
 	for i, s := range sites {
-		l, err := ex.Uprobe("", prog, &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, Cookie: uint64(i), PID: pid})
+		opts := &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, PID: pid}
+		if kernelHasCookies() {
+			opts.Cookie = uint64(i)
+		}
+		l, err := ex.Uprobe("", prog, opts)
 		if err != nil {
 			for _, l := range links {
 				l.Close()
@@ -353,17 +360,25 @@ func raiseMemlock() {
 	_ = unix.Setrlimit(unix.RLIMIT_MEMLOCK, &unlimited)
 }
 
-// needCookies says plainly that a kernel is too old for the program, which
-// finds each site's specs by its BPF cookie (bpf_get_attach_cookie, Linux
-// 5.15). Any other error is left for loading to report.
-func needCookies() error {
-	err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie)
-	if !errors.Is(err, ebpf.ErrNotSupported) {
+// needCookies says plainly that a kernel is too old to trace bin: one
+// without BPF cookies for uprobes (bpf_get_attach_cookie, Linux 5.15)
+// tells the sites apart by their addresses in the executable, which a
+// position-independent one is loaded away from.
+func needCookies(bin string) error {
+	if kernelHasCookies() {
+		return nil
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if f.Type != elf.ET_DYN {
 		return nil
 	}
 	var uts unix.Utsname
 	unix.Uname(&uts)
-	return fmt.Errorf("this kernel (%s) has no BPF cookies for uprobes, which usdt-toolexec trace needs: it runs on Linux 5.15 and later; bpftrace, gdb, perf and bcc read the probes on older kernels", unix.ByteSliceToString(uts.Release[:]))
+	return fmt.Errorf("%s is position-independent (-buildmode=pie), which usdt-toolexec trace traces on Linux 5.15 and later: this kernel (%s) has no BPF cookies for uprobes; build it without -buildmode=pie, or use bpftrace, gdb, perf or bcc, which read the probes on older kernels", bin, unix.ByteSliceToString(uts.Release[:]))
 }
 
 // bpfError adds the fix to the errors a user without BPF gets.
@@ -372,7 +387,7 @@ func bpfError(err error) error {
 	case errors.Is(err, unix.EPERM), errors.Is(err, unix.EACCES):
 		return fmt.Errorf("%w: tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)", err)
 	case errors.Is(err, ebpf.ErrNotSupported), errors.Is(err, unix.ENOSYS):
-		return fmt.Errorf("%w: this kernel has no usable BPF (it needs Linux 5.15+ with CONFIG_BPF_SYSCALL and uprobes)", err)
+		return fmt.Errorf("%w: this kernel has no usable BPF (it needs Linux 5.10+ with CONFIG_BPF_SYSCALL and uprobes)", err)
 	}
 	return err
 }

@@ -43,7 +43,7 @@ var guestTests = []string{
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
 	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
-	"TestTraceNeedsCookies",
+	"TestTracePIENeedsCookies",
 }
 
 // prebuilt returns the binary the host built for the guest as

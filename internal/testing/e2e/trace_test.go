@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"debug/elf"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -33,24 +34,45 @@ func requireBPF(t *testing.T) {
 	if err := features.HaveProgramType(ebpf.Kprobe); err != nil {
 		t.Skipf("this kernel cannot load kprobe/uprobe BPF programs: %v", err)
 	}
-	if err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie); err != nil {
-		t.Skipf("usdt-toolexec trace needs BPF cookies for uprobes (Linux 5.15+), which this kernel (%s) has not: %v; TestTraceNeedsCookies checks what it says", kernelRelease(), err)
+}
+
+// hasCookies reports whether uprobes carry BPF cookies here (Linux 5.15+).
+// Without them the tracer tells sites apart by their addresses in the
+// executable, and does not trace position-independent ones.
+func hasCookies() bool {
+	return features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie) == nil
+}
+
+// requireTraceable skips when usdt-toolexec trace cannot trace bin on
+// this kernel: a position-independent executable without BPF cookies,
+// where TestTracePIENeedsCookies checks what it says instead.
+func requireTraceable(t *testing.T, bin string) {
+	t.Helper()
+	if hasCookies() {
+		return
+	}
+	f, err := elf.Open(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if f.Type == elf.ET_DYN {
+		t.Skipf("this kernel (%s) has no BPF cookies for uprobes (Linux 5.15+), without which usdt-toolexec trace does not trace a position-independent executable; TestTracePIENeedsCookies checks what it says", kernelRelease())
 	}
 }
 
-// TestTraceNeedsCookies runs the tracer on a kernel without BPF cookies
-// for uprobes (before 5.15), where it must say what it needs.
-func TestTraceNeedsCookies(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("loading BPF programs needs root")
+// TestTracePIENeedsCookies traces a position-independent executable on a
+// kernel without BPF cookies for uprobes (before 5.15), where the tracer
+// must say what it needs.
+func TestTracePIENeedsCookies(t *testing.T) {
+	requireBPF(t)
+	if hasCookies() {
+		t.Skip("this kernel has BPF cookies for uprobes (Linux 5.15+): the other trace tests trace position-independent executables")
 	}
-	if err := features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie); err == nil {
-		t.Skip("this kernel has BPF cookies for uprobes (Linux 5.15+): the other trace tests run the tracer")
-	}
-	bin := build(t, fixture(t, "types"), route{name: "go", toolexec: true})
+	bin := build(t, fixture(t, "types"), route{name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}})
 	_, errOut, err := usdtTrace(t, "--", bin, "once")
-	if err == nil || !strings.Contains(errOut, "it runs on Linux 5.15 and later") {
-		t.Errorf("trace on %s: %v, want a plain error naming Linux 5.15:\n%s", kernelRelease(), err, errOut)
+	if err == nil || !strings.Contains(errOut, "traces on Linux 5.15 and later") || !strings.Contains(errOut, "without -buildmode=pie") {
+		t.Errorf("trace of a PIE on %s: %v, want a plain error naming Linux 5.15 and -buildmode=pie:\n%s", kernelRelease(), err, errOut)
 	}
 }
 
@@ -192,6 +214,7 @@ func (a *auto) testTrace(t *testing.T) {
 }
 
 func traceDemo(t *testing.T, bin string) {
+	requireTraceable(t, bin)
 	out, errOut, err := usdtTrace(t, "-latency", "orders.Check", "orders.Cents.Minus", "--", bin, "demo")
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)

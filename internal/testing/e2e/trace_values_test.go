@@ -207,6 +207,7 @@ func TestTraceValues(t *testing.T) {
 // printed, in hex without 0x.
 func traceTypes(t *testing.T, bin, mode string) map[string][][]string {
 	t.Helper()
+	requireTraceable(t, bin)
 	out, errOut, err := usdtTrace(t, "--", bin, mode)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
