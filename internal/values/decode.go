@@ -88,7 +88,7 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		return unknown("?")
 	}
 	b := d.bytes(off, int(t.Size))
-	if b == nil && t.Size > 0 || off >= d.dynamic[0] && off+int(t.Size) > d.dynamic[1] && d.dynamic[1] > 0 {
+	if b == nil && t.Size > 0 || d.unread(t, off) {
 		return unknown("...")
 	}
 	switch t.Kind {
@@ -179,6 +179,16 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		}
 	}
 	return address(d.word(off))
+}
+
+// unread reports whether the value of type t at off lies, in part, past
+// the bytes read of the interface's value at hand: a struct or an array
+// shows the fields and elements that do not.
+func (d *decoder) unread(t *layout.Type, off int) bool {
+	if t.Kind == layout.Struct && t.Name != "time.Time" || t.Kind == layout.Array {
+		return false
+	}
+	return d.dynamic[1] > 0 && off >= d.dynamic[0] && off+int(t.Size) > d.dynamic[1]
 }
 
 // str decodes the string (or []byte) header at off.
