@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"go/types"
 
+	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
@@ -34,10 +35,12 @@ var basic = map[types.BasicKind]probe.Kind{
 // sign says, so that probes of different kinds share fire functions (see
 // asmgen.Symbols). A struct, an array or an interface is passed as the
 // address of the variable that holds it, which the tracer reads through
-// the layout the probe table records (see valueLayout); complex numbers
-// and values of a type parameter are passed as a constant 0 so that later
-// arguments keep their positions (README, "Probe contract"). The
-// expression names no predeclared identifier (see hygienic).
+// the layout the probe table records (see valueLayout); a value of a
+// type parameter, as the address of an interface holding it (see boxed):
+// name is then that interface. Complex numbers are passed as a constant 0
+// so that later arguments keep their positions (README, "Probe
+// contract"). The expression names no predeclared identifier (see
+// hygienic).
 func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {
 	return convertNamed(t, name, g.typ, g.prefix)
 }
@@ -45,8 +48,8 @@ func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {
 // convertNamed is convert with typ naming predeclared types and prefix
 // starting generated identifiers.
 func convertNamed(t types.Type, name string, typ func(string) string, prefix string) (probe.Kind, string) {
-	if _, ok := t.(*types.TypeParam); ok {
-		return probe.Uint64, "0"
+	if boxed(t) {
+		t = emptyInterface
 	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
@@ -82,9 +85,30 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 	return probe.Uint64, "0"
 }
 
-// byAddress says a value of type t reaches probes as its address.
+// emptyInterface is interface{}.
+var emptyInterface = types.NewInterfaceType(nil, nil)
+
+// boxed says a value of type t reaches probes as the address of an
+// interface{} holding it, made in the traced branch: t is a type
+// parameter. The generic code knows neither the value's size nor its
+// layout, but the conversion takes the type's descriptor from the
+// instantiation's dictionary, and the tracer reads the interface as any
+// other: its dynamic type and value. The interface's address is passed as
+// a number, so it escapes nowhere and its data stays on the stack. (The
+// conversion makes the linker keep the methods of the instantiating types
+// that some interface could call, as any conversion of them would.)
+func boxed(t types.Type) bool {
+	_, ok := types.Unalias(t).(*types.TypeParam)
+	return ok
+}
+
+// boxLayout is the layout of a boxed value.
+var boxLayout = &layout.Type{Kind: layout.Eface, Size: 16}
+
+// byAddress says a value of type t, not boxed, reaches probes as its
+// address.
 func byAddress(t types.Type) bool {
-	if _, ok := t.(*types.TypeParam); ok {
+	if boxed(t) {
 		return false
 	}
 	switch t.Underlying().(type) {
@@ -105,6 +129,7 @@ const (
 	readAddr   // its address: a struct, an array or an interface
 	readLen    // a slice's length
 	readString // a string, which a Go fire function copies
+	readBox    // a value of a type parameter, boxed when the probe fires (see boxed)
 )
 
 // readZero is no read: the probe passes the constant 0.
@@ -140,10 +165,15 @@ func (r read) expr(p string) string {
 // convertAt is convert for a value read through its address: exit probes
 // read the results that way when they fire, after the function has set
 // them. It returns false for values passed as the constant 0, which need
-// no address. A narrow value is read zero-extended whatever its sign: the
+// no address. A value of a type parameter is boxed by the fire method, from
+// the typed pointer the deferred call holds: boxing it when the call is
+// deferred would show the value at entry, not the one returned. A narrow value is read zero-extended whatever its sign: the
 // note's size says how much of the register a tracer reads, and its sign
 // how to extend that.
 func convertAt(t types.Type) (probe.Kind, read, bool) {
+	if boxed(t) {
+		return probe.Pointer, readBox, true
+	}
 	k, e := convertNamed(t, "v", func(name string) string { return name }, canonical)
 	if e == "0" {
 		return k, readWord, false

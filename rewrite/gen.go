@@ -67,6 +67,8 @@ func (b *usdtAutoCString) set(s string) *byte {
 // unsafe. Pointers, and the results exit probes read, are never converted
 // to an interface: the linker would then keep every method of the type
 // pointed to that an interface anywhere could call, dead code included.
+// Only values of a type parameter are (see rewrite's boxed), whose type
+// the generic code knows by its descriptor alone.
 // usdtAutoWord passes a pointer to a trampoline as the number it is.
 type usdtAutoPointer = unsafe.Pointer
 
@@ -137,9 +139,9 @@ func usdtAutoRead(read int, p unsafe.Pointer) uint64 {
 {{end}}{{range .Exits}}
 // usdtAutoExit{{.N}} holds the time a call started and the addresses of its
 // results; fire reads them when the deferred call runs.
-type usdtAutoExit{{.N}} struct{ {{join .Fields "; "}} }
+type usdtAutoExit{{.N}}{{if .TypeParams}}[{{join .TypeParams ", "}} interface{}]{{end}} struct{ {{join .Fields "; "}} }
 
-func (x usdtAutoExit{{.N}}) fire() { usdtAutoFire{{.Fire}}({{join .Args ", "}}) }
+func (x usdtAutoExit{{.N}}{{if .TypeParams}}[{{join .TypeParams ", "}}]{{end}}) fire() { {{range .Boxes}}{{.}}; {{end}}usdtAutoFire{{.Fire}}({{join .Args ", "}}) }
 {{end}}`))
 
 // supportData fills supportFile.
@@ -184,6 +186,9 @@ type fireFunc struct {
 type exitType struct {
 	N, Fire      int
 	Fields, Args []string
+	// TypeParams are those of the values it boxes, and Boxes the
+	// statements that box them.
+	TypeParams, Boxes []string
 }
 
 // files returns the generated Go support file and its assembly; spliced
@@ -268,11 +273,18 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 	}
 	for i, x := range g.exits {
 		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: x.args}
-		if x.fields > 0 {
-			var names []string
-			for j := 1; j <= x.fields; j++ {
-				names = append(names, fmt.Sprintf("a%d", j))
+		var names []string
+		for j := 1; j <= x.fields; j++ {
+			if slices.Contains(x.boxes, j) {
+				tp := fmt.Sprintf("T%d", j)
+				t.TypeParams = append(t.TypeParams, tp)
+				t.Fields = append(t.Fields, fmt.Sprintf("a%d *%s", j, tp))
+				t.Boxes = append(t.Boxes, fmt.Sprintf("b%[1]d := interface{}(*x.a%[1]d)", j))
+				continue
 			}
+			names = append(names, fmt.Sprintf("a%d", j))
+		}
+		if len(names) > 0 {
 			t.Fields = append(t.Fields, strings.Join(names, ", ")+" unsafe.Pointer")
 		}
 		d.Exits = append(d.Exits, t)

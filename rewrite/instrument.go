@@ -25,6 +25,10 @@ type exitShape struct {
 	fire   int
 	fields int
 	args   []string
+	// boxes are the fields (from 1) that point at a value of a type
+	// parameter, which fire boxes: each gets a type parameter of the
+	// shape.
+	boxes []int
 }
 
 type generator struct {
@@ -104,12 +108,12 @@ func (g *generator) fire(kinds []probe.Kind, want asmgen.Clock) (int, asmgen.Clo
 	return len(g.fires) - 1, sig.clock
 }
 
-func (g *generator) exit(fire, fields int, args []string) int {
-	key := fmt.Sprint(fire, fields, args)
+func (g *generator) exit(fire, fields int, args []string, boxes []int) int {
+	key := fmt.Sprint(fire, fields, args, boxes)
 	if i, ok := g.exitIndex[key]; ok {
 		return i
 	}
-	g.exits = append(g.exits, exitShape{fire, fields, args})
+	g.exits = append(g.exits, exitShape{fire, fields, args, boxes})
 	g.exitIndex[key] = len(g.exits) - 1
 	return len(g.exits) - 1
 }
@@ -159,7 +163,9 @@ func (g *generator) arg(v value, k probe.Kind) probe.Arg {
 	// A struct tag may hold a NUL, which the table cannot.
 	typ := strings.ReplaceAll(types.TypeString(v.typ, qualify), "\x00", `\x00`)
 	a := probe.Arg{Name: v.declared, Type: typ, Kind: k}
-	if k == probe.Pointer && layout.Needed(v.typ) {
+	if k == probe.Pointer && boxed(v.typ) {
+		a.Layout = boxLayout.Encode()
+	} else if k == probe.Pointer && layout.Needed(v.typ) {
 		l, ok := layout.Of(v.typ, g.sizes, func(n *types.Named) bool {
 			p := n.Obj().Pkg()
 			return p == nil || g.real(p) == p
@@ -325,7 +331,11 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			exprs, held, shared := x.fire(site)
 			g.sharedReads = g.sharedReads || shared
 			exprs = slices.Insert(exprs, 1, elapsed)
-			shape := g.exit(fireFn, len(x.ptrs), exprs)
+			shape := g.exit(fireFn, len(x.ptrs), exprs, x.boxes())
+			typeArgs := ""
+			if len(x.typeArgs) > 0 {
+				typeArgs = "[" + strings.Join(x.typeArgs, ", ") + "]"
+			}
 			// Registered first, the deferred call runs last: after any
 			// recover in the function has set the final results. It is a
 			// method value of a generated type that holds the results'
@@ -336,7 +346,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			// It also carries the start time, taken after the entry probe
 			// fired, so that each call (recursive ones included) measures
 			// itself; a panic unwinding through the function runs it too.
-			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d{%[3]s}.fire; defer %[1]sExit()", g.prefix, shape, strings.Join(append([]string{held, now}, x.ptrs...), ", ")))
+			fire = append(fire, fmt.Sprintf("%[1]sExit := %[1]sExit%[2]d%[3]s{%[4]s}.fire; defer %[1]sExit()", g.prefix, shape, typeArgs, strings.Join(append([]string{held, now}, x.ptrs...), ", ")))
 		}
 	}
 	// bodyEdits turn the returns into jumps to one return at the end of
@@ -755,10 +765,16 @@ func (g *generator) pass(vals []value) (args []probe.Arg, exprs, copies []string
 			return args, exprs, copies, g.drop(vals[i:])
 		}
 		name := v.name
-		if size, known := layout.Size(v.typ, g.sizes); byAddress(v.typ) && (!known || size <= copyLimit) {
+		if size, known := layout.Size(v.typ, g.sizes); boxed(v.typ) || byAddress(v.typ) && (!known || size <= copyLimit) {
 			name = g.id("Copy%d", g.copies)
 			g.copies++
-			copies = append(copies, name+" := "+v.name)
+			if boxed(v.typ) {
+				// interface{} is a type literal, which no declaration
+				// of the package can capture, where any could be.
+				copies = append(copies, name+" := interface{}("+v.name+")")
+			} else {
+				copies = append(copies, name+" := "+v.name)
+			}
 		}
 		k, e := g.convert(v.typ, name)
 		args = append(args, g.arg(v, k))
@@ -796,6 +812,9 @@ type exitReads struct {
 	ptrs    []string
 	reads   []read
 	dropped []probe.Arg
+	// typeArgs are the type parameters of the values fire boxes, in
+	// order: the shape's type arguments.
+	typeArgs []string
 }
 
 // passAt is pass for the exit probe's deferred call: each value is read
@@ -815,8 +834,14 @@ func (g *generator) passAt(vals []value) exitReads {
 			x.reads = append(x.reads, readZero)
 			continue
 		}
-		x.ptrs = append(x.ptrs, g.prefix+"Pointer(&"+v.name+")")
 		x.reads = append(x.reads, r)
+		if r == readBox {
+			// Typed, so that the shape's fire method can box the value.
+			x.ptrs = append(x.ptrs, "&"+v.name)
+			x.typeArgs = append(x.typeArgs, types.TypeString(v.typ, nil))
+			continue
+		}
+		x.ptrs = append(x.ptrs, g.prefix+"Pointer(&"+v.name+")")
 	}
 	return x
 }
@@ -829,7 +854,7 @@ func (g *generator) passAt(vals []value) exitReads {
 // spelled out in the method.
 func (x exitReads) fire(site int) (exprs []string, held string, shared bool) {
 	shared = len(x.reads) > 0 && len(x.reads) <= maxSharedReads && site < 1<<readShift &&
-		!slices.ContainsFunc(x.reads, func(r read) bool { return r == readZero || r == readString })
+		!slices.ContainsFunc(x.reads, func(r read) bool { return r == readZero || r == readString || r == readBox })
 	exprs, held = []string{"x.site"}, fmt.Sprint(site)
 	if shared {
 		exprs[0] = fmt.Sprintf("x.site&%#x", 1<<readShift-1)
@@ -843,6 +868,10 @@ func (x exitReads) fire(site int) (exprs []string, held string, shared bool) {
 		}
 		field++
 		p := fmt.Sprintf("x.a%d", field)
+		if r == readBox {
+			exprs = append(exprs, fmt.Sprintf("usdtAutoWord(unsafe.Pointer(&b%d))", field))
+			continue
+		}
 		if !shared {
 			exprs = append(exprs, r.expr(p))
 			continue
@@ -857,4 +886,22 @@ func (x exitReads) fire(site int) (exprs []string, held string, shared bool) {
 		held = fmt.Sprintf("%d|0%o<<%d", site, code, readShift)
 	}
 	return exprs, held, shared
+}
+
+// boxes are the fields (from 1) of the values fire boxes: its method
+// declares bN := interface{}(*x.aN) for each, which the reads pass the
+// address of.
+func (x exitReads) boxes() []int {
+	var boxes []int
+	field := 0
+	for _, r := range x.reads {
+		if r == readZero {
+			continue
+		}
+		field++
+		if r == readBox {
+			boxes = append(boxes, field)
+		}
+	}
+	return boxes
 }

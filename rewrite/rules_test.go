@@ -285,7 +285,7 @@ var (
 
 // TestExitReadsFire: an exit probe's reads go with its site, and its fire
 // method is the same for every function with as many word results, unless
-// a string, a constant, more than maxSharedReads results or a site too
+// a string, a constant, a value of a type parameter, more than maxSharedReads results or a site too
 // large for the reads above it needs them spelled out.
 func TestExitReadsFire(t *testing.T) {
 	ptrs := func(n int) []string { return make([]string, n) }
@@ -303,6 +303,8 @@ func TestExitReadsFire(t *testing.T) {
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0501<<22"},
 		{"string", exitReads{ptrs: ptrs(2), reads: []read{readAddr, readString}}, 3,
 			[]string{"x.site", "usdtAutoWord(x.a1)", "*(*string)(x.a2)"}, "3"},
+		{"type parameter", exitReads{ptrs: ptrs(2), reads: []read{readWord, readBox}}, 3,
+			[]string{"x.site", "*(*uint64)(x.a1)", "usdtAutoWord(unsafe.Pointer(&b2))"}, "3"},
 		{"constant", exitReads{ptrs: ptrs(1), reads: []read{readZero, readU32}}, 3,
 			[]string{"x.site", "0", "uint64(*(*uint32)(x.a1))"}, "3"},
 		{"four results", exitReads{ptrs: ptrs(4), reads: []read{readWord, readU16, readWord, readWord}}, 5,

@@ -81,7 +81,7 @@ type printer struct {
 	filter int // tgid, 0 for all
 	// paired are the functions whose exit probe is traced, for emit.
 	paired map[string]bool
-	names  values.Namer
+	names  *typeNames
 }
 
 func newPrinter(opt Options, sites []site) *printer {
@@ -121,7 +121,7 @@ func (p *printer) event(b []byte) {
 			v := string(str)
 			vals[i].str = &v
 		}
-		vals[i].val = s.decodeValue(i, vals[i].raw, b, p.names)
+		vals[i].val = s.decodeValue(i, vals[i].raw, b, p.names.of(tgid))
 	}
 	t := time.Unix(0, int64(le.Uint64(b[evTime:]))+int64(p.mono))
 	var gid uint64

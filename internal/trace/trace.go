@@ -117,6 +117,12 @@ func Run(opt Options) error {
 	}
 	p := newPrinter(opt, sites)
 	p.names = names
+	switch {
+	case f.cmd != nil:
+		names.of(f.cmd.Process.Pid)
+	case opt.PID != 0:
+		names.of(opt.PID)
+	}
 	var rec ringbuf.Record
 	for draining := false; ; {
 		// A deadline rather than Close ends the loop: the reader returns

@@ -2,6 +2,10 @@ package trace
 
 import (
 	"debug/elf"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
 
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/values"
@@ -10,8 +14,8 @@ import (
 // describeValues gives the sites whose probe tables record layouts the
 // reads of their values (see internal/values), and returns what names
 // the binary's types for interfaces, nil when it cannot (an error says
-// why: a PIE, or no Go runtime data).
-func describeValues(sites []site, binary string) (values.Namer, error) {
+// why: no Go runtime data).
+func describeValues(sites []site, binary string) (*typeNames, error) {
 	for i := range sites {
 		s := &sites[i]
 		if len(s.table.Args) != len(s.args) {
@@ -44,7 +48,74 @@ func describeValues(sites []site, binary string) (values.Namer, error) {
 		f.Close()
 		return nil, err
 	}
-	return names.Type, nil
+	return &typeNames{names: names, f: f, binary: binary, loaded: map[int]values.Namer{}}, nil
+}
+
+// typeNames names the types of the binary's processes. A
+// position-independent executable's type descriptors are, in each
+// process, where it loaded the binary: its /proc/PID/maps says, and of
+// a process that has exited, nothing (then its interfaces show their
+// data's address). So trace looks at the command it starts, and the
+// process -p names, as soon as it can.
+type typeNames struct {
+	names  *values.TypeNames
+	f      *elf.File
+	binary string
+	loaded map[int]values.Namer // by process id; nil where unknown
+}
+
+// of is what names the types of the process pid.
+func (t *typeNames) of(pid int) values.Namer {
+	if t == nil {
+		return nil
+	}
+	if t.f.Type != elf.ET_DYN {
+		return t.names.Type
+	}
+	n, ok := t.loaded[pid]
+	if !ok {
+		if bias, err := loadBias(t.f, t.binary, fmt.Sprintf("/proc/%d/maps", pid)); err == nil {
+			n = t.names.Loaded(bias)
+		}
+		t.loaded[pid] = n
+	}
+	return n
+}
+
+// loadBias returns how far above the addresses it is linked at the
+// process whose memory map is the file maps loaded the executable f,
+// found at path.
+func loadBias(f *elf.File, path, maps string) (uint64, error) {
+	bin, err := os.Stat(path)
+	if err != nil {
+		return 0, err
+	}
+	b, err := os.ReadFile(maps)
+	if err != nil {
+		return 0, err
+	}
+	// start-end perms offset dev inode path
+	for _, line := range strings.Split(string(b), "\n") {
+		fields := strings.Fields(line)
+		if len(fields) < 6 || !strings.HasPrefix(fields[5], "/") {
+			continue
+		}
+		if st, err := os.Stat(fields[5]); err != nil || !os.SameFile(st, bin) {
+			continue
+		}
+		start, _, _ := strings.Cut(fields[0], "-")
+		addr, err1 := strconv.ParseUint(start, 16, 64)
+		off, err2 := strconv.ParseUint(fields[2], 16, 64)
+		if err1 != nil || err2 != nil {
+			continue
+		}
+		for _, p := range f.Progs {
+			if p.Type == elf.PT_LOAD && off >= p.Off && off < p.Off+p.Filesz {
+				return addr - (p.Vaddr + off - p.Off), nil
+			}
+		}
+	}
+	return 0, fmt.Errorf("%s maps no segment of %s", maps, path)
 }
 
 // decodeValue decodes argument i of an event b of site s, whose raw value

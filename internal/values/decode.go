@@ -55,6 +55,9 @@ type decoder struct {
 	names Namer
 	// seen holds the pointers followed on the way to the value at hand.
 	seen map[uint64]bool
+	// dynamic is where, in the area, the bytes of the interface's value
+	// at hand start and end (see iface).
+	dynamic [2]int
 }
 
 func (d *decoder) bytes(off, n int) []byte {
@@ -85,7 +88,7 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		return unknown("?")
 	}
 	b := d.bytes(off, int(t.Size))
-	if b == nil && t.Size > 0 {
+	if b == nil && t.Size > 0 || d.unread(t, off) {
 		return unknown("...")
 	}
 	switch t.Kind {
@@ -178,6 +181,16 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 	return address(d.word(off))
 }
 
+// unread reports whether the value of type t at off lies, in part, past
+// the bytes read of the interface's value at hand: a struct or an array
+// shows the fields and elements that do not.
+func (d *decoder) unread(t *layout.Type, off int) bool {
+	if t.Kind == layout.Struct && t.Name != "time.Time" || t.Kind == layout.Array {
+		return false
+	}
+	return d.dynamic[1] > 0 && off >= d.dynamic[0] && off+int(t.Size) > d.dynamic[1]
+}
+
 // str decodes the string (or []byte) header at off.
 func (d *decoder) str(off int) Value {
 	n := d.word(off + 8)
@@ -228,8 +241,11 @@ func (d *decoder) time(off int) Value {
 }
 
 // iface decodes an interface: its dynamic type's name, from the binary,
-// and the value where the type is one it knows (errors of errors.New,
-// fmt.Errorf and *fs.PathError, strings, numbers and bools).
+// and the value: the message of an error of errors.New, fmt.Errorf and
+// *fs.PathError, else the value the data points to as its type's
+// descriptors lay it out (strings, numbers, bools, structs and arrays;
+// what the probe did not read of it shows as such), or for a value the
+// data word is, its type and that word.
 func (d *decoder) iface(t *layout.Type, off int) Value {
 	typ := d.word(off)
 	if typ == 0 {
@@ -264,10 +280,15 @@ func (d *decoder) iface(t *layout.Type, off int) Value {
 		}
 		return message(msg)
 	}
-	if dyn.Kind != "" && dyn.Size <= DynamicSize {
-		return d.value(&layout.Type{Kind: dyn.Kind, Size: dyn.Size, Name: dyn.Name}, at)
+	if dyn.Layout == nil {
+		return dynamicValue{dyn.Name, address(data)}
 	}
-	return dynamicValue{dyn.Name, address(data)}
+	// The probe read DynamicSize bytes of the value: past them, it shows
+	// as unread.
+	outer := d.dynamic
+	d.dynamic = [2]int{at, at + int(dop.Max)}
+	defer func() { d.dynamic = outer }()
+	return d.value(dyn.Layout, at)
 }
 
 func unsigned(b []byte) uint64 {

@@ -3,9 +3,11 @@ package values
 import (
 	"debug/dwarf"
 	"debug/elf"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -14,7 +16,8 @@ import (
 // types whose descriptors are at those addresses (DW_AT_go_runtime_type):
 // DWARF is the compiler's, the reading is the code's under test. The
 // same descriptors of the stripped build, which has no DWARF, get the
-// same names.
+// same names. A struct's layout, read from its descriptors, has the
+// fields DWARF gives it: names, offsets and sizes.
 func TestTypeNames(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds a program")
@@ -29,11 +32,20 @@ import (
 	"time"
 )
 
-type Order struct{ ID int }
+type Base struct{ Kind uint8 }
+
+type Order struct {
+	ID int
+	Base
+	Name  string
+	Tags  [3]uint16
+	Ratio float32
+	Next  *Order
+}
 
 func main() {
 	_, err := os.Open("/nonexistent")
-	fmt.Println(errors.New("x"), fmt.Errorf("w: %w", err), Order{1}, time.Second)
+	fmt.Println(errors.New("x"), fmt.Errorf("w: %w", err), Order{ID: 1}, time.Second)
 }
 `
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(src), 0o644); err != nil {
@@ -77,6 +89,7 @@ func main() {
 	want := map[string]string{"*errors.errorString": "*errors.errorString", "*fmt.wrapError": "*fmt.wrapError", "*io/fs.PathError": "*fs.PathError",
 		"main.Order": "main.Order", "time.Duration": "time.Duration", "syscall.Errno": "syscall.Errno"}
 	found := map[string]bool{}
+	structs := 0
 	// DW_AT_go_runtime_type is an offset from the linker's runtime.types.
 	syms, err := f.Symbols()
 	if err != nil {
@@ -113,6 +126,21 @@ func main() {
 		if err != nil || got.Name != name {
 			t.Errorf("descriptor at %#x (%s): %+v, %v", addr, name, got, err)
 		}
+		if st, isStruct := dwarfType(t, d, e).(*dwarf.StructType); isStruct {
+			var want, fields []string
+			for _, f := range st.Field {
+				want = append(want, fmt.Sprintf("%s@%d:%d", f.Name, f.ByteOffset, f.Type.Size()))
+			}
+			if got.Layout != nil {
+				for _, f := range got.Layout.Fields {
+					fields = append(fields, fmt.Sprintf("%s@%d:%d", f.Name, f.Offset, f.Type.Size))
+				}
+			}
+			if !slices.Equal(fields, want) {
+				t.Errorf("%s: fields %q, DWARF %q", name, fields, want)
+			}
+			structs++
+		}
 		// The stripped build lays the type data out as the plain one:
 		// each descriptor at the same offset from moduledata.types (the
 		// same address up to Go 1.26; Go 1.27 moves the whole block).
@@ -121,9 +149,25 @@ func main() {
 			t.Errorf("stripped, descriptor at %#x (%s): %+v, %v", saddr, name, sd, err)
 		}
 	}
+	if structs == 0 {
+		t.Error("compared no struct's fields")
+	}
 	for name := range want {
 		if !found[name] {
 			t.Errorf("no DWARF type %s with a runtime type", name)
 		}
 	}
+}
+
+// dwarfType is the type the entry e describes, nil if none.
+func dwarfType(t *testing.T, d *dwarf.Data, e *dwarf.Entry) dwarf.Type {
+	t.Helper()
+	if e.Tag != dwarf.TagStructType {
+		return nil
+	}
+	typ, err := d.Type(e.Offset)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typ
 }

@@ -13,21 +13,24 @@ import (
 
 // TestTraceValuesCorpus traces testdata/values, which calls functions
 // with structs (nested, embedded, generic), pointers (nil, a cycle),
-// arrays (one past the read budget), maps, interfaces, the errors of
-// errors.New, fmt.Errorf's %w and os.Open, a time and a duration, and
-// prints what Go makes of each value: %+v, encoding/json, and the %+v of
-// what each pointer points to. Every value trace prints, in text and in
-// -json, must be what Go printed, on a normal and on a stripped build.
+// arrays (one past the read budget), maps, interfaces (one holding a
+// struct), the errors of errors.New, fmt.Errorf's %w and os.Open, a time
+// and a duration, and generic functions with a type parameter of int,
+// string and a struct, and prints what Go makes of each value: %+v,
+// encoding/json, and the %+v of what each pointer points to. Every value
+// trace prints, in text and in -json, must be what Go printed, on a
+// normal, a stripped and a position-independent build (whose interfaces'
+// types trace finds where the process loaded it).
 // Where trace cuts a value (an array past the budget) what it shows must
 // be the start of Go's; a map shows its length only.
 func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
 	dir := fixture(t, "values")
-	for _, variant := range []struct{ name, ldflags string }{{"plain", ""}, {"stripped", "-s -w"}} {
+	for _, variant := range []struct{ name, ldflags, buildmode string }{{"plain", "", "default"}, {"stripped", "-s -w", "default"}, {"pie", "", "pie"}} {
 		t.Run(variant.name, func(t *testing.T) {
 			bin := filepath.Join(t.TempDir(), "values")
-			goCmd(t, dir, routeA.env(), "build", "-o", bin, "-ldflags="+variant.ldflags, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+			goCmd(t, dir, routeA.env(), "build", "-o", bin, "-ldflags="+variant.ldflags, "-buildmode="+variant.buildmode, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 			out, errOut, err := usdtTrace(t, "--", bin)
 			if err != nil {
 				t.Fatalf("trace: %v\n%s", err, errOut)

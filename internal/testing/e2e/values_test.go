@@ -9,10 +9,12 @@ import (
 )
 
 // TestValuesNoEscape: a struct, an array, an interface or a time passed
-// to a probe as its address moves nothing to the heap. The compiler's
+// to a probe as its address, and a value of a type parameter boxed into
+// an interface for its probe, move nothing to the heap. The compiler's
 // escape analysis (-gcflags=-m) reports the same variables moved to the
-// heap in main.go, instrumented or not; the line directives keep the
-// positions the same.
+// heap, and the same values escaping to it, on the same lines of main.go,
+// instrumented or not; the line directives keep the lines the same (the
+// columns move where probe code joins a line).
 func TestValuesNoEscape(t *testing.T) {
 	dir := fixture(t, "values")
 	bin := filepath.Join(t.TempDir(), "values")
@@ -20,6 +22,12 @@ func TestValuesNoEscape(t *testing.T) {
 	inst := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 	if !strings.Contains(inst, "inlining call to usdtAutoWord") {
 		t.Fatalf("the instrumented build passes no value by its address:\n%s", inst)
+	}
+	// Echo's entry probe and Keep's deferred exit probe box their T.
+	for _, boxed := range []string{"(interface {})(v) does not escape", "(interface {})(*x.a1) does not escape"} {
+		if !strings.Contains(inst, boxed) {
+			t.Fatalf("the instrumented build reports no %q:\n%s", boxed, inst)
+		}
 	}
 	want, got := movedToHeap(plain), movedToHeap(inst)
 	for _, out := range []string{plain, inst} {
@@ -32,10 +40,13 @@ func TestValuesNoEscape(t *testing.T) {
 	}
 }
 
-var movedLine = regexp.MustCompile(`(?m)^\./main\.go:\d+:\d+: moved to heap: .*$`)
+var movedLine = regexp.MustCompile(`(?m)^\./main\.go:(\d+):\d+: (moved to heap: .*|.* escapes to heap)$`)
 
 func movedToHeap(out string) []string {
-	moved := movedLine.FindAllString(out, -1)
+	var moved []string
+	for _, m := range movedLine.FindAllStringSubmatch(out, -1) {
+		moved = append(moved, m[1]+": "+m[2])
+	}
 	slices.Sort(moved)
 	return slices.Compact(moved)
 }

@@ -96,6 +96,22 @@ func Count(m map[string]int) int { return len(m) }
 //go:noinline
 func Nils(p *Addr, e error) bool { return p == nil && e == nil }
 
+// Echo's T reaches its probes in an interface, made when they fire.
+//
+//go:noinline
+func Echo[T any](v T) T { return v }
+
+// Keep returns its T from a deferred exit probe's reads.
+//
+//go:noinline
+func Keep[T any](v T) (r T) {
+	r = v
+	return r
+}
+
+//go:noinline
+func Hold(x any) any { return x }
+
 func value(fn, name string, v any) {
 	fmt.Fprintf(os.Stderr, "want %s %s %+v\n", fn, name, v)
 	if err, ok := v.(error); ok {
@@ -184,6 +200,26 @@ func main() {
 	c := Count(m)
 	value("main.Count", "m", m)
 	value("main.Count=", "r1", c)
+
+	n := Echo(69001)
+	value("main.Echo", "v", 69001)
+	value("main.Echo=", "r1", n)
+	z := Echo("Zoë")
+	value("main.Echo", "v", "Zoë")
+	value("main.Echo=", "r1", z)
+	paris := Addr{City: "Paris", Zip: 75001}
+	e := Echo(paris)
+	value("main.Echo", "v", paris)
+	value("main.Echo=", "r1", e)
+	k := Keep(paris)
+	value("main.Keep", "v", paris)
+	value("main.Keep=", "r", k)
+	kn := Keep(int16(-7))
+	value("main.Keep", "v", int16(-7))
+	value("main.Keep=", "r", kn)
+	h := Hold(Base{ID: 9, Kind: 2})
+	value("main.Hold", "x", Base{ID: 9, Kind: 2})
+	value("main.Hold=", "r1", h)
 
 	var nilAddr *Addr
 	var nilErr error
