@@ -43,7 +43,8 @@ var guestTests = []string{
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
 	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
-	"TestTracePIENeedsCookies",
+	"TestTracePIENeedsCookies", "TestTraceValuesCorpus",
+	"TestTraceStats", "TestTraceStatsInterval", "TestTraceStatsProvider",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -260,6 +261,11 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	for name, src := range tracePrograms {
 		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
 	}
+	put("main", "stats", func(t *testing.T) string { return buildMainRules(t, tg, "stats", statsSrc, statsRules) })
+	values := fixture(t, "values")
+	for _, variant := range valuesVariants {
+		put("values", variant.name, func(t *testing.T) string { return buildValues(t, values, tg, variant) })
+	}
 	lib := filepath.Join(dir, "libbpf")
 	t.Run("build libbpf", func(t *testing.T) { buildLibbpfConsumer(t, tracetest.Host, lib, tg) })
 	must(filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
@@ -340,13 +346,17 @@ func consumer(test string) string {
 		return "gdb"
 	case strings.HasPrefix(test, "TestLibbpf"):
 		return "libbpf"
+	case strings.HasPrefix(test, "TestTraceValuesCorpus"):
+		return "trace values"
+	case strings.HasPrefix(test, "TestTraceStats"):
+		return "trace -stats"
 	case strings.HasPrefix(test, "TestTrace"), strings.HasPrefix(test, "TestAuto/Trace"):
 		return "usdt-toolexec trace"
 	}
 	return "bpftrace"
 }
 
-var consumers = []string{"bpftrace", "usdt-toolexec trace", "libbpf", "gdb", "bcc tplist", "perf"}
+var consumers = []string{"bpftrace", "usdt-toolexec trace", "trace values", "trace -stats", "libbpf", "gdb", "bcc tplist", "perf"}
 
 // matrixRow is one machine's results.
 type matrixRow struct {

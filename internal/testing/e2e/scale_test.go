@@ -64,9 +64,6 @@ func TestTraceScale(t *testing.T) {
 // an entry and an exit probe in every function but main, of provider name.
 func buildMain(t *testing.T, name, src string) string {
 	t.Helper()
-	if guestDir != "" {
-		return prebuilt(t, "main", name)
-	}
 	return buildMainFor(t, target{}, name, src)
 }
 
@@ -78,9 +75,13 @@ func buildMainFor(t *testing.T, tg target, name, src string) string {
 }
 
 // buildMainRules builds the main package src as module example.com/name
-// with the rules file rules, for tg.
+// with the rules file rules, for tg; in guest mode it takes the one the
+// host built.
 func buildMainRules(t *testing.T, tg target, name, src, rules string) string {
 	t.Helper()
+	if guestDir != "" {
+		return prebuilt(t, "main", name)
+	}
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/"+name+"\n\ngo 1.24\n")
 	writeFile(t, filepath.Join(dir, "main.go"), src)

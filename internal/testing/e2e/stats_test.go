@@ -211,13 +211,8 @@ func checkStats(t *testing.T, all []funcStat, out string) {
 	}
 }
 
-// TestTraceStatsInterval prints the counts every 200 ms of a program that
-// ticks for about a second: several intervals, whose counts add up to the
-// ticks.
-func TestTraceStatsInterval(t *testing.T) {
-	requireAMD64(t)
-	requireBPF(t)
-	bin := buildMain(t, "ticks", `package main
+// ticksProgram ticks 100 times, every 10 ms.
+const ticksProgram = `package main
 
 import "time"
 
@@ -229,7 +224,15 @@ func main() {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
-`)
+`
+
+// TestTraceStatsInterval prints the counts every 200 ms of a program that
+// ticks for about a second: several intervals, whose counts add up to the
+// ticks.
+func TestTraceStatsInterval(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "ticks", ticksProgram)
 	out, errOut, err := usdtTrace(t, "-stats", "-interval", "200ms", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)

@@ -563,4 +563,4 @@ func main() {
 
 // tracePrograms are the programs of the trace tests that TestKernels
 // builds for its machines, by the names buildMain gives them.
-var tracePrograms = map[string]string{"pidexit": pidExitProgram, "family": familyProgram, "columns": columnsProgram}
+var tracePrograms = map[string]string{"pidexit": pidExitProgram, "family": familyProgram, "columns": columnsProgram, "ticks": ticksProgram}

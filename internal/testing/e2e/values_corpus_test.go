@@ -27,10 +27,10 @@ func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
 	dir := fixture(t, "values")
-	for _, variant := range []struct{ name, ldflags, buildmode string }{{"plain", "", "default"}, {"stripped", "-s -w", "default"}, {"pie", "", "pie"}} {
+	for _, variant := range valuesVariants {
 		t.Run(variant.name, func(t *testing.T) {
-			bin := filepath.Join(t.TempDir(), "values")
-			goCmd(t, dir, routeA.env(), "build", "-o", bin, "-ldflags="+variant.ldflags, "-buildmode="+variant.buildmode, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+			bin := buildValues(t, dir, target{}, variant)
+			requireTraceable(t, bin)
 			out, errOut, err := usdtTrace(t, "--", bin)
 			if err != nil {
 				t.Fatalf("trace: %v\n%s", err, errOut)
@@ -62,6 +62,25 @@ func TestTraceValuesCorpus(t *testing.T) {
 			}
 		})
 	}
+}
+
+// valuesVariant is a build of testdata/values the corpus is traced on.
+type valuesVariant struct{ name, ldflags, buildmode string }
+
+var valuesVariants = []valuesVariant{{"plain", "", "default"}, {"stripped", "-s -w", "default"}, {"pie", "", "pie"}}
+
+// buildValues builds variant of the values fixture in dir for tg; in
+// guest mode it takes the one the host built.
+func buildValues(t *testing.T, dir string, tg target, variant valuesVariant) string {
+	t.Helper()
+	if guestDir != "" {
+		return prebuilt(t, "values", variant.name)
+	}
+	bin := filepath.Join(t.TempDir(), "values")
+	r := routeA
+	r.target = tg
+	goCmd(t, dir, r.env(), "build", "-o", bin, "-ldflags="+variant.ldflags, "-buildmode="+variant.buildmode, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	return bin
 }
 
 // goValue is one value as the fixture printed it.
