@@ -4,7 +4,7 @@
 // can read the value from the traced process, stripped binaries included,
 // without DWARF.
 //
-// A layout is bounded: past MaxDepth levels of pointers, elements and
+// A layout is bounded: past MaxDepth levels of pointers, maps, elements and
 // fields, MaxFields fields in one struct, or MaxTypes types in all, a
 // type keeps its kind and size only, and a tracer shows such a value as its address (a pointer)
 // or not at all.
