@@ -82,6 +82,9 @@ func (g MapGroups) group(slot *layout.Type) (group, bool) {
 		return group{}, false
 	}
 	key, elem := slot.Fields[0].Type, slot.Fields[1].Type
+	if key == nil || elem == nil {
+		return group{}, false
+	}
 	gr := group{key: key, elem: elem, keys: groupCtrl}
 	if g == SplitGroups {
 		// On 64-bit architectures no key or elem is aligned to more than
