@@ -53,6 +53,8 @@ type Plan struct {
 	// follow maps a pointer's or a string's offset in the value area to
 	// the op that read what it points to.
 	follow map[uint16]int
+	// groups is how the binary's maps keep their entries, which the
+	// decoder needs as the plan did.
 	groups MapGroups
 }
 
