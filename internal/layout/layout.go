@@ -4,7 +4,7 @@
 // can read the value from the traced process, stripped binaries included,
 // without DWARF.
 //
-// A layout is bounded: past MaxDepth levels of pointers, elements and
+// A layout is bounded: past MaxDepth levels of pointers, maps, elements and
 // fields, MaxFields fields in one struct, or MaxTypes types in all, a
 // type keeps its kind and size only, and a tracer shows such a value as its address (a pointer)
 // or not at all.
@@ -47,7 +47,9 @@ type Type struct {
 	Name string `json:"n,omitempty"`
 	Size int64  `json:"s"`
 	// Elem is what a pointer points to and what an array or a slice
-	// holds; nil past the depth bound.
+	// holds, and for a map, a slot of its groups: a struct of a key
+	// ("key") and an elem ("elem") as the runtime lays them out; nil past
+	// the depth bound.
 	Elem *Type `json:"e,omitempty"`
 	// Len is an array's length.
 	Len    int64   `json:"l,omitempty"`
@@ -70,6 +72,11 @@ const (
 	MaxFields = 32
 	MaxTypes  = 128
 )
+
+// MapMaxSlotBytes is the largest key or elem a map's slot holds in
+// place (abi.MapMaxKeyBytes, MapMaxElemBytes): a larger one is a pointer
+// there, which a layout does not follow.
+const MapMaxSlotBytes = 128
 
 // Of returns the layout of t for an architecture of the given sizes. It
 // reports false when t is, or holds within the bounds, an invalid type or
@@ -153,6 +160,9 @@ func (b *builder) of(t types.Type, depth int) *Type {
 		}
 	case *types.Map:
 		l.Kind = Map
+		if depth > 0 {
+			l.Elem = b.slot(u, depth-1)
+		}
 	case *types.Chan:
 		l.Kind = Chan
 	case *types.Signature:
@@ -164,6 +174,29 @@ func (b *builder) of(t types.Type, depth int) *Type {
 		}
 	}
 	return l
+}
+
+// slot is the layout of a map's slot in a group of Go's swiss tables
+// (internal/runtime/maps, Go 1.24 on): a struct of its key and its elem,
+// as the compiler lays it out (reflectdata.MapGroupType), which says
+// where a group's keys and elems are, whether the group holds slots or
+// (GOEXPERIMENT=mapsplitgroup) its keys and then its elems. It is nil
+// when the key or the elem is too large to be held in place.
+func (b *builder) slot(m *types.Map, depth int) *Type {
+	key, elem := types.NewField(0, nil, "key", m.Key(), false), types.NewField(0, nil, "elem", m.Elem(), false)
+	if unsized(key.Type(), map[types.Type]bool{}) != sized || unsized(elem.Type(), map[types.Type]bool{}) != sized {
+		return nil
+	}
+	if b.sizes.Sizeof(key.Type()) > MapMaxSlotBytes || b.sizes.Sizeof(elem.Type()) > MapMaxSlotBytes {
+		return nil
+	}
+	st := types.NewStruct([]*types.Var{key, elem}, nil)
+	b.types++
+	offsets := b.sizes.Offsetsof([]*types.Var{key, elem})
+	return &Type{Kind: Struct, Size: b.sizes.Sizeof(st), Fields: []Field{
+		{Name: "key", Offset: offsets[0], Type: b.of(key.Type(), depth)},
+		{Name: "elem", Offset: offsets[1], Type: b.of(elem.Type(), depth)},
+	}}
 }
 
 // Size returns the size of a value of type t on an architecture of the

@@ -8,6 +8,7 @@ import (
 	"go/types"
 	"reflect"
 	"testing"
+	"unsafe"
 )
 
 func check(t *testing.T) *types.Package {
@@ -32,7 +33,7 @@ func same(t *testing.T, path string, l *Type, rt reflect.Type, depth int) {
 		t.Errorf("%s: size %d, compiler %d", path, l.Size, rt.Size())
 	}
 	want := map[reflect.Kind]Kind{
-		reflect.Bool: Bool, reflect.Int: Int, reflect.Uint64: Uint, reflect.Int16: Int, reflect.Int32: Int, reflect.Int64: Int, reflect.Uint8: Uint,
+		reflect.Bool: Bool, reflect.Int: Int, reflect.Int8: Int, reflect.Uint64: Uint, reflect.Int16: Int, reflect.Int32: Int, reflect.Int64: Int, reflect.Uint8: Uint,
 		reflect.Float64: Float, reflect.String: String, reflect.Pointer: Pointer, reflect.Struct: Struct, reflect.Array: Array,
 		reflect.Slice: Slice, reflect.Map: Map, reflect.Interface: Iface,
 	}[rt.Kind()]
@@ -119,4 +120,51 @@ func TestOfBounded(t *testing.T) {
 	if _, ok := Of(pkg.Scope().Lookup("Order").Type(), sizes, func(n *types.Named) bool { return n.Obj().Name() != "Addr" }); ok {
 		t.Error("a layout holding a rejected named type is valid")
 	}
+}
+
+// TestOfMap: a map's slot is where the compiler's group type for the map
+// (abi.MapType.Group, which the runtime reads and writes the map's
+// entries by) puts a key and an elem; a key or an elem too large to be
+// held in place gives none.
+func TestOfMap(t *testing.T) {
+	pkg := check(t)
+	sizes := types.SizesFor("gc", "amd64")
+	st := pkg.Scope().Lookup("Maps").Type().Underlying().(*types.Struct)
+	rt := reflect.TypeFor[Maps]()
+	for i := range st.NumFields() {
+		name := st.Field(i).Name()
+		l, ok := Of(st.Field(i).Type(), sizes, nil)
+		if !ok || l.Kind != Map || l.Size != 8 {
+			t.Fatalf("%s: %+v, valid %v", name, l, ok)
+		}
+		group := groupOf(rt.Field(i).Type)
+		if (l.Elem == nil) != (name == "Big") {
+			t.Fatalf("%s: slot %+v, the compiler's group %v", name, l.Elem, group)
+		}
+		if l.Elem == nil {
+			continue
+		}
+		if slots, ok := group.FieldByName("slots"); ok {
+			same(t, name+" slot", l.Elem, slots.Type.Elem(), 2)
+			continue
+		}
+		// GOEXPERIMENT=mapsplitgroup: the keys, then the elems.
+		keys, _ := group.FieldByName("keys")
+		elems, _ := group.FieldByName("elems")
+		same(t, name+" key", l.Elem.Fields[0].Type, keys.Type.Elem(), 2)
+		same(t, name+" elem", l.Elem.Fields[1].Type, elems.Type.Elem(), 2)
+		if keys.Offset != 8 || elems.Offset != 8+8*uintptr(l.Elem.Fields[0].Type.Size) {
+			t.Errorf("%s: keys at %d, elems at %d", name, keys.Offset, elems.Offset)
+		}
+	}
+}
+
+// groupOf is the compiler's group type of the map type m: the Group of
+// its abi.MapType, after the abi.Type (48 bytes) and the key's and the
+// elem's types.
+func groupOf(m reflect.Type) reflect.Type {
+	const mapTypeGroup = 64
+	words := *(*[2]unsafe.Pointer)(unsafe.Pointer(&m))
+	words[1] = *(*unsafe.Pointer)(unsafe.Add(words[1], mapTypeGroup))
+	return *(*reflect.Type)(unsafe.Pointer(&words))
 }

@@ -32,3 +32,12 @@ type Node struct {
 	V    int
 	Next *Node
 }
+
+type Maps struct {
+	Counts map[string]int
+	Names  map[int]string
+	Places map[string]Addr
+	Flags  map[int8]int64
+	Wide   map[Addr]bool
+	Big    map[string][200]byte
+}

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"debug/buildinfo"
 	"debug/elf"
 	"fmt"
 	"os"
@@ -16,6 +17,10 @@ import (
 // the binary's types for interfaces, nil when it cannot (an error says
 // why: no Go runtime data).
 func describeValues(sites []site, binary string) (*typeNames, error) {
+	// A binary without build info is laid out as Go's releases do by
+	// default.
+	info, _ := buildinfo.ReadFile(binary)
+	groups := values.MapGroupsOf(info)
 	for i := range sites {
 		s := &sites[i]
 		if len(s.table.Args) != len(s.args) {
@@ -36,7 +41,7 @@ func describeValues(sites []site, binary string) (*typeNames, error) {
 			ls[j] = l
 		}
 		if ls != nil {
-			s.layouts, s.plan = ls, values.NewPlan(ls)
+			s.layouts, s.plan = ls, values.NewPlan(ls, groups)
 		}
 	}
 	f, err := elf.Open(binary)

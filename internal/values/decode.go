@@ -42,9 +42,9 @@ func (p *Plan) Decode(i int, l *layout.Type, raw uint64, area []byte, names Name
 		return pointer{d.value(l.Elem, int(op.Dst))}, true
 	case layout.Map:
 		if raw == 0 {
-			return null{}, true
+			return nilMap{}, true
 		}
-		return mapLen(d.word(int(op.Dst))), true
+		return d.mapValue(l, int(op.Dst)), true
 	}
 	return d.value(l, int(op.Dst)), true
 }
@@ -165,10 +165,10 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		return l
 	case layout.Map:
 		if d.word(off) == 0 {
-			return null{}
+			return nilMap{}
 		}
 		if op, ok := d.followed(off); ok {
-			return mapLen(d.word(int(op.Dst)))
+			return d.mapValue(t, int(op.Dst))
 		}
 		return address(d.word(off))
 	case layout.Iface, layout.Eface:
@@ -374,11 +374,6 @@ type pointer struct{ to Value }
 func (p pointer) String() string { return "&" + p.to.String() }
 func (p pointer) JSON() any      { return p.to.JSON() }
 
-type mapLen uint64
-
-func (m mapLen) String() string { return fmt.Sprintf("map[len=%d]", uint64(m)) }
-func (m mapLen) JSON() any      { return map[string]uint64{"len": uint64(m)} }
-
 // dynamicValue is an interface's value of a type the decoder does not
 // read: its type's name and its data word.
 type dynamicValue struct {
@@ -469,10 +464,7 @@ func (l list) String() string {
 	for i, e := range l.elems {
 		s[i] = e.String()
 	}
-	if len(l.elems) < l.len {
-		s = append(s, fmt.Sprintf("...(len %d)", l.len))
-	}
-	return "[" + strings.Join(s, " ") + "]"
+	return "[" + join(s, l.len) + "]"
 }
 
 func (l list) JSON() any {
@@ -481,4 +473,13 @@ func (l list) JSON() any {
 		out[i] = e.JSON()
 	}
 	return out
+}
+
+// join is what %+v writes of a list or a map's entries, of which shown are
+// those read of n, with how many there are where that is not all.
+func join(shown []string, n int) string {
+	if len(shown) < n {
+		shown = append(shown, fmt.Sprintf("...(len %d)", n))
+	}
+	return strings.Join(shown, " ")
 }

@@ -53,16 +53,22 @@ type Plan struct {
 	// follow maps a pointer's or a string's offset in the value area to
 	// the op that read what it points to.
 	follow map[uint16]int
+	// groups is how the binary's maps keep their entries, which the
+	// decoder needs as the plan did.
+	groups MapGroups
 }
 
 // NewPlan plans the reads of a site whose argument i has the layout
-// ls[i] (nil for none).
-func NewPlan(ls []*layout.Type) *Plan {
-	p := &Plan{roots: map[int]int{}, follow: map[uint16]int{}}
+// ls[i] (nil for none), in a binary whose maps keep their entries in
+// groups.
+func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
+	p := &Plan{roots: map[int]int{}, follow: map[uint16]int{}, groups: groups}
 	var used int
 	type item struct {
 		t   *layout.Type
 		dst int
+		// header says t is a map and dst its header.
+		header bool
 	}
 	var queue []item
 	add := func(op Op) (int, bool) {
@@ -79,19 +85,19 @@ func NewPlan(ls []*layout.Type) *Plan {
 		if l == nil {
 			continue
 		}
-		root := l
+		root, n := l, size(l)
 		switch l.Kind {
 		case layout.Pointer:
 			if l.Elem == nil {
 				continue
 			}
-			root = l.Elem
+			root, n = l.Elem, size(l.Elem)
 		case layout.Map:
-			root = &layout.Type{Kind: layout.Int, Size: 8}
+			n = mapHeader
 		}
-		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: size(root)}); ok {
+		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: n}); ok {
 			p.roots[i] = j + 1
-			queue = append(queue, item{root, int(p.Ops[j].Dst)})
+			queue = append(queue, item{root, int(p.Ops[j].Dst), l.Kind == layout.Map})
 		}
 	}
 	// Breadth first, so that what lies nearer the argument is read
@@ -109,20 +115,44 @@ func NewPlan(ls []*layout.Type) *Plan {
 		it := queue[0]
 		queue = queue[1:]
 		t, dst := it.t, it.dst
-		follow := func(op Op, then *layout.Type) {
+		follow := func(op Op, then *layout.Type) (int, bool) {
 			op.Src = uint16(dst)
-			if j, ok := add(op); ok {
-				p.follow[uint16(dst)] = j
-				if then != nil {
-					queue = append(queue, item{then, int(p.Ops[j].Dst)})
-				}
+			j, ok := add(op)
+			if !ok {
+				return 0, false
 			}
+			p.follow[uint16(dst)] = j
+			if then != nil {
+				queue = append(queue, item{t: then, dst: int(p.Ops[j].Dst)})
+			}
+			return int(p.Ops[j].Dst), true
+		}
+		if it.header {
+			// The group, whatever dirLen says: the decoder knows whether
+			// it is one. Like a slice's elements, after what is nearer.
+			gr, ok := groups.group(t.Elem)
+			if !ok {
+				continue
+			}
+			op := Op{From: FromPtr, Src: uint16(dst + mapDirPtr), Max: uint16(min(gr.size, OpMax))}
+			later = append(later, func() {
+				if j, ok := add(op); ok {
+					p.follow[op.Src] = j
+					for k := range groupSlots {
+						if key, elem, ok := gr.slot(k, int(op.Max)); ok {
+							at := int(p.Ops[j].Dst)
+							queue = append(queue, item{t: gr.key, dst: at + key}, item{t: gr.elem, dst: at + elem})
+						}
+					}
+				}
+			})
+			continue
 		}
 		switch t.Kind {
 		case layout.Struct:
 			for _, f := range t.Fields {
 				if f.Offset+f.Type.Size <= OpMax {
-					queue = append(queue, item{f.Type, dst + int(f.Offset)})
+					queue = append(queue, item{t: f.Type, dst: dst + int(f.Offset)})
 				}
 			}
 		case layout.Array:
@@ -130,7 +160,7 @@ func NewPlan(ls []*layout.Type) *Plan {
 				break
 			}
 			for k := int64(0); k < min(t.Len, ElemsMax) && (k+1)*t.Elem.Size <= OpMax; k++ {
-				queue = append(queue, item{t.Elem, dst + int(k*t.Elem.Size)})
+				queue = append(queue, item{t: t.Elem, dst: dst + int(k*t.Elem.Size)})
 			}
 		case layout.String:
 			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
@@ -147,7 +177,7 @@ func NewPlan(ls []*layout.Type) *Plan {
 				if j, ok := add(op); ok {
 					p.follow[op.Src] = j
 					for k := int64(0); k < int64(op.Max)/t.Elem.Size; k++ {
-						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst) + int(k*t.Elem.Size)})
+						queue = append(queue, item{t: t.Elem, dst: int(p.Ops[j].Dst) + int(k*t.Elem.Size)})
 					}
 				}
 			})
@@ -157,12 +187,14 @@ func NewPlan(ls []*layout.Type) *Plan {
 				later = append(later, func() {
 					if j, ok := add(op); ok {
 						p.follow[op.Src] = j
-						queue = append(queue, item{t.Elem, int(p.Ops[j].Dst)})
+						queue = append(queue, item{t: t.Elem, dst: int(p.Ops[j].Dst)})
 					}
 				})
 			}
 		case layout.Map:
-			follow(Op{From: FromPtr, Max: 8}, nil)
+			if at, ok := follow(Op{From: FromPtr, Max: mapHeader}, nil); ok {
+				queue = append(queue, item{t: t, dst: at, header: true})
+			}
 		case layout.Iface, layout.Eface:
 			if t.Kind == layout.Iface {
 				// The itab, whose second word is the type.

@@ -6,7 +6,7 @@ import (
 	"github.com/go-usdt/usdt/internal/layout"
 )
 
-// TestPlanBounds: whatever the layouts, a plan holds at most MaxOps
+// TestPlanBounds: whatever the layouts and the maps' groups, a plan holds at most MaxOps
 // copies, each within the value area and at most OpMax bytes, each from
 // an argument or a pointer an earlier copy brought in: what the BPF
 // program's bounds checks assume.
@@ -17,6 +17,9 @@ func TestPlanBounds(t *testing.T) {
 	node.Fields = []layout.Field{{Name: "S", Type: str}, {Name: "Next", Offset: 16, Type: next}}
 	big := &layout.Type{Kind: layout.Array, Size: 8 * 1000, Len: 1000, Elem: &layout.Type{Kind: layout.Pointer, Size: 8, Elem: node}}
 	iface := &layout.Type{Kind: layout.Iface, Size: 16}
+	slot := &layout.Type{Kind: layout.Struct, Size: 32, Fields: []layout.Field{{Name: "key", Type: str}, {Name: "elem", Offset: 16, Type: str}}}
+	strMap := &layout.Type{Kind: layout.Map, Size: 8, Elem: slot}
+	maps := &layout.Type{Kind: layout.Struct, Size: 24, Fields: []layout.Field{{Name: "A", Type: strMap}, {Name: "B", Offset: 8, Type: strMap}, {Name: "C", Offset: 16, Type: strMap}}}
 	for _, tt := range []struct {
 		name string
 		ls   []*layout.Type
@@ -24,33 +27,36 @@ func TestPlanBounds(t *testing.T) {
 		{"list", []*layout.Type{nil, next}},
 		{"big array", []*layout.Type{big, big, iface}},
 		{"interfaces", []*layout.Type{iface, iface, iface, iface, iface, iface, iface}},
+		{"maps", []*layout.Type{strMap, maps, &layout.Type{Kind: layout.Pointer, Size: 8, Elem: maps}}},
 	} {
-		p := NewPlan(tt.ls)
-		if len(p.Ops) == 0 || len(p.Ops) > MaxOps {
-			t.Errorf("%s: %d ops", tt.name, len(p.Ops))
-		}
-		filled := 0
-		for i, op := range p.Ops {
-			if op.Max == 0 || op.Max > OpMax || int(op.Dst)+int(op.Max) > AreaSize || op.Dst%8 != 0 {
-				t.Errorf("%s: op %d %+v out of bounds", tt.name, i, op)
+		for _, groups := range []MapGroups{SlotGroups, SplitGroups} {
+			p := NewPlan(tt.ls, groups)
+			if len(p.Ops) == 0 || len(p.Ops) > MaxOps {
+				t.Errorf("%s: %d ops", tt.name, len(p.Ops))
 			}
-			switch op.From {
-			case FromArg:
-				if tt.ls[op.Arg] == nil {
-					t.Errorf("%s: op %d reads argument %d, which has no layout", tt.name, i, op.Arg)
+			filled := 0
+			for i, op := range p.Ops {
+				if op.Max == 0 || op.Max > OpMax || int(op.Dst)+int(op.Max) > AreaSize || op.Dst%8 != 0 {
+					t.Errorf("%s: op %d %+v out of bounds", tt.name, i, op)
 				}
-			case FromPtr, FromSlice:
-				if int(op.Src)+8 > filled {
-					t.Errorf("%s: op %d reads a pointer at %d, before any copy brought it", tt.name, i, op.Src)
+				switch op.From {
+				case FromArg:
+					if tt.ls[op.Arg] == nil {
+						t.Errorf("%s: op %d reads argument %d, which has no layout", tt.name, i, op.Arg)
+					}
+				case FromPtr, FromSlice:
+					if int(op.Src)+8 > filled {
+						t.Errorf("%s: op %d reads a pointer at %d, before any copy brought it", tt.name, i, op.Src)
+					}
+				default:
+					t.Errorf("%s: op %d from %d", tt.name, i, op.From)
 				}
-			default:
-				t.Errorf("%s: op %d from %d", tt.name, i, op.From)
+				filled = max(filled, int(op.Dst)+int(op.Max))
 			}
-			filled = max(filled, int(op.Dst)+int(op.Max))
-		}
-		for i, l := range tt.ls {
-			if _, ok := p.Root(i); ok != (l != nil) {
-				t.Errorf("%s: argument %d has a root %v", tt.name, i, ok)
+			for i, l := range tt.ls {
+				if _, ok := p.Root(i); ok != (l != nil) {
+					t.Errorf("%s: argument %d has a root %v", tt.name, i, ok)
+				}
 			}
 		}
 	}

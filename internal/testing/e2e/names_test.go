@@ -93,7 +93,7 @@ var namesCases = []namesCase{
 		// Where there is no name, a parameter shows as bpftrace's argN
 		// (arg0 is the goroutine id) and a result as rN.
 		trace: []string{
-			`main\.\(\*Cache\)\.Get\(c=&\{m:map\[len=1\]\}, key="k17"\)`,
+			`main\.\(\*Cache\)\.Get\(c=&\{m:map\[k17:v17\]\}, key="k17"\)`,
 			`main\.\(\*Cache\)\.Get = \(val="v17", ok=true\) ELAPSED`,
 			`main\.unnamed\(arg1=3, arg2="x"\)`,
 			`main\.unnamed = \(r1=0, r2=unnamed\) ELAPSED`,

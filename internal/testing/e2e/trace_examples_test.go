@@ -101,8 +101,12 @@ func traceJobs(t *testing.T, bin, mode, how string) {
 	}
 }
 
-// cacheValue is the example's *Cache as trace shows it.
-var cacheValue = regexp.MustCompile(`^&\{mu:\{.*\} entries:map\[len=\d+\]\}$`)
+// cacheValue is the example's *Cache as trace shows it: its entries, as
+// many as were read of its map's group, or of a map larger than one
+// group, its length.
+var cacheValue = regexp.MustCompile(`^&\{mu:\{.*\} entries:map\[(` + cacheEntry + `( ` + cacheEntry + `)*)?( ?\.\.\.\(len \d+\))?\]\}$`)
+
+const cacheEntry = `key\d+:\{value:\[\.\.\.\(len \d+\)\] expires:\S+\}`
 
 // TestTraceExampleToolexec traces examples/toolexec, whose probes come from
 // its rules: on each goroutine every exit closes the call it entered last,

@@ -1,5 +1,5 @@
-// Command values calls functions with struct, pointer, interface, error
-// and time arguments and results, and prints to stderr, for each value
+// Command values calls functions with struct, pointer, map, interface,
+// error and time arguments and results, and prints to stderr, for each value
 // of each call, what Go itself makes of it: %+v ("want"), encoding/json
 // ("json"), and for every pointer in it, the %+v of what it points to
 // ("ptr"), which %+v shows as an address inside a struct. A test
@@ -94,6 +94,12 @@ func Big(a [100]int64) int64 { return a[99] }
 func Count(m map[string]int) int { return len(m) }
 
 //go:noinline
+func Names(m map[int]string) int { return len(m) }
+
+//go:noinline
+func Stock(m map[string]Addr) int { return len(m) }
+
+//go:noinline
 func Nils(p *Addr, e error) bool { return p == nil && e == nil }
 
 // Echo's T reaches its probes in an interface, made when they fire.
@@ -116,9 +122,6 @@ func value(fn, name string, v any) {
 	fmt.Fprintf(os.Stderr, "want %s %s %+v\n", fn, name, v)
 	if err, ok := v.(error); ok {
 		v = err.Error()
-	}
-	if m, ok := v.(map[string]int); ok {
-		v = map[string]int{"len": len(m)}
 	}
 	// A cycle has no JSON.
 	if b, err := json.Marshal(v); err == nil {
@@ -196,10 +199,23 @@ func main() {
 	value("main.Big", "a", big)
 	value("main.Big=", "r1", b)
 
-	m := map[string]int{"a": 1, "b": 2, "c": 3}
-	c := Count(m)
-	value("main.Count", "m", m)
-	value("main.Count=", "r1", c)
+	many := map[string]int{}
+	for i := range 100 {
+		many[fmt.Sprint("k", i)] = i
+	}
+	for _, m := range []map[string]int{{"c": 3, "a": 1, "b": 2}, {}, nil, many} {
+		c := Count(m)
+		value("main.Count", "m", m)
+		value("main.Count=", "r1", c)
+	}
+	names := map[int]string{10: "ten", -2: "minus two", 3: "three"}
+	c := Names(names)
+	value("main.Names", "m", names)
+	value("main.Names=", "r1", c)
+	stock := map[string]Addr{"lyon": {City: "Lyon", Zip: 69001}, "paris": {City: "Paris", Zip: 75001}}
+	c = Stock(stock)
+	value("main.Stock", "m", stock)
+	value("main.Stock=", "r1", c)
 
 	n := Echo(69001)
 	value("main.Echo", "v", 69001)
