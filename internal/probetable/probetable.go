@@ -505,9 +505,13 @@ type records struct {
 	bad   bool
 }
 
+// A value larger than the table could mean is bad: a count is at most
+// what follows it, and a reference at most the pool's size. (Bounding
+// references by maxCount alone lost every probe of a package whose
+// layouts made its pool larger, such as net/http's.)
 func (r *records) uvarint() int {
 	v, n := binary.Uvarint(r.rest)
-	if n <= 0 || v > uint64(len(r.rest))+maxCount {
+	if n <= 0 || v > uint64(len(r.rest)+len(r.pool))+maxCount {
 		r.bad, r.rest = true, nil
 		return 0
 	}

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -75,11 +76,21 @@ func TestRoundTrip(t *testing.T) {
 			})
 		}
 	}
-	tests = append(tests, struct {
+	// A pool past 64 KiB, as layouts make for a package like net/http:
+	// references into it are larger than what follows the pool.
+	var laidOut []probe.Probe
+	for i := range 300 {
+		laidOut = append(laidOut, probe.Probe{
+			Provider: "go", Name: fmt.Sprintf("entry__pkg__F%d", i), Spec: "-8@152(%r14) 8@%rbx", Slot: i,
+			Args: []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "r", Type: fmt.Sprint("T", i), Kind: probe.Pointer,
+				Layout: fmt.Sprintf(`{"k":"struct","s":%d,"f":[%s]}`, i, strings.Repeat(fmt.Sprintf(`{"n":"F%d","t":{"k":"int","s":8}},`, i), 20))}},
+		})
+	}
+	tests = append(tests, []struct {
 		name    string
 		entries []probe.Probe
 		slots   int
-	}{"many", many, 200})
+	}{{"many", many, 200}, {"large pool", laidOut, 300}}...)
 	for _, tt := range tests {
 		for _, backToBack := range []bool{false, true} {
 			t.Run(fmt.Sprintf("%s/backToBack=%v", tt.name, backToBack), func(t *testing.T) {
