@@ -273,9 +273,18 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 	}
 	for i, x := range g.exits {
 		t := exitType{N: i, Fire: x.fire, Fields: []string{"site int", "start int64"}, Args: x.args}
+		// The fields keep the results' order, which the deferred call's
+		// literal gives them in.
 		var names []string
+		flush := func() {
+			if len(names) > 0 {
+				t.Fields = append(t.Fields, strings.Join(names, ", ")+" unsafe.Pointer")
+				names = nil
+			}
+		}
 		for j := 1; j <= x.fields; j++ {
 			if slices.Contains(x.boxes, j) {
+				flush()
 				tp := fmt.Sprintf("T%d", j)
 				t.TypeParams = append(t.TypeParams, tp)
 				t.Fields = append(t.Fields, fmt.Sprintf("a%d *%s", j, tp))
@@ -284,9 +293,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 			}
 			names = append(names, fmt.Sprintf("a%d", j))
 		}
-		if len(names) > 0 {
-			t.Fields = append(t.Fields, strings.Join(names, ", ")+" unsafe.Pointer")
-		}
+		flush()
 		d.Exits = append(d.Exits, t)
 	}
 	var b bytes.Buffer
