@@ -131,6 +131,10 @@ func Run(opt Options) error {
 		if !draining {
 			if f.stopped() {
 				draining = true
+				// Detached first: a program still firing could fill the
+				// buffer as fast as it drains, and the trace would end
+				// only with the program.
+				f.detach()
 				rd.SetDeadline(time.Now())
 			} else {
 				rd.SetDeadline(time.Now().Add(pollEvery))
@@ -229,9 +233,15 @@ func (f *follower) exit() error {
 
 func (f *follower) Close() {
 	f.stop()
+	f.detach()
+}
+
+// detach takes the program off the sites: no event comes after.
+func (f *follower) detach() {
 	for _, l := range f.links {
 		l.Close()
 	}
+	f.links = nil
 }
 
 // readable reports whether fd can be read without blocking.

@@ -399,6 +399,35 @@ func tracePIDExit(t *testing.T, bin, flag string, check func(t *testing.T, out s
 	check(t, out.String())
 }
 
+// TestTraceInterruptBusy interrupts a trace of a program that fires its
+// probe as fast as four goroutines can: trace must end soon after, not
+// once the program has (it would drain a buffer the program keeps
+// filling while still attached).
+func TestTraceInterruptBusy(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	bin := buildMain(t, "busy", busyProgram)
+	prog := start(t, bin)
+	prog.expect(t, "ready", 10*time.Second*time.Duration(tracetest.TimeSlack))
+	tr, _, trErr := traceAttached(t, io.Discard, "-v", "-p", fmt.Sprint(prog.cmd.Process.Pid))
+	go io.Copy(io.Discard, trErr)
+	// Long enough for the program to fill the ring buffer.
+	time.Sleep(3 * time.Second)
+	tr.Process.Signal(os.Interrupt)
+	interrupted := time.Now()
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		t.Logf("trace ended %v after the interrupt", time.Since(interrupted))
+		if err != nil {
+			t.Errorf("trace: %v", err)
+		}
+	case <-time.After(5 * time.Second * time.Duration(tracetest.TimeSlack)):
+		t.Fatalf("trace did not end %v after an interrupt while the program fires", 5*time.Second*time.Duration(tracetest.TimeSlack))
+	}
+}
+
 // TestTraceCommandOnly traces a command while another process of the same
 // binary runs: trace shows the events of the command and of the child it
 // starts, and none of the other process's.
@@ -502,6 +531,32 @@ func main() {
 }
 `
 
+// busyProgram fires main.leaf from four goroutines for a minute.
+const busyProgram = `package main
+
+import (
+	"fmt"
+	"sync"
+	"time"
+)
+
+func leaf(i int) int { return i * 3 }
+
+func main() {
+	fmt.Println("ready")
+	end := time.Now().Add(time.Minute)
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for i := 0; time.Now().Before(end); i++ {
+				leaf(i)
+			}
+		})
+	}
+	wg.Wait()
+}
+`
+
 // familyProgram is the program of the test that builds it as family.
 const familyProgram = `package main
 
@@ -563,4 +618,4 @@ func main() {
 
 // tracePrograms are the programs of the trace tests that TestKernels
 // builds for its machines, by the names buildMain gives them.
-var tracePrograms = map[string]string{"pidexit": pidExitProgram, "family": familyProgram, "columns": columnsProgram, "ticks": ticksProgram}
+var tracePrograms = map[string]string{"pidexit": pidExitProgram, "family": familyProgram, "columns": columnsProgram, "ticks": ticksProgram, "busy": busyProgram}
