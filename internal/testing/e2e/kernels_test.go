@@ -42,7 +42,7 @@ var guestTests = []string{
 	"TestArguments", "TestArgumentsAttachPID", "TestSemaphoreGating", "TestGDB",
 	"TestBCCAndPerf", "TestAuto", "TestLibbpf",
 	"TestTraceTypes", "TestTraceExampleProvider", "TestTraceExampleToolexec",
-	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns", "TestTraceInterruptBusy",
+	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
 	"TestTracePIENeedsCookies", "TestTraceValuesCorpus",
 	"TestTraceStats", "TestTraceStatsInterval", "TestTraceStatsProvider",
 }
