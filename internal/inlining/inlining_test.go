@@ -1,0 +1,103 @@
+package inlining
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParse(t *testing.T) {
+	tests := []struct {
+		line string
+		pos  Pos
+		d    Decision
+		ok   bool
+	}{
+		{"/src/p/a.go:7:6: can inline gated with cost 74 as: func(int) int { return 1 }", Pos{"a.go", 7, 6}, Decision{Inlinable: true, Cost: 74}, true},
+		{"./a.go:10:6: can inline (*T).Get with cost 5 as: method(*T) func(int) int { return t.x + a }", Pos{"a.go", 10, 6}, Decision{Inlinable: true, Cost: 5}, true},
+		{"/src/p/b.go:9:6: cannot inline big: function too complex: cost 91 exceeds budget 80", Pos{"b.go", 9, 6}, Decision{Cost: 91, Reason: "function too complex: cost 91 exceeds budget 80"}, true},
+		{"/src/p/b.go:3:6: cannot inline f: marked go:noinline", Pos{"b.go", 3, 6}, Decision{Reason: "marked go:noinline"}, true},
+		// A call site's decision, not a function's.
+		{"/src/p/b.go:3:6: cannot inline f into g: repeated recursive cycle", Pos{}, Decision{}, false},
+		{"/src/p/b.go:12:9: inlining call to f", Pos{}, Decision{}, false},
+		{"/src/p/b.go:12:9: x escapes to heap", Pos{}, Decision{}, false},
+		{"# example.com/p", Pos{}, Decision{}, false},
+		{"C:/src/p/b.go:12: can inline f", Pos{}, Decision{}, false},
+	}
+	for _, tt := range tests {
+		pos, d, ok := Parse(tt.line)
+		if pos != tt.pos || d != tt.d || ok != tt.ok {
+			t.Errorf("Parse(%q) = %v, %+v, %v; want %v, %+v, %v", tt.line, pos, d, ok, tt.pos, tt.d, tt.ok)
+		}
+	}
+}
+
+func TestArgs(t *testing.T) {
+	got := strings.Join(Args([]string{"-p", "x", "-o", "/w/b001/_pkg_.a", "-asmhdr=/w/b001/go_asm.h", "-linkobj", "/w/l.a", "-pack", "a.go"}, "/tmp/d"), " ")
+	want := "-m=2 -p x -o /tmp/d/pkg.a -asmhdr=/tmp/d/go_asm.h -linkobj /tmp/d/link.a -pack a.go"
+	if got != want {
+		t.Errorf("Args:\ngot  %s\nwant %s", got, want)
+	}
+}
+
+func TestOff(t *testing.T) {
+	for args, want := range map[string]bool{"-p x -l": true, "-p x -l=1": true, "-p x -l=4": false, "-p x": false} {
+		if got := Off(strings.Fields(args)); got != want {
+			t.Errorf("Off(%q) = %v, want %v", args, got, want)
+		}
+	}
+}
+
+// TestAsk asks the Go toolchain's own compiler about a package whose
+// functions' inlining is known: small inlines, noinline and big do not,
+// and the method's decision is found at its receiver.
+func TestAsk(t *testing.T) {
+	out, err := exec.Command("go", "env", "GOTOOLDIR").Output()
+	if err != nil {
+		t.Skipf("no go command: %v", err)
+	}
+	compile := filepath.Join(strings.TrimSpace(string(out)), "compile")
+	dir := t.TempDir()
+	src := `package p
+
+type T struct{ x int }
+
+func (t *T) Get() int { return t.x }
+
+func small(a int) int { return a + 1 }
+
+//go:noinline
+func pinned(a int) int { return a + 1 }
+
+func big(a int) int {
+	for i := 0; i < a; i++ {
+		a += pinned(i) * pinned(a)
+	}
+	return a
+}
+`
+	file := filepath.Join(dir, "p.go")
+	if err := os.WriteFile(file, []byte(src), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	own := filepath.Join(dir, "own.a")
+	want := []Pos{{"p.go", 5, 6}, {"p.go", 7, 6}, {"p.go", 10, 6}, {"p.go", 12, 6}}
+	got, err := Ask(compile, []string{"-p", "p", "-o", own, "-pack", file}, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(own); err == nil {
+		t.Errorf("Ask wrote the compile's own output %s", own)
+	}
+	for i, inlinable := range []bool{true, true, false, false} {
+		d, ok := got[want[i]]
+		if !ok || d.Inlinable != inlinable {
+			t.Errorf("decision at %v = %+v (found %v), want inlinable %v", want[i], d, ok, inlinable)
+		}
+	}
+	if d := got[want[2]]; d.Reason != "marked go:noinline" {
+		t.Errorf("pinned's reason = %q", d.Reason)
+	}
+}
