@@ -13,6 +13,7 @@
 //	    probes: [entry, exit]             # which probes to insert; default both
 //	    args: true                        # pass arguments and results; default true
 //	    unwind: false                     # true: exit probes fire on panics too; default false
+//	    inline: keep                      # probe: probe functions the compiler inlines too; default keep
 //
 // provider is the USDT provider name that bpftrace, perf and gdb show for
 // every automatic probe, so it must match [A-Za-z_][A-Za-z0-9_]*.
@@ -30,6 +31,16 @@
 // the function, which costs a probed program about a quarter more bytes
 // per probe and keeps the results of every such function in memory. unwind
 // in a rule without exit probes is an error.
+//
+// With inline keep, a function that the compiler inlines when it is
+// compiled as written stays as written, without probes: a probe costs the
+// inliner a call, 57 of its budget of 80, and would take the inlining
+// away, and with it the speed of hot code that nobody traces.
+// usdt-toolexec asks the compiler which functions those are, and -v names
+// each. With inline probe they are probed all the same: each keeps only
+// its body and a test of its semaphore on the untraced path, so those
+// that still fit the budget stay inlined, and fire their probes from
+// every place they were inlined into while traced.
 //
 // Every key is checked: an unknown key, a value of the wrong type (a quoted
 // "true" is a string, not a boolean; exclude and probes want lists even for

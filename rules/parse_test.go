@@ -102,6 +102,7 @@ rules:
     exclude: *common
     probes: [exit, entry]
     args: True
+    inline: probe
 `
 	_, err := Parse("f.yml", []byte(src))
 	// "common" is not a key: anchors must hang off a valid key.
@@ -118,7 +119,7 @@ rules:
 		{Index: 0, Pos: Pos{File: "f.yml", Line: 4, Col: 5}, Package: "example.com/shop/...", Func: "Handle*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: true},
 		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true},
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, ProbeInlined: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
 		t.Fatalf("got %+v", rs)
@@ -133,7 +134,7 @@ rules:
 func equalRule(a, b Rule) bool {
 	return a.Index == b.Index && a.Pos == b.Pos && a.Package == b.Package && a.Func == b.Func &&
 		strings.Join(a.Exclude, "\x00") == strings.Join(b.Exclude, "\x00") &&
-		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind
+		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.ProbeInlined == b.ProbeInlined
 }
 
 func TestParseHash(t *testing.T) {

@@ -36,6 +36,11 @@ type Rule struct {
 	// a panic or runtime.Goexit unwinds through the function; without it
 	// the exit probe fires at the function's returns only, in fewer bytes.
 	Unwind bool
+	// ProbeInlined probes a function that the compiler inlines too, where
+	// by default it stays as written, unprobed: a probe costs the inliner
+	// a call, so it would take the inlining away unless the function is
+	// small enough to keep it with the probe's test and call.
+	ProbeInlined bool
 }
 
 func (r Rule) String() string {
@@ -118,6 +123,8 @@ func decodeYAML(file string, data []byte) (root *yaml.Node, err *Error) {
 
 const providerHint = "USDT provider names are letters, digits and _, not starting with a digit, e.g. shop or my_shop"
 
+const inlineHint = `inline is "keep" (functions the compiler inlines stay as written, unprobed) or "probe" (probed all the same)`
+
 const minimalHint = `a rules file needs at least: rules: [{package: "example.com/mod/..."}]`
 
 func posOf(file string, n *yaml.Node) Pos {
@@ -140,7 +147,7 @@ func (p *parser) errorf(n *yaml.Node, hint, format string, args ...any) {
 
 var (
 	topKeys  = []string{"provider", "rules"}
-	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind"}
+	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind", "inline"}
 )
 
 // topLevel reads the top-level mapping: provider and the rules list.
@@ -268,6 +275,18 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 			if b, ok := p.boolean(k, v); ok {
 				r.Unwind = b
 				unwind = k
+			}
+		case "inline":
+			s, ok := p.str("inline", v, strHints{null: `remove the key to keep inlined functions unprobed (the default, "keep")`, other: inlineHint})
+			if !ok {
+				return
+			}
+			switch s {
+			case "keep":
+			case "probe":
+				r.ProbeInlined = true
+			default:
+				p.errorf(v, inlineHint, "invalid inline %q", s)
 			}
 		}
 	}, func(key string) string {
