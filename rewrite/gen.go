@@ -4,8 +4,8 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
-	"go/version"
 	"hash/fnv"
+	"maps"
 	"slices"
 	"strings"
 	"text/template"
@@ -264,7 +264,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		CStringMax:  usdtrt.CStringMax,
 		CStringSize: usdtrt.CStringMax + 1,
 		Fires:       fires,
-		Generic:     cfg.GoVersion == "" || version.Compare(cfg.GoVersion, "go1.18") >= 0,
+		Generic:     g.generics,
 		Read:        g.sharedReads,
 	}
 	d.ReadMask = 1<<readBits - 1
@@ -301,6 +301,9 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		return nil, nil, err
 	}
 	b.WriteString(g.aliasDecls())
+	for _, name := range slices.Sorted(maps.Keys(g.calls)) {
+		b.WriteString(g.calls[name])
+	}
 	src, err := g.prune(b.Bytes(), spliced)
 	if err != nil {
 		return nil, nil, fmt.Errorf("generated invalid Go (a bug): %v\n%s", err, b.Bytes())

@@ -63,11 +63,15 @@ type generator struct {
 	staleLayouts bool
 	// copies numbers the copies probes pass the address of (see pass).
 	copies int
+	// generics says the package's Go version has type parameters;
+	// calls holds the helpers callHelper handed out.
+	generics bool
+	calls    map[string]string
 }
 
 func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {
 	prefix, idents := choosePrefix(files)
-	return &generator{pkg: pkg, real: real, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{},
+	return &generator{pkg: pkg, real: real, provider: provider, fireIndex: map[string]int{}, exitIndex: map[string]int{}, traced: map[string]bool{}, calls: map[string]string{},
 		prefix: prefix, idents: idents, aliases: map[string]bool{}}
 }
 
@@ -194,13 +198,17 @@ type instrumented struct {
 // behind a test of the semaphore, and a copy of the body with the probes
 // (and the deferred call the exit probe needs, which Go never inlines)
 // becomes the function Name_usdtTraced that fd calls while it is traced.
-func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule) instrumented {
+//
+// A function the compiler inlines as written (inlinable) is split too, so
+// that what it inlines is its body and the test: the traced copy's call
+// costs the inliner less than the probes would (see callHelper).
+func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, inlinable bool) instrumented {
 	sig := obj.Type().(*types.Signature)
 	off := func(p token.Pos) int { return fset.Position(p).Offset }
 	name := funcName(fd)
 	fn := Func{Name: name}
 	var sigEdits, resultEdits []splice
-	split := rule.Exit && g.splittable(f, fd)
+	split := inlinable && g.copyable(fd) || rule.Exit && g.splittable(f, fd)
 
 	// nameFields gives every parameter of a list a usable name: unnamed
 	// and blank ones get prefix+index. Go forbids mixing named and
@@ -387,6 +395,9 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		return instrumented{fn: fn, edits: edits}
 	}
 
+	text := func(n ast.Node, edits []splice) string {
+		return applySplices(f.src, off(n.Pos()), off(n.End()), edits)
+	}
 	tracedName := g.tracedName(fd, sig)
 	fn.Traced = tracedName
 	var args []string
@@ -396,10 +407,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	if sig.Variadic() {
 		args[len(args)-1] += "..."
 	}
-	call := tracedName
-	if len(recv) > 0 {
-		call = recv[0].name + "." + call
-	}
+	typeArgs := ""
 	if tp := fd.Type.TypeParams; tp != nil {
 		var names []string
 		for _, field := range tp.List {
@@ -407,9 +415,26 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 				names = append(names, id.Name)
 			}
 		}
-		call += "[" + strings.Join(names, ", ") + "]"
+		typeArgs = "[" + strings.Join(names, ", ") + "]"
 	}
-	call += "(" + strings.Join(args, ", ") + ")"
+	var call string
+	switch {
+	case inlinable && g.generics:
+		// Through a helper that calls a parameter: see callHelper.
+		fun := tracedName + typeArgs
+		if len(recv) > 0 {
+			fun = "(" + text(fd.Recv.List[0].Type, nil) + ")." + tracedName
+			args = append([]string{recv[0].name}, args...)
+		}
+		if sig.Variadic() {
+			args[len(args)-1] = strings.TrimSuffix(args[len(args)-1], "...")
+		}
+		call = g.callHelper(len(args), sig.Results().Len(), sig.Variadic()) + "(" + strings.Join(append([]string{fun}, args...), ", ") + ")"
+	case len(recv) > 0:
+		call = recv[0].name + "." + tracedName + typeArgs + "(" + strings.Join(args, ", ") + ")"
+	default:
+		call = tracedName + typeArgs + "(" + strings.Join(args, ", ") + ")"
+	}
 	if sig.Results().Len() > 0 {
 		call = "return " + call
 	} else {
@@ -420,9 +445,6 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	// The copy goes at the end of the file; line directives give its
 	// declaration and its body the original's positions, in the file
 	// named last (the original's, also in files cgo or cover rewrote).
-	text := func(n ast.Node, edits []splice) string {
-		return applySplices(f.src, off(n.Pos()), off(n.End()), edits)
-	}
 	var b strings.Builder
 	b.WriteString("\n")
 	for _, d := range directives(fd) {
@@ -447,6 +469,60 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	fmt.Fprintf(&b, " /*line :%d:%d*/{%s%s", lbrace.Line, lbrace.Column, probes, opening)
 	b.WriteString(applySplices(f.src, off(fd.Body.Lbrace)+1, off(fd.Body.Rbrace)+1, bodyEdits))
 	return instrumented{fn: fn, edits: edits, traced: b.String()}
+}
+
+// callHelper returns the name of a generic function that calls its first
+// argument, a function of params parameters (the last variadic) and
+// results results, with the others. The untraced test of a split function
+// that the compiler inlines calls its traced copy through it: the inliner
+// charges a call 57 of its budget of 80, but a call of a parameter 17, and
+// a call of an inlinable function that function's cost, which makes the
+// test and the call cost about 30 instead of 67-79. Once the helper is
+// inlined, the parameter is the traced copy, called directly.
+func (g *generator) callHelper(params, results int, variadic bool) string {
+	name := fmt.Sprintf("%sCall%d_%d", canonical, params, results)
+	if variadic {
+		name = fmt.Sprintf("%sCallV%d_%d", canonical, params, results)
+	}
+	if _, ok := g.calls[name]; ok {
+		return g.prefix + strings.TrimPrefix(name, canonical)
+	}
+	var tps, ps, as, rs []string
+	for i := range params {
+		tps = append(tps, fmt.Sprintf("A%d", i))
+		t := fmt.Sprintf("A%d", i)
+		a := fmt.Sprintf("a%d", i)
+		if variadic && i == params-1 {
+			ps = append(ps, a+" []"+t)
+			as = append(as, a+"...")
+			continue
+		}
+		ps = append(ps, a+" "+t)
+		as = append(as, a)
+	}
+	for i := range results {
+		tps = append(tps, fmt.Sprintf("R%d", i))
+		rs = append(rs, fmt.Sprintf("R%d", i))
+	}
+	fparams := slices.Clone(tps[:params])
+	if variadic {
+		fparams[params-1] = "..." + fparams[params-1]
+	}
+	result := strings.Join(rs, ", ")
+	if results > 1 {
+		result = "(" + result + ")"
+	}
+	body := "f(" + strings.Join(as, ", ") + ")"
+	if results > 0 {
+		body = "return " + body
+	}
+	typeParams := ""
+	if len(tps) > 0 {
+		typeParams = "[" + strings.Join(tps, ", ") + " interface{}]"
+	}
+	g.calls[name] = fmt.Sprintf("func %s%s(%s) %s { %s }\n", name, typeParams,
+		strings.Join(append([]string{"f func(" + strings.Join(fparams, ", ") + ") " + result}, ps...), ", "), result, body)
+	return g.prefix + strings.TrimPrefix(name, canonical)
 }
 
 // joinable returns the return statements of fd, a function with an exit
@@ -589,22 +665,8 @@ const splitMaxNodes2 = 6
 // function unchanged in meaning, and whether the copy can keep fd
 // inlinable: with two results at most, and no call costlyCall reports.
 func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
-	for _, d := range directives(fd) {
-		// noinline keeps the untraced function out of line, where the
-		// split still saves the deferred call's setup; the others name
-		// one function (linkname) or say what the copy cannot honour.
-		if d != "//go:noinline" && d != "//go:norace" && d != "//go:nocheckptr" {
-			return false
-		}
-	}
-	if tp := fd.Type.TypeParams; tp != nil {
-		for _, field := range tp.List {
-			for _, id := range field.Names {
-				if id.Name == "_" {
-					return false // cannot be passed on
-				}
-			}
-		}
+	if !g.copyable(fd) {
+		return false
 	}
 	// Each result past the first costs the call of the traced copy 9
 	// more: with two, the test and the call take 76-79 of the budget,
@@ -631,6 +693,36 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 	}
 	ok := true
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
+		if call, isCall := n.(*ast.CallExpr); isCall && g.costlyCall(f, call) {
+			ok = false
+		}
+		return ok
+	})
+	return ok
+}
+
+// copyable reports whether fd's body can be copied into a second function
+// unchanged in meaning.
+func (g *generator) copyable(fd *ast.FuncDecl) bool {
+	for _, d := range directives(fd) {
+		// noinline keeps the untraced function out of line, where the
+		// split still saves the deferred call's setup; the others name
+		// one function (linkname) or say what the copy cannot honour.
+		if d != "//go:noinline" && d != "//go:norace" && d != "//go:nocheckptr" {
+			return false
+		}
+	}
+	if tp := fd.Type.TypeParams; tp != nil {
+		for _, field := range tp.List {
+			for _, id := range field.Names {
+				if id.Name == "_" {
+					return false // cannot be passed on
+				}
+			}
+		}
+	}
+	ok := true
+	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.GenDecl:
 			// A type declared in the body would be two types, and
@@ -641,7 +733,7 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 		case *ast.CallExpr:
 			// recover stops a panic only when the deferred function
 			// calls it itself, not when the copy it calls does.
-			if isIdent(n.Fun, "recover") || g.costlyCall(f, n) {
+			if isIdent(n.Fun, "recover") {
 				ok = false
 			}
 		}

@@ -28,12 +28,14 @@ import (
 	"go/parser"
 	"go/token"
 	"go/types"
+	"go/version"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 
+	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/rules"
 )
 
@@ -56,6 +58,12 @@ type Config struct {
 	// OutDir is the directory the rewritten and generated files are named
 	// in (see Result.Sources).
 	OutDir string
+	// Inlined, when set, returns the compiler's inlining decisions on the
+	// functions at want, compiled as written (see internal/inlining). A
+	// function the plain build inlines then stays as written, unless its
+	// rule says inline: probe; without decisions every selected function
+	// is probed.
+	Inlined func(want []inlining.Pos) map[inlining.Pos]inlining.Decision
 }
 
 // Func is one instrumented function.
@@ -68,6 +76,10 @@ type Func struct {
 	// Deferred says why the exit probe is a deferred call although the
 	// rule has unwind: false.
 	Deferred string
+	// Inlined is the inliner's cost of the function as written, when the
+	// compiler inlines it: without inline: probe such a function has no
+	// probes (Entry and Exit are empty).
+	Inlined *inlining.Decision
 }
 
 // Result is what the compile must use instead of its inputs.
@@ -122,7 +134,7 @@ func Package(cfg Config) (*Result, error) {
 	}
 	fset := token.NewFileSet()
 	var files []*file
-	selected := false
+	var selected []inlining.Pos
 	for _, path := range cfg.Files {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -136,33 +148,49 @@ func Package(cfg Config) (*Result, error) {
 		if !probeCode(files[len(files)-1]) {
 			for _, fd := range funcs(f) {
 				if _, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
-					selected = true
+					selected = append(selected, namePos(fset, fd))
 				}
 			}
 		}
 	}
-	if !selected {
+	if len(selected) == 0 {
 		return nil, nil
 	}
-	res, stale, err := generate(cfg, fset, files, true)
+	var inlined map[inlining.Pos]inlining.Decision
+	if cfg.Inlined != nil {
+		inlined = cfg.Inlined(selected)
+	}
+	res, stale, err := generate(cfg, fset, files, inlined, true)
 	if stale && err == nil {
 		// A layout met a type of an import the first check stood in for:
 		// check again with every import read.
-		res, _, err = generate(cfg, fset, files, false)
+		res, _, err = generate(cfg, fset, files, inlined, false)
 	}
 	return res, err
+}
+
+// namePos is where the compiler's messages place fd: at its name, or a
+// method at its receiver's parenthesis.
+func namePos(fset *token.FileSet, fd *ast.FuncDecl) inlining.Pos {
+	at := fd.Name.Pos()
+	if fd.Recv != nil {
+		at = fd.Recv.Opening
+	}
+	p := fset.Position(at)
+	return inlining.Pos{File: filepath.Base(p.Filename), Line: p.Line, Col: p.Column}
 }
 
 // generate instruments the files, type-checked with standIns or not (see
 // typeCheck), and reports whether a layout the probe table records was
 // stale: made of a stand-in or an invalid type.
-func generate(cfg Config, fset *token.FileSet, files []*file, standIns bool) (res *Result, stale bool, err error) {
+func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlining.Pos]inlining.Decision, standIns bool) (res *Result, stale bool, err error) {
 	pkg, info, real, err := typeCheck(cfg, fset, files, false, standIns)
 	if err != nil {
 		return nil, false, fmt.Errorf("type-checking %s for instrumentation: %w", cfg.ImportPath, err)
 	}
 
 	g := newGenerator(pkg, real, cfg.Rules.Provider, files)
+	g.generics = cfg.GoVersion == "" || version.Compare(cfg.GoVersion, "go1.18") >= 0
 	g.sizes = types.SizesFor("gc", cfg.GOARCH)
 	res = &Result{Sources: map[string][]byte{}}
 	var spliced strings.Builder
@@ -181,7 +209,13 @@ func generate(cfg Config, fset *token.FileSet, files []*file, standIns bool) (re
 			if obj == nil {
 				continue
 			}
-			in := g.instrument(fset, f, fd, obj, rule)
+			d, inlinable := inlined[namePos(fset, fd)]
+			inlinable = inlinable && d.Inlinable
+			if inlinable && !rule.ProbeInlined {
+				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d})
+				continue
+			}
+			in := g.instrument(fset, f, fd, obj, rule, inlinable)
 			res.Funcs = append(res.Funcs, in.fn)
 			edits = append(edits, in.edits...)
 			if in.traced != "" {
@@ -205,6 +239,10 @@ func generate(cfg Config, fset *token.FileSet, files []*file, standIns bool) (re
 	}
 	if len(res.Funcs) == 0 {
 		return nil, false, nil
+	}
+	if !slices.ContainsFunc(res.Funcs, func(fn Func) bool { return fn.Inlined == nil || fn.Entry != "" || fn.Exit != "" }) {
+		// Every function selected is inlined and stays as written.
+		return &Result{Skipped: "every function selected is one the compiler inlines", Funcs: res.Funcs}, false, nil
 	}
 	gen, asm, err := g.files(cfg, spliced.String())
 	var shadowed *Shadowed

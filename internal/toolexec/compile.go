@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/gomod"
+	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/internal/usdtgen"
 	"github.com/go-usdt/usdt/rewrite"
 )
@@ -107,6 +108,16 @@ func (inv Invocation) compile() error {
 		Rules:      r,
 		OutDir:     objdir,
 	}
+	if !inlining.Off(args) {
+		cfg.Inlined = func(want []inlining.Pos) map[inlining.Pos]inlining.Decision {
+			got, err := inlining.Ask(inv.Tool, args, want)
+			if err != nil && inv.Verbose {
+				// The compile itself will say what is wrong, if anything.
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: %v\n", matchPath, err)
+			}
+			return got
+		}
+	}
 	var err error
 	if cfg.GoidOffset, err = goidoff.Offset(goroot, goarch); err != nil {
 		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", f.pkg, err)
@@ -118,6 +129,13 @@ func (inv Invocation) compile() error {
 	if res == nil {
 		return inv.run(inv.Tool, args...)
 	}
+	if inv.Verbose {
+		for _, fn := range res.Funcs {
+			if fn.Inlined != nil {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: not probed: the compiler inlines it (cost %d of 80), and a probe would take that away; inline: probe in its rule probes it\n", f.pkg, fn.Name, fn.Inlined.Cost)
+			}
+		}
+	}
 	if res.Skipped != "" {
 		if inv.Verbose {
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
@@ -126,6 +144,9 @@ func (inv Invocation) compile() error {
 	}
 	if inv.Verbose {
 		for _, fn := range res.Funcs {
+			if fn.Inlined != nil {
+				continue
+			}
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", f.pkg, fn.Name, fn.Entry, fn.Exit)
 			if fn.Traced != "" {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
