@@ -29,6 +29,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -45,6 +46,9 @@ func (p Pos) String() string { return fmt.Sprintf("%s:%d:%d", p.File, p.Line, p.
 
 // Decision is what the compiler decided for one function.
 type Decision struct {
+	// Name is the function's, as the compiler prints it: "f", "(*T).m",
+	// "f.func1" for a function literal.
+	Name      string
 	Inlinable bool
 	// Cost is the inliner's cost of the body, when the compiler gave it.
 	Cost int
@@ -149,15 +153,14 @@ func Parse(line string) (p Pos, d Decision, ok bool) {
 	switch {
 	case strings.HasPrefix(rest, "can inline "):
 		d.Inlinable = true
-		if _, after, ok := strings.Cut(rest, " with cost "); ok {
-			n, _, _ := strings.Cut(after, " ")
-			d.Cost, _ = strconv.Atoi(n)
-		}
+		var after string
+		d.Name, after, _ = strings.Cut(strings.TrimPrefix(rest, "can inline "), " with cost ")
+		n, _, _ := strings.Cut(after, " ")
+		d.Cost, _ = strconv.Atoi(n)
 	case strings.HasPrefix(rest, "cannot inline "):
 		// The function's name holds no ": ", the reason may.
-		var name string
-		name, d.Reason, _ = strings.Cut(strings.TrimPrefix(rest, "cannot inline "), ": ")
-		if strings.Contains(name, " into ") || d.Reason == "" {
+		d.Name, d.Reason, _ = strings.Cut(strings.TrimPrefix(rest, "cannot inline "), ": ")
+		if strings.Contains(d.Name, " into ") || d.Reason == "" {
 			return Pos{}, Decision{}, false // a call site's, not a function's
 		}
 		if _, after, ok := strings.Cut(d.Reason, "cost "); ok {
@@ -206,4 +209,93 @@ func Off(args []string) bool {
 		}
 	}
 	return false
+}
+
+// Build is what the compiler said of a whole build's inlining: every
+// function's decision, and how many calls of each callee it inlined on
+// each line. Both are keyed by line, not by column: the rewriter splices
+// code into lines, which moves columns but never lines.
+type Build struct {
+	Funcs map[Line]Decision
+	Calls map[Line]int
+}
+
+// Line names a function, or the callee of calls, on a line of a package.
+type Line struct {
+	Pkg, File string
+	Line      int
+	Name      string
+}
+
+// Read reads the output of go build -gcflags=-m=2 (the go command's
+// "# package" lines name the package of the messages after them).
+func Read(r io.Reader) (Build, error) {
+	b := Build{Funcs: map[Line]Decision{}, Calls: map[Line]int{}}
+	pkg := ""
+	sc := bufio.NewScanner(r)
+	sc.Buffer(nil, 1<<26)
+	for sc.Scan() {
+		line := sc.Text()
+		if p, ok := strings.CutPrefix(line, "# "); ok {
+			pkg = p
+			continue
+		}
+		if p, d, ok := Parse(line); ok {
+			b.Funcs[Line{pkg, p.File, p.Line, d.Name}] = d
+			continue
+		}
+		if p, rest, ok := cutPos(line); ok {
+			if callee, ok := strings.CutPrefix(rest, "inlining call to "); ok {
+				callee, _, _ = strings.Cut(callee, " with score ")
+				b.Calls[Line{pkg, p.File, p.Line, callee}]++
+			}
+		}
+	}
+	return b, sc.Err()
+}
+
+// Lost returns what plain inlines and probed does not, each a line:
+// a function no longer inlinable, with the reason probed gives, or a
+// call site where the callee is no longer inlined.
+func Lost(plain, probed Build) []string {
+	var lost []string
+	for l, d := range plain.Funcs {
+		if !d.Inlinable {
+			continue
+		}
+		if p, ok := probed.Funcs[l]; !ok || !p.Inlinable {
+			why := "no decision in the probed build"
+			if ok {
+				why = p.Reason
+			}
+			lost = append(lost, fmt.Sprintf("%s %s:%d: %s no longer inlined (plain cost %d): %s", l.Pkg, l.File, l.Line, l.Name, d.Cost, why))
+		}
+	}
+	for c, n := range plain.Calls {
+		if m := probed.Calls[c]; m < n {
+			lost = append(lost, fmt.Sprintf("%s %s:%d: %d of %d calls of %s no longer inlined", c.Pkg, c.File, c.Line, n-m, n, c.Name))
+		}
+	}
+	slices.Sort(lost)
+	return lost
+}
+
+// Inlined counts the calls b inlined.
+func (b Build) Inlined() int {
+	n := 0
+	for _, m := range b.Calls {
+		n += m
+	}
+	return n
+}
+
+// Inlinable counts the functions b inlines.
+func (b Build) Inlinable() int {
+	n := 0
+	for _, d := range b.Funcs {
+		if d.Inlinable {
+			n++
+		}
+	}
+	return n
 }

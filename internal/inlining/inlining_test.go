@@ -15,10 +15,10 @@ func TestParse(t *testing.T) {
 		d    Decision
 		ok   bool
 	}{
-		{"/src/p/a.go:7:6: can inline gated with cost 74 as: func(int) int { return 1 }", Pos{"a.go", 7, 6}, Decision{Inlinable: true, Cost: 74}, true},
-		{"./a.go:10:6: can inline (*T).Get with cost 5 as: method(*T) func(int) int { return t.x + a }", Pos{"a.go", 10, 6}, Decision{Inlinable: true, Cost: 5}, true},
-		{"/src/p/b.go:9:6: cannot inline big: function too complex: cost 91 exceeds budget 80", Pos{"b.go", 9, 6}, Decision{Cost: 91, Reason: "function too complex: cost 91 exceeds budget 80"}, true},
-		{"/src/p/b.go:3:6: cannot inline f: marked go:noinline", Pos{"b.go", 3, 6}, Decision{Reason: "marked go:noinline"}, true},
+		{"/src/p/a.go:7:6: can inline gated with cost 74 as: func(int) int { return 1 }", Pos{"a.go", 7, 6}, Decision{Name: "gated", Inlinable: true, Cost: 74}, true},
+		{"./a.go:10:6: can inline (*T).Get with cost 5 as: method(*T) func(int) int { return t.x + a }", Pos{"a.go", 10, 6}, Decision{Name: "(*T).Get", Inlinable: true, Cost: 5}, true},
+		{"/src/p/b.go:9:6: cannot inline big: function too complex: cost 91 exceeds budget 80", Pos{"b.go", 9, 6}, Decision{Name: "big", Cost: 91, Reason: "function too complex: cost 91 exceeds budget 80"}, true},
+		{"/src/p/b.go:3:6: cannot inline f: marked go:noinline", Pos{"b.go", 3, 6}, Decision{Name: "f", Reason: "marked go:noinline"}, true},
 		// A call site's decision, not a function's.
 		{"/src/p/b.go:3:6: cannot inline f into g: repeated recursive cycle", Pos{}, Decision{}, false},
 		{"/src/p/b.go:12:9: inlining call to f", Pos{}, Decision{}, false},
@@ -99,5 +99,65 @@ func big(a int) int {
 	}
 	if d := got[want[2]]; d.Reason != "marked go:noinline" {
 		t.Errorf("pinned's reason = %q", d.Reason)
+	}
+}
+
+func TestLost(t *testing.T) {
+	plain := `# example.com/p
+./a.go:3:6: can inline small with cost 6 as: func(int) int { return a + 1 }
+./a.go:5:6: can inline (*T).Get with cost 5 as: method(*T) func() int { return t.x }
+./a.go:9:6: cannot inline big: function too complex: cost 91 exceeds budget 80
+./a.go:12:13: inlining call to small
+./a.go:12:20: inlining call to small
+./a.go:14:2: inlining call to (*T).Get
+./a.go:12:13: x does not escape
+# example.com/q
+./a.go:3:6: can inline small with cost 9 as: func(int) int { return a + 2 }
+`
+	tests := []struct {
+		name, probed string
+		lost         []string
+	}{
+		{"same, columns moved, helpers added", `# example.com/p
+./a.go:3:6: can inline small with cost 36 as: func(int) int { ... }
+./a.go:3:6: cannot inline small_usdtTraced: function too complex: cost 120 exceeds budget 80
+./a.go:5:6: can inline (*T).Get with cost 5 as: method(*T) func() int { return t.x }
+./a.go:9:6: cannot inline big: function too complex: cost 150 exceeds budget 80
+./a.go:12:40: inlining call to small
+./a.go:12:47: inlining call to small
+./a.go:12:47: inlining call to usdtAutoCall1_1[go.shape.int,go.shape.int]
+./a.go:14:2: inlining call to (*T).Get
+# example.com/q
+./a.go:3:6: can inline small with cost 9 as: func(int) int { return a + 2 }
+`, nil},
+		{"a function and calls lost", `# example.com/p
+./a.go:3:6: cannot inline small: function too complex: cost 85 exceeds budget 80
+./a.go:5:6: can inline (*T).Get with cost 5 as: method(*T) func() int { return t.x }
+./a.go:12:13: inlining call to small
+./a.go:14:2: inlining call to (*T).Get
+# example.com/q
+`, []string{
+			"example.com/p a.go:12: 1 of 2 calls of small no longer inlined",
+			"example.com/p a.go:3: small no longer inlined (plain cost 6): function too complex: cost 85 exceeds budget 80",
+			"example.com/q a.go:3: small no longer inlined (plain cost 9): no decision in the probed build",
+		}},
+	}
+	p, err := Read(strings.NewReader(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Inlinable() != 3 || p.Inlined() != 3 {
+		t.Errorf("plain: %d inlinable, %d inlined; want 3, 3", p.Inlinable(), p.Inlined())
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			q, err := Read(strings.NewReader(tt.probed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := Lost(p, q); strings.Join(got, "\n") != strings.Join(tt.lost, "\n") {
+				t.Errorf("Lost:\ngot  %q\nwant %q", got, tt.lost)
+			}
+		})
 	}
 }
