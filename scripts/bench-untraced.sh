@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# bench-untraced.sh measures what probes cost while nobody traces: each
+# workload built plain and with every function of its library probed
+# (this tree's usdt-toolexec, default rules: functions the compiler
+# inlines stay as written), run in turn, plain first on odd passes and
+# probed first on even ones, COUNT passes. Per workload it prints each
+# build's median and the probed/plain ratio of the medians, in the
+# workload's own unit (higher is better for op/s and req/s, lower for
+# ns/op and seconds).
+#
+#   bbolt      go.etcd.io/bbolt v1.5.0, every function of go.etcd.io/bbolt/...
+#              probed: `bbolt bench --count 300000 --batch-size 1000`,
+#              its sequential writes and reads (ns/op)
+#   jsonnet    github.com/google/go-jsonnet v0.21.0, every function of
+#              github.com/google/go-jsonnet/... probed: cmd/jsonnet
+#              evaluating 20 times a snippet that makes about 1.2 M
+#              calls (seconds, whole process)
+#   jsonapi    scripts/testdata/jsonapi, every function of net/http
+#              probed: wrk, 8 connections, DURATION s (req/s)
+#   gin        scripts/testdata/ginapi (gin v1.12.0), every function of
+#              github.com/gin-gonic/gin/... probed: wrk, 4 connections,
+#              DURATION s (req/s)
+#
+# Environment: COUNT=5, DURATION=5, WORKLOADS="bbolt jsonnet jsonapi gin",
+# OUT= (a new temp dir if empty). Needs wrk (installed with apt-get if
+# missing) for the servers. Run it on an otherwise idle machine.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+COUNT=${COUNT:-5}
+DURATION=${DURATION:-5}
+WORKLOADS=${WORKLOADS:-bbolt jsonnet jsonapi gin}
+OUT=${OUT:-$(mktemp -d /tmp/usdt-bench-untraced-XXXXXX)}
+mkdir -p "$OUT"
+export CGO_ENABLED=0 GOFLAGS=-mod=mod
+
+go build -o "$OUT/" ./cmd/usdt-toolexec
+tool=$OUT/usdt-toolexec
+
+# fetch MODULE@VERSION copies a module's source into $OUT/NAME.
+fetch() {
+	local src dir=$OUT/$2
+	src=$(go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	rm -rf "$dir"
+	cp -r "$src" "$dir"
+	chmod -R u+w "$dir"
+	(cd "$dir" && go mod download)
+}
+
+# build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain and $OUT/NAME.probed.
+build() {
+	printf 'rules:\n  - package: "%s"\n' "$4" >"$OUT/$1.yml"
+	(cd "$2" && go build -o "$OUT/$1.plain" "$3")
+	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.yml" -o "$OUT/$1.probed" "$3")
+}
+
+for w in $WORKLOADS; do
+	case $w in
+	bbolt)
+		fetch go.etcd.io/bbolt@v1.5.0 bbolt
+		build bbolt "$OUT/bbolt" ./cmd/bbolt 'go.etcd.io/bbolt/...'
+		;;
+	jsonnet)
+		fetch github.com/google/go-jsonnet@v0.21.0 jsonnet
+		build jsonnet "$OUT/jsonnet" ./cmd/jsonnet 'github.com/google/go-jsonnet/...'
+		cat >"$OUT/work.jsonnet" <<'JSONNET'
+local fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2);
+local words = std.split('the quick brown fox jumps over the lazy dog', ' ');
+[
+  {
+    fib: fib(18),
+    sorted: std.sort(words),
+    joined: std.join('-', std.map(std.asciiUpper, words)),
+    sum: std.foldl(function(a, b) a + b, std.range(1, 2000), 0),
+  }
+  for i in std.range(1, 20)
+]
+JSONNET
+		;;
+	jsonapi)
+		build jsonapi scripts/testdata/jsonapi . net/http
+		;;
+	gin)
+		build gin scripts/testdata/ginapi . 'github.com/gin-gonic/gin/...'
+		;;
+	*)
+		echo "unknown workload $w" >&2
+		exit 2
+		;;
+	esac
+done
+case " $WORKLOADS " in *" jsonapi "* | *" gin "*)
+	if ! command -v wrk >/dev/null; then
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
+	fi
+	;;
+esac
+
+# serve BIN CONNS prints the requests/s wrk gets from the server BIN.
+serve() {
+	local log=$OUT/server.txt server addr
+	: >"$log"
+	"$1" >>"$log" 2>&1 &
+	server=$!
+	for _ in $(seq 100); do
+		grep -q '^listening on' "$log" && break
+		sleep 0.1
+	done
+	addr=$(awk '/^listening on/ { print $3 }' "$log")
+	wrk -t2 -c"$2" -d"${DURATION}s" "http://$addr/items/42" | awk '/^Requests\/sec:/ { print $2 }'
+	kill "$server"
+	wait "$server" 2>/dev/null || true
+}
+
+# run WORKLOAD BUILD appends "metric value" lines for one run.
+run() {
+	local bin=$OUT/$1.$2 start end
+	case $1 in
+	bbolt)
+		rm -f "$OUT/bench.db"
+		"$bin" bench --count 300000 --batch-size 1000 --path "$OUT/bench.db" |
+			awk '/^# Write/ { sub(/^\(/, "", $4); print "write-ns/op", $4 } /^# Read/ { sub(/^\(/, "", $4); print "read-ns/op", $4 }' |
+			sed 's/ns\/op)$//; s/µs\/op)$/e3/'
+		rm -f "$OUT/bench.db"
+		;;
+	jsonnet)
+		start=$(date +%s.%N)
+		"$bin" "$OUT/work.jsonnet" >/dev/null
+		end=$(date +%s.%N)
+		echo "seconds $(echo "$end - $start" | bc)"
+		;;
+	jsonapi) echo "req/s $(serve "$bin" 8)" ;;
+	gin) echo "req/s $(serve "$bin" 4)" ;;
+	esac
+}
+
+: >"$OUT/results.txt"
+for pass in $(seq "$COUNT"); do
+	order="plain probed"
+	[ $((pass % 2)) -eq 0 ] && order="probed plain"
+	for w in $WORKLOADS; do
+		for b in $order; do
+			run "$w" "$b" | while read -r metric value; do
+				echo "$w $metric $b $value" >>"$OUT/results.txt"
+			done
+		done
+	done
+done
+
+echo "workload metric plain probed probed/plain (medians of $COUNT, $(uname -r), $(go env GOVERSION))"
+awk '
+function median(s,    n, a, i, j, t) {
+	n = split(s, a, " ")
+	for (i = 2; i <= n; i++) { t = a[i]; for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]; a[j + 1] = t }
+	return n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2
+}
+{ key = $1 " " $2; v[key, $3] = v[key, $3] " " $4; keys[key] = 1 }
+END {
+	for (k in keys) {
+		p = median(v[k, "plain"]); q = median(v[k, "probed"])
+		printf "%s %s %s %.3f\n", k, p, q, (p ? q / p : 0)
+	}
+}' "$OUT/results.txt" | sort
