@@ -57,13 +57,17 @@ func main() {
 }
 `
 
+// statsRules probes every function but main, those the compiler inlines
+// too: fast, nap and counted are.
 const statsRules = `provider: stats
 rules:
   - package: example.com/stats
     func: counted
     probes: [entry]
+    inline: probe
   - package: example.com/stats
     exclude: [main, counted]
+    inline: probe
 `
 
 // statsWant are the calls statsSrc makes.
