@@ -38,7 +38,7 @@ var basic = map[types.BasicKind]probe.Kind{
 // the layout the probe table records (see valueLayout); a value of a
 // type parameter, as the address of an interface holding it (see boxed):
 // name is then that interface. Complex numbers are passed as a constant 0
-// so that later arguments keep their positions (README, "Probe
+// so that later arguments keep their positions (docs/rules.md, "The probe
 // contract"). The expression names no predeclared identifier (see
 // hygienic).
 func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {

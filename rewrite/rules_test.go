@@ -197,7 +197,7 @@ var (
 	}
 }
 
-// TestConvert: how a value of each type reaches a probe (README, "Probe
+// TestConvert: how a value of each type reaches a probe (docs/rules.md, "The probe
 // contract").
 func TestConvert(t *testing.T) {
 	src := `package p

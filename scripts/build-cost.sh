@@ -43,7 +43,7 @@
 #   VERSION=v0.52.0   version of golang.org/x/tools
 #   TARGET=./cmd/goimports
 #   STD="go/... encoding/json strings bytes strconv path/filepath"
-#   CGO_ENABLED=0     for every build (route (a) of the README)
+#   CGO_ENABLED=0     for every build (route (a) of docs/providers.md)
 #   OUT=              directory for the module copy, the caches and the
 #                     results (a new temp dir if empty)
 set -euo pipefail

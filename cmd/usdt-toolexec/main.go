@@ -16,7 +16,7 @@
 //
 // With a rules file (-rules FILE, $USDT_RULES, or usdt.yml at the main
 // module's root) it also instruments the functions the rules select with
-// entry__ and exit__ probes; see the README for the rules and the probe
+// entry__ and exit__ probes; see docs/rules.md for the rules and the probe
 // contract.
 //
 // It also inspects binaries:

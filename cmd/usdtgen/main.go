@@ -6,7 +6,7 @@
 //
 // For probe NAME of provider PROV it writes PROV_NAME-style Go functions
 // (ShopOrderPlaced for shop:order__placed) and ...Enabled checks, with the
-// assembly that every build route needs. See the README for the routes.
+// assembly that every build route needs. See docs/providers.md for the routes.
 package main
 
 import (

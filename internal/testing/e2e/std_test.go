@@ -29,8 +29,8 @@ var stdPackages = []string{
 
 // allocationTests count what a call allocates. Instrumented, a function
 // that Go inlined stays out of line, and a value that did not escape
-// through it goes to the heap (README, "Escape analysis follows
-// inlining"): these fail, traced or not, and nothing else may.
+// through it goes to the heap (docs/rules.md, "Escape analysis
+// follows inlining"): these fail, traced or not, and nothing else may.
 const allocationTests = "^(TestNewIntAllocs|TestCountMallocs|TestAllocations|TestAllocatonsWithTypeAsserts|TestMapIterSet)$"
 
 var (

@@ -1,7 +1,7 @@
 // Command callers prints what runtime.Caller and runtime.Callers report,
 // and the names of method values, method expressions and closures. The
-// functions on the printed stacks are too large to be split (README: a
-// traced split function adds a frame).
+// functions on the printed stacks are too large to be split (docs/rules.md:
+// a traced split function adds a frame).
 package main
 
 import (
