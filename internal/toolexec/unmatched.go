@@ -30,7 +30,9 @@ import (
 // a record always speaks of the rules the link has; it names them by
 // their hash too, and a record of other rules is ignored. The linker skips
 // the member: its name has no .o suffix (cmd/link's rule for the members
-// build tools add).
+// build tools add), so executables stay as they were. go tool nm and
+// objdump, which know only the go command's own such members by name,
+// refuse the package archive (not the executable) for it.
 //
 // The unit is the executable, the one step that sees a whole program, and
 // the one the probes are for:
