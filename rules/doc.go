@@ -98,6 +98,11 @@
 // function decides its probes. An exclude only withdraws the function from
 // its own rule: a later rule whose globs match it may still select it.
 //
+// A rule that selects no function is usually a mistake, but not an error:
+// usdt-toolexec's link step warns about it for each binary ([Rules.Unmatched]),
+// from the rules each package's compile selected functions by
+// ([Rules.Selected]).
+//
 // # Finding and caching
 //
 // [Locate] finds the file: an explicit flag value, else $USDT_RULES, else

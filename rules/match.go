@@ -71,8 +71,8 @@ func (c *compiled) excluded(recv, name string, isMethod bool) bool {
 }
 
 // Unused returns, in file order, the rules that Match has not returned so
-// far: rules that select nothing are usually typos in a pattern, which the
-// -v summary points out.
+// far: rules that select nothing are usually typos in a pattern (see
+// Unmatched, for a whole binary).
 func (r *Rules) Unused() []Rule {
 	m := r.compile()
 	var unused []Rule

@@ -518,6 +518,9 @@ func suggest(s string, valid []string) string {
 	if m, ok := wellKnownMistakes[strings.ToLower(s)]; ok && slices.Contains(valid, m) {
 		return m
 	}
+	if len(s) > 64 {
+		return "" // far from every key; keeps the table small
+	}
 	best, bestD := "", 3 // at most two edits away
 	for _, v := range valid {
 		if d := editDistance(strings.ToLower(s), v); d < bestD {
@@ -528,11 +531,8 @@ func suggest(s string, valid []string) string {
 }
 
 // editDistance is the Levenshtein distance between a and b, in bytes;
-// valid names are ASCII, so bytes are enough.
+// keys and import paths are ASCII, so bytes are enough.
 func editDistance(a, b string) int {
-	if len(a) > 64 {
-		return len(a) // far from every key; keeps the table small
-	}
 	prev := make([]int, len(b)+1)
 	cur := make([]int, len(b)+1)
 	for j := range prev {

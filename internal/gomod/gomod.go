@@ -65,3 +65,50 @@ func modulePath(gomod []byte) string {
 	}
 	return ""
 }
+
+// Requires returns the module paths that the go.mod file at path requires:
+// since Go 1.17 a module's go.mod lists every module that provides a
+// package of its build. It returns nil for a file that cannot be read.
+func Requires(path string) []string {
+	return firstArgs(path, "require")
+}
+
+// Uses returns the directories that the go.work file at path uses, each a
+// main module of the workspace, absolute. It returns nil for a file that
+// cannot be read.
+func Uses(path string) []string {
+	dirs := firstArgs(path, "use")
+	for i, d := range dirs {
+		if !filepath.IsAbs(d) {
+			dirs[i] = filepath.Join(filepath.Dir(path), d)
+		}
+	}
+	return dirs
+}
+
+// firstArgs returns the first argument of each verb directive of a go.mod
+// or go.work file, single ("require a v1") or in a block ("require (").
+func firstArgs(path, verb string) []string {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil
+	}
+	var args []string
+	block := false
+	for _, line := range strings.Split(string(data), "\n") {
+		line, _, _ = strings.Cut(line, "//")
+		fields := strings.Fields(line)
+		switch {
+		case len(fields) == 0:
+		case block && fields[0] == ")":
+			block = false
+		case block:
+			args = append(args, strings.Trim(fields[0], `"`))
+		case fields[0] == verb && len(fields) > 1 && fields[1] == "(":
+			block = true
+		case fields[0] == verb && len(fields) > 1:
+			args = append(args, strings.Trim(fields[1], `"`))
+		}
+	}
+	return args
+}

@@ -3,6 +3,7 @@ package gomod
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -61,5 +62,36 @@ func TestImportPath(t *testing.T) {
 		if got := ImportPath(dir); got != want {
 			t.Errorf("ImportPath(%q) in m/a = %q, want %q", dir, got, want)
 		}
+	}
+}
+
+func TestDirectives(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, data string) string {
+		t.Helper()
+		path := filepath.Join(dir, name)
+		if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	tests := []struct {
+		name, data string
+		read       func(string) []string
+		want       []string
+	}{
+		{"go.mod", "module example.com/m\n\ngo 1.25\n\nrequire example.com/one v1.0.0\n\nrequire (\n\tgo.etcd.io/bbolt v1.5.0 // indirect\n\t\"example.com/quoted\" v0.1.0\n\n)\n\nreplace example.com/one => ../one\n",
+			Requires, []string{"example.com/one", "go.etcd.io/bbolt", "example.com/quoted"}},
+		{"none.mod", "module example.com/m\n// require example.com/commented v1\n", Requires, nil},
+		{"go.work", "go 1.25\n\nuse (\n\t./a\n\t/abs/b // a comment\n)\nuse ./c\n", Uses,
+			[]string{filepath.Join(dir, "a"), "/abs/b", filepath.Join(dir, "c")}},
+	}
+	for _, tt := range tests {
+		if got := tt.read(write(tt.name, tt.data)); !slices.Equal(got, tt.want) {
+			t.Errorf("%s: %q, want %q", tt.name, got, tt.want)
+		}
+	}
+	if got := Requires(filepath.Join(dir, "missing.mod")); got != nil {
+		t.Errorf("a missing file: %q", got)
 	}
 }

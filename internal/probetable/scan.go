@@ -6,12 +6,11 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 
+	"github.com/go-usdt/usdt/internal/goarchive"
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
@@ -70,7 +69,7 @@ type Ahead struct {
 func DecodeArchives(paths []string) *Ahead {
 	var tables []located
 	for _, path := range paths {
-		for _, obj := range archiveMembers(path, func(name string) bool {
+		for _, obj := range goarchive.Members(path, func(name string) bool {
 			return strings.HasSuffix(name, ".o") && name != "_go_.o"
 		}) {
 			tables = append(tables, locate(obj, 0, false, "")...)
@@ -85,35 +84,6 @@ func DecodeArchives(paths []string) *Ahead {
 		}
 	}
 	return a
-}
-
-// archiveMembers returns the contents of the members of the archive at
-// path whose names keep says to, reading the others' headers only.
-func archiveMembers(path string, keep func(name string) bool) [][]byte {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var members [][]byte
-	hdr := make([]byte, 60)
-	for off := int64(8); ; {
-		if _, err := f.ReadAt(hdr, off); err != nil {
-			return members
-		}
-		size, err := strconv.ParseInt(strings.TrimSpace(string(hdr[48:58])), 10, 64)
-		if err != nil || size < 0 {
-			return members
-		}
-		if keep(strings.TrimRight(string(hdr[:16]), " ")) {
-			b := make([]byte, size)
-			if _, err := f.ReadAt(b, off+60); err != nil {
-				return members
-			}
-			members = append(members, b)
-		}
-		off += 60 + size + size%2
-	}
 }
 
 // find returns the probes a decoded of the linked table b, or nil.

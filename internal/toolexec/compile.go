@@ -395,6 +395,11 @@ func appendToArchive(archive, member, obj string) error {
 	if err != nil {
 		return err
 	}
+	return appendMember(archive, member, data)
+}
+
+// appendMember adds a member holding data to the archive.
+func appendMember(archive, member string, data []byte) error {
 	f, err := os.OpenFile(archive, os.O_RDWR, 0)
 	if err != nil {
 		return err

@@ -16,7 +16,6 @@ import (
 	"github.com/go-usdt/usdt/internal/importcfg"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
-	"github.com/go-usdt/usdt/rules"
 )
 
 // link runs the linker, then writes the notes for every probe table in the
@@ -31,11 +30,18 @@ func (inv Invocation) link() error {
 	debug.SetMemoryLimit(256 << 20)
 	// Decoding the tables' strings was most of the notes step, and needs
 	// no address: it runs while the linker does, from the objects beside
-	// the compiled Go in the package archives, where the stubs are.
-	ahead := make(chan *probetable.Ahead, 1)
+	// the compiled Go in the package archives, where the stubs are. So
+	// does reading which rules the packages' compiles used.
+	ahead := make(chan archives, 1)
 	go func() {
-		packagefile, _, _ := importcfg.Read(flagValue(inv.Args, "importcfg"))
-		ahead <- probetable.DecodeArchives(slices.Collect(maps.Values(packagefile)))
+		var a archives
+		a.packagefile, _, _ = importcfg.Read(flagValue(inv.Args, "importcfg"))
+		paths := slices.Collect(maps.Values(a.packagefile))
+		a.tables = probetable.DecodeArchives(paths)
+		if inv.Rules != nil {
+			a.selected = selectedRules(inv.Rules, paths)
+		}
+		ahead <- a
 	}()
 	if err := inv.run(inv.Tool, inv.Args...); err != nil {
 		return err
@@ -44,15 +50,25 @@ func (inv Invocation) link() error {
 	if out == "" {
 		return nil
 	}
-	sites, err := writeNotes(out, <-ahead)
+	a := <-ahead
+	sites, err := writeNotes(out, a.tables)
 	if err != nil {
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
 	}
 	if inv.Verbose {
-		summarize(inv.Rules, sites, inv.Stderr)
+		summarize(sites, inv.Stderr)
 	}
+	inv.warnUnmatched(a.packagefile, a.selected)
 	return nil
+}
+
+// archives is what the link step reads of the package archives while the
+// linker runs.
+type archives struct {
+	packagefile map[string]string // import path -> archive
+	tables      *probetable.Ahead
+	selected    []int // the rules some package selected functions by
 }
 
 func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
@@ -112,9 +128,8 @@ func disambiguate(sites []probe.Probe) {
 	}
 }
 
-// summarize prints what the binary carries and which rules selected nothing
-// in it.
-func summarize(r *rules.Rules, sites []probe.Probe, w io.Writer) {
+// summarize prints what the binary carries.
+func summarize(sites []probe.Probe, w io.Writer) {
 	funcs := map[string]map[string]bool{}
 	generated := 0
 	for _, s := range sites {
@@ -141,16 +156,5 @@ func summarize(r *rules.Rules, sites []probe.Probe, w io.Writer) {
 		len(sites), generated, total, len(pkgs))
 	for _, p := range pkgs {
 		fmt.Fprintf(w, "usdt-toolexec:   %s: %d functions\n", p, len(funcs[p]))
-	}
-	if r == nil {
-		return
-	}
-	for _, p := range pkgs {
-		for fn := range funcs[p] {
-			r.Match(p, fn)
-		}
-	}
-	for _, rule := range r.Unused() {
-		fmt.Fprintf(w, "usdt-toolexec: warning: %s selected no function in this binary\n", rule.String())
 	}
 }

@@ -65,8 +65,10 @@ func Run(opt Options, tool string, args []string, stdout, stderr io.Writer) erro
 	}
 	// The rules are read only where they matter: finding them walks /proc
 	// and the file system, and asm, cgo and the rest run many times a build.
-	if query || inv.Name == "compile" || inv.Name == "link" && opt.Verbose {
-		if inv.Rules, err = loadRules(opt); err != nil {
+	// The link reads them only to warn about the rules that selected
+	// nothing, which must not fail it.
+	if query || inv.Name == "compile" || inv.Name == "link" {
+		if inv.Rules, err = loadRules(opt); err != nil && inv.Name != "link" {
 			return err
 		}
 	}
@@ -74,7 +76,10 @@ func Run(opt Options, tool string, args []string, stdout, stderr io.Writer) erro
 	case query:
 		return inv.version()
 	case inv.Name == "compile":
-		return inv.compile()
+		if err := inv.compile(); err != nil {
+			return err
+		}
+		return inv.recordRuleUse()
 	case inv.Name == "link":
 		return inv.link()
 	case inv.Name == "vet":
