@@ -92,6 +92,13 @@ func Ask(tool string, args []string, want []Pos) (map[Pos]Decision, error) {
 	for sc.Scan() {
 		p, d, ok := Parse(sc.Text())
 		if !ok {
+			if escapes(sc.Text()) {
+				// Escape analysis runs after every decision was made: a
+				// function asked about that has none will get none.
+				cmd.Process.Kill()
+				stopped = true
+				break
+			}
 			continue
 		}
 		// A generic function gets a decision per instantiation: it is
@@ -171,6 +178,20 @@ func Parse(line string) (p Pos, d Decision, ok bool) {
 		return Pos{}, Decision{}, false
 	}
 	return loc, d, true
+}
+
+// escapes reports whether line is escape analysis's.
+func escapes(line string) bool {
+	_, rest, ok := cutPos(line)
+	if !ok {
+		return false
+	}
+	for _, s := range []string{"does not escape", "escapes to heap", "moved to heap: ", "leaking param", "parameter "} {
+		if strings.Contains(rest, s) {
+			return true
+		}
+	}
+	return false
 }
 
 // cutPos splits "path:line:col: rest".

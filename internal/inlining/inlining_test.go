@@ -84,7 +84,8 @@ func big(a int) int {
 	}
 	own := filepath.Join(dir, "own.a")
 	want := []Pos{{"p.go", 5, 6}, {"p.go", 7, 6}, {"p.go", 10, 6}, {"p.go", 12, 6}}
-	got, err := Ask(compile, []string{"-p", "p", "-o", own, "-pack", file}, want)
+	// No function stands at line 99: Ask stops at escape analysis.
+	got, err := Ask(compile, []string{"-p", "p", "-o", own, "-pack", file}, append(want, Pos{"p.go", 99, 6}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -96,6 +97,9 @@ func big(a int) int {
 		if !ok || d.Inlinable != inlinable {
 			t.Errorf("decision at %v = %+v (found %v), want inlinable %v", want[i], d, ok, inlinable)
 		}
+	}
+	if _, ok := got[Pos{"p.go", 99, 6}]; ok {
+		t.Errorf("a decision at line 99, where no function stands")
 	}
 	if d := got[want[2]]; d.Reason != "marked go:noinline" {
 		t.Errorf("pinned's reason = %q", d.Reason)
