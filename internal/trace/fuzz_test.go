@@ -39,7 +39,8 @@ type order struct {
 	Raw    unsafe.Pointer
 }
 
-// A probe table's argument, its layout that of a value of t.
+// layoutArg is a probe table's argument whose layout is that of a value
+// of t.
 func layoutArg(name string, t reflect.Type) probe.Arg {
 	return probe.Arg{Name: name, Type: t.String(), Kind: probe.Pointer, Layout: valuestest.Layout(t).Encode()}
 }
