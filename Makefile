@@ -14,6 +14,7 @@ FUZZ_PROVIDER   ?= 800000x
 FUZZ_RULES      ?= 500000x
 FUZZ_REWRITE    ?= 12000x
 FUZZ_PROBETABLE ?= 800000x
+FUZZ_RECORD     ?= 100000x
 
 .PHONY: all setup tools example test vet lint unit vm fuzz generate-check images sid-chroot vm-images jaeger test-releases clean
 
@@ -112,6 +113,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzParse -fuzztime=$(FUZZ_RULES) -fuzzminimizetime=5s ./rules
 	$(GO) test -run='^$$' -fuzz=FuzzInstrument -fuzztime=$(FUZZ_REWRITE) -fuzzminimizetime=5s ./rewrite
 	$(GO) test -run='^$$' -fuzz=FuzzDecode -fuzztime=$(FUZZ_PROBETABLE) -fuzzminimizetime=5s ./internal/probetable
+	$(GO) test -run='^$$' -fuzz=FuzzRecord -fuzztime=$(FUZZ_RECORD) -fuzzminimizetime=5s ./internal/trace
 
 clean:
 	rm -rf $(BIN)

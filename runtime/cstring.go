@@ -4,6 +4,11 @@ package runtime
 // strings are truncated. It bounds the stack space and copying time of a fire
 // function; tracers truncate further anyway unless configured otherwise
 // (bpftrace's str() reads 64 bytes by default).
+//
+// The rewriter and the tracer take the same number from internal/probe;
+// this package writes it out rather than import that one, which would
+// link fmt and regexp into every program with probes (TestCStringMax keeps
+// the two equal).
 const CStringMax = 256
 
 // CString is a NUL-terminated copy of a Go string, for probe arguments that

@@ -7,7 +7,17 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/go-usdt/usdt/internal/probe"
 )
+
+// TestCStringMax: the tracer reads as many bytes of a string as usdtgen's
+// probes pass.
+func TestCStringMax(t *testing.T) {
+	if CStringMax != probe.CStringMax {
+		t.Errorf("runtime.CStringMax = %d, probe.CStringMax = %d", CStringMax, probe.CStringMax)
+	}
+}
 
 func TestCStringSet(t *testing.T) {
 	long := strings.Repeat("abcdefghij", 30) // 300 bytes

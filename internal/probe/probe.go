@@ -14,6 +14,23 @@ import (
 // (bcc, bpftrace, perf, gdb) stops there.
 const MaxArgs = 12
 
+// CStringMax is the most bytes of a string argument a probe passes, before
+// its NUL: the rewriter's generated code cuts strings there and the tracer
+// reads that many. The runtime package's CStringMax, which usdtgen's code
+// cuts them at, is the same number written out: importing this package
+// would link fmt and regexp into every instrumented program.
+const CStringMax = 256
+
+// Sentinel is the identifier usdtgen's no-cgo file refers to and only
+// usdt-toolexec defines: a build that would silently lose the probe notes
+// (Go's internal linker drops them) fails to compile instead, naming the
+// fix.
+const Sentinel = "usdtgen_probes_need__go_build_toolexec_usdt_toolexec__or__CGO_ENABLED_1"
+
+// NoCgoSuffix ends the name of the file that refers to Sentinel; the
+// wrapper looks for it by name so that it never has to read other files.
+const NoCgoSuffix = "_usdt_nocgo.go"
+
 // Kind is how an argument is laid out where the probe fires.
 type Kind int
 

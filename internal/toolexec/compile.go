@@ -16,7 +16,7 @@ import (
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/gomod"
 	"github.com/go-usdt/usdt/internal/inlining"
-	"github.com/go-usdt/usdt/internal/usdtgen"
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rewrite"
 )
 
@@ -65,7 +65,7 @@ func (inv Invocation) compile() error {
 	}
 	objdir := filepath.Dir(f.output)
 	for _, a := range f.goFiles {
-		if !strings.HasSuffix(a, usdtgen.NoCgoSuffix) {
+		if !strings.HasSuffix(a, probe.NoCgoSuffix) {
 			continue
 		}
 		extra, err := writeSentinel(a, objdir)
@@ -472,6 +472,6 @@ func writeSentinel(generated, objdir string) (string, error) {
 		return "", err
 	}
 	path := filepath.Join(objdir, "usdt_toolexec_sentinel.go")
-	src := fmt.Sprintf("package %s\n\nconst %s = 0\n", f.Name.Name, usdtgen.Sentinel)
+	src := fmt.Sprintf("package %s\n\nconst %s = 0\n", f.Name.Name, probe.Sentinel)
 	return path, os.WriteFile(path, []byte(src), 0o644)
 }

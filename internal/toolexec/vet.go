@@ -6,7 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/go-usdt/usdt/internal/usdtgen"
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // vet runs go vet's analysis tool, which go test runs before every test.
@@ -29,7 +29,7 @@ func (inv Invocation) vet() error {
 	files, _ := cfg["GoFiles"].([]any)
 	for _, f := range files {
 		name, _ := f.(string)
-		if !strings.HasSuffix(name, usdtgen.NoCgoSuffix) {
+		if !strings.HasSuffix(name, probe.NoCgoSuffix) {
 			continue
 		}
 		dir := filepath.Dir(cfgPath)

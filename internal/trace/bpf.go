@@ -8,7 +8,6 @@ import (
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/values"
-	usdtrt "github.com/go-usdt/usdt/runtime"
 )
 
 // The program is written with cilium/ebpf's assembler rather than compiled
@@ -24,7 +23,7 @@ const (
 	// strMax is the bytes read of a string argument, NUL included: the
 	// probe's copy, so that a string shows whole up to the 256 bytes the
 	// probe passes, as gdb and bpftrace 0.27 show it.
-	strMax = usdtrt.CStringMax + 1
+	strMax = probe.CStringMax + 1
 
 	// Spec table value: strSlots u32 at 4 (the string slots its events
 	// need: one of strTiers, 0 without strings), then per argument 16 bytes:

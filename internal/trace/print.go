@@ -137,7 +137,10 @@ func (p *printer) event(b []byte) {
 					h = new([64]uint64)
 					p.hist[s.fn] = h
 				}
-				h[bits.Len64(uint64(elapsed))]++
+				// The last bucket takes the times past it, as in
+				// -stats's program: 2^63 ns or more, which no call
+				// lasts, come of a damaged record.
+				h[min(bits.Len64(uint64(elapsed)), len(h)-1)]++
 			}
 		}
 	}

@@ -16,6 +16,7 @@ import (
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/gomod"
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // repoRoot is the directory of this module's go.mod.
@@ -220,10 +221,10 @@ func main() {
 			// Without the name usdt-toolexec defines, a build without cgo
 			// must fail and say why.
 			noCgo := []string{"CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64"}
-			if out, err := gocmd(noCgo, "build", "-o", os.DevNull, "."); err == nil || !strings.Contains(out, "undefined: "+Sentinel) {
-				t.Errorf("building without cgo or usdt-toolexec: err=%v, want undefined: %s\n%s", err, Sentinel, out)
+			if out, err := gocmd(noCgo, "build", "-o", os.DevNull, "."); err == nil || !strings.Contains(out, "undefined: "+probe.Sentinel) {
+				t.Errorf("building without cgo or usdt-toolexec: err=%v, want undefined: %s\n%s", err, probe.Sentinel, out)
 			}
-			sentinel := fmt.Sprintf("package probes\n\n// Defined by usdt-toolexec in real builds.\nconst %s = 0\n", Sentinel)
+			sentinel := fmt.Sprintf("package probes\n\n// Defined by usdt-toolexec in real builds.\nconst %s = 0\n", probe.Sentinel)
 			if err := os.WriteFile(filepath.Join(pkgDir, "sentinel.go"), []byte(sentinel), 0o644); err != nil {
 				t.Fatal(err)
 			}

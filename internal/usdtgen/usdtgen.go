@@ -23,15 +23,6 @@ import (
 // RuntimeImport is the package generated code calls.
 const RuntimeImport = "github.com/go-usdt/usdt/runtime"
 
-// Sentinel is the identifier the no-cgo file refers to and only
-// usdt-toolexec defines: a build that would silently lose the probe notes
-// (Go's internal linker drops them) fails to compile instead, naming the fix.
-const Sentinel = "usdtgen_probes_need__go_build_toolexec_usdt_toolexec__or__CGO_ENABLED_1"
-
-// NoCgoSuffix ends the name of the file that refers to Sentinel; the wrapper
-// looks for it by name so that it never has to read other files.
-const NoCgoSuffix = "_usdt_nocgo.go"
-
 // Config says what to generate.
 type Config struct {
 	// Source is the provider file's name as written in generated comments
@@ -221,7 +212,7 @@ func Generate(cfg Config) ([]File, error) {
 		Package:  cfg.Package,
 		Base:     base,
 		Table:    "usdt" + ExportedName(base, "") + "Table",
-		Sentinel: Sentinel,
+		Sentinel: probe.Sentinel,
 		Runtime:  RuntimeImport,
 	}
 	seen := map[string]provider.Pos{}
@@ -292,7 +283,7 @@ func Generate(cfg Config) ([]File, error) {
 	}
 	d.Layout = layout
 	for _, t := range []struct{ suffix, tmpl string }{
-		{NoCgoSuffix, noCgoTemplate},
+		{probe.NoCgoSuffix, noCgoTemplate},
 		{"_usdt_cgo.go", cgoTemplate},
 		{"_usdt_other.go", otherTemplate},
 	} {

@@ -61,7 +61,9 @@ type decoder struct {
 }
 
 func (d *decoder) bytes(off, n int) []byte {
-	if off < 0 || n < 0 || off+n > len(d.area) {
+	// n > len-off, not off+n > len: a layout's size can be anything, and
+	// off+n overflow.
+	if off < 0 || n < 0 || off > len(d.area) || n > len(d.area)-off {
 		return nil
 	}
 	return d.area[off : off+n]
@@ -84,7 +86,7 @@ func (d *decoder) followed(off int) (Op, bool) {
 }
 
 func (d *decoder) value(t *layout.Type, off int) Value {
-	if t == nil {
+	if t == nil || !sized(t) {
 		return unknown("?")
 	}
 	b := d.bytes(off, int(t.Size))
@@ -179,6 +181,21 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		}
 	}
 	return address(d.word(off))
+}
+
+// sized reports whether a number or a bool can have t's size. A layout
+// read from a type descriptor can say anything: an interface's type word
+// read from memory the program is changing points anywhere.
+func sized(t *layout.Type) bool {
+	switch t.Kind {
+	case layout.Bool:
+		return t.Size == 1
+	case layout.Int, layout.Uint:
+		return t.Size == 1 || t.Size == 2 || t.Size == 4 || t.Size == 8
+	case layout.Float:
+		return t.Size == 4 || t.Size == 8
+	}
+	return true
 }
 
 // unread reports whether the value of type t at off lies, in part, past

@@ -1,13 +1,11 @@
-package values
+package values_test
 
 import (
-	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"go/token"
 	"go/types"
 	"math"
-	"os"
 	"reflect"
 	"runtime"
 	"runtime/debug"
@@ -17,6 +15,8 @@ import (
 	"unsafe"
 
 	"github.com/go-usdt/usdt/internal/layout"
+	"github.com/go-usdt/usdt/internal/testing/valuestest"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 type addr struct {
@@ -78,8 +78,12 @@ func TestDecodeMaps(t *testing.T) {
 			// A map is a pointer, which an interface holds as its data word.
 			raw := uint64(uintptr((*[2]unsafe.Pointer)(unsafe.Pointer(&tt.m))[1]))
 			info, _ := debug.ReadBuildInfo()
-			p := NewPlan([]*layout.Type{l}, MapGroupsOf(info))
-			v, ok := p.Decode(0, l, raw, readPlan(t, p, raw), nil)
+			p := values.NewPlan([]*layout.Type{l}, values.MapGroupsOf(info))
+			area, err := valuestest.Read(p, []uint64{raw})
+			if err != nil {
+				t.Skipf("cannot read this process's memory: %v", err)
+			}
+			v, ok := p.Decode(0, l, raw, area, nil)
 			if !ok {
 				t.Fatal("the plan reads nothing of the map")
 			}
@@ -127,35 +131,4 @@ func cutMap(got, goText, cut string) bool {
 
 func newField(name string, t types.Type) *types.Var {
 	return types.NewField(token.NoPos, nil, name, t, false)
-}
-
-// readPlan makes the plan's copies for an argument that holds arg, as
-// the BPF program does (valueReads): what a nil pointer or a fault leaves
-// is zeros.
-func readPlan(t *testing.T, p *Plan, arg uint64) []byte {
-	t.Helper()
-	mem, err := os.Open("/proc/self/mem")
-	if err != nil {
-		t.Skipf("cannot read this process's memory: %v", err)
-	}
-	defer mem.Close()
-	area := make([]byte, AreaSize+OpMax)
-	word := func(at uint16) uint64 { return binary.LittleEndian.Uint64(area[at:]) }
-	for _, op := range p.Ops {
-		from, n := arg, uint64(op.Max)
-		switch op.From {
-		case FromPtr:
-			from = word(op.Src)
-		case FromSlice:
-			from, n = word(op.Src), min(n, word(op.Src+8)*uint64(op.Elem))
-		}
-		if from == 0 || from > math.MaxInt64 {
-			continue
-		}
-		dst := area[op.Dst : int(op.Dst)+int(n)]
-		if _, err := mem.ReadAt(dst, int64(from)); err != nil {
-			clear(dst)
-		}
-	}
-	return area
 }

@@ -151,7 +151,9 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 		switch t.Kind {
 		case layout.Struct:
 			for _, f := range t.Fields {
-				if f.Offset+f.Type.Size <= OpMax {
+				// A field without a type, which no layout this tracer
+				// reads should have, decodes as unknown.
+				if f.Type != nil && f.Offset+f.Type.Size <= OpMax {
 					queue = append(queue, item{t: f.Type, dst: dst + int(f.Offset)})
 				}
 			}

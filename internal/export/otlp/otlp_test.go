@@ -1,0 +1,545 @@
+package otlp
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
+	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
+	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/trace"
+)
+
+// receiver is an OTLP/HTTP collector in the test's process: it decodes
+// every request as a collector does and keeps the spans, each with its
+// resource's service.name.
+type receiver struct {
+	url string
+	// status is what it answers; hold, when not nil, keeps every request
+	// waiting until it is closed.
+	status int
+	hold   chan struct{}
+
+	mu       sync.Mutex
+	spans    []*tracepb.Span
+	services []string
+	// bad is what was wrong with a request, which fails the test.
+	bad []string
+}
+
+// newReceiver starts a receiver. The exporter it receives from sees
+// none of the machine's settings of the service's name.
+func newReceiver(t *testing.T, status int, hold chan struct{}) *receiver {
+	t.Setenv("OTEL_SERVICE_NAME", "")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	r := &receiver{status: status, hold: hold}
+	t.Cleanup(func() {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		for _, b := range r.bad {
+			t.Error("receiver:", b)
+		}
+	})
+	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	t.Cleanup(srv.Close)
+	r.url = srv.URL
+	return r
+}
+
+func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
+	if r.hold != nil {
+		<-r.hold
+	}
+	body, err := r.body(req)
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if err != nil {
+		r.bad = append(r.bad, err.Error())
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	var msg coltracepb.ExportTraceServiceRequest
+	if err := proto.Unmarshal(body, &msg); err != nil {
+		r.bad = append(r.bad, "request does not decode: "+err.Error())
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if r.status != http.StatusOK {
+		http.Error(w, "rejected by the test", r.status)
+		return
+	}
+	for _, rs := range msg.ResourceSpans {
+		service, _ := attributes(rs.GetResource().GetAttributes())["service.name"].(string)
+		for _, ss := range rs.ScopeSpans {
+			for _, s := range ss.Spans {
+				r.spans = append(r.spans, s)
+				r.services = append(r.services, service)
+			}
+		}
+	}
+	out, _ := proto.Marshal(&coltracepb.ExportTraceServiceResponse{})
+	w.Header().Set("Content-Type", "application/x-protobuf")
+	w.Write(out)
+}
+
+// body is the request's protobuf, checked to be what a collector takes
+// at its OTLP/HTTP endpoint.
+func (r *receiver) body(req *http.Request) ([]byte, error) {
+	switch {
+	case req.Method != http.MethodPost:
+		return nil, fmt.Errorf("request: method %s", req.Method)
+	case req.URL.Path != "/v1/traces":
+		return nil, fmt.Errorf("request: path %s, want /v1/traces", req.URL.Path)
+	case req.Header.Get("Content-Type") != "application/x-protobuf":
+		return nil, fmt.Errorf("request: Content-Type %q", req.Header.Get("Content-Type"))
+	}
+	var body io.Reader = req.Body
+	if req.Header.Get("Content-Encoding") == "gzip" {
+		z, err := gzip.NewReader(req.Body)
+		if err != nil {
+			return nil, err
+		}
+		body = z
+	}
+	return io.ReadAll(body)
+}
+
+func (r *receiver) received() ([]*tracepb.Span, []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.spans), slices.Clone(r.services)
+}
+
+// attributes are OTLP attributes as Go values: string, int64, bool or
+// float64.
+func attributes(kvs []*commonpb.KeyValue) map[string]any {
+	m := map[string]any{}
+	for _, kv := range kvs {
+		switch v := kv.Value.Value.(type) {
+		case *commonpb.AnyValue_StringValue:
+			m[kv.Key] = v.StringValue
+		case *commonpb.AnyValue_IntValue:
+			m[kv.Key] = v.IntValue
+		case *commonpb.AnyValue_BoolValue:
+			m[kv.Key] = v.BoolValue
+		case *commonpb.AnyValue_DoubleValue:
+			m[kv.Key] = v.DoubleValue
+		default:
+			m[kv.Key] = kv.Value.String()
+		}
+	}
+	return m
+}
+
+// origin is when the test's events happen, give or take microseconds.
+var origin = time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
+
+func us(n int) time.Time { return origin.Add(time.Duration(n) * time.Microsecond) }
+
+// thread is a goroutine of process 4242, alone on its thread.
+type thread uint64
+
+// enter is the entry event of fn, whose exit is traced too, at n µs.
+func (g thread) enter(fn string, n int, args ...trace.Value) *trace.Event {
+	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "entry", Function: fn, Package: "main", Paired: true, Goroutine: uint64(g), Values: args}
+}
+
+// leave is the exit event of fn at n µs, elapsed µs after its entry.
+func (g thread) leave(fn string, n, elapsed int, results ...trace.Value) *trace.Event {
+	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "exit", Function: fn, Package: "main", Exit: true, Goroutine: uint64(g), Elapsed: time.Duration(elapsed) * time.Microsecond, Values: results}
+}
+
+// fire is an event of a usdtgen probe on the goroutine's thread at n µs.
+func (g thread) fire(name string, n int, args ...trace.Value) *trace.Event {
+	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "shop", Probe: name, Values: args}
+}
+
+// The values as the tracer hands them over: Data as -json writes it, Text
+// as the event lines show it.
+func str(name, s string) trace.Value {
+	return trace.Value{Name: name, Type: "string", Kind: probe.String, Data: s, Text: `"` + s + `"`}
+}
+
+func i64(name string, n int64, text string) trace.Value {
+	return trace.Value{Name: name, Type: "int", Kind: probe.Int64, Data: n, Text: text}
+}
+
+func u64(name string, n uint64, kind probe.Kind, text string) trace.Value {
+	return trace.Value{Name: name, Type: kind.GoType(), Kind: kind, Data: n, Text: text}
+}
+
+func boolean(name string, b bool) trace.Value {
+	return trace.Value{Name: name, Type: "bool", Kind: probe.Bool, Data: b, Text: map[bool]string{true: "true", false: "false"}[b]}
+}
+
+// errValue is an error result: data is its message where the tracer read
+// it, nil where it read a nil one, else the interface's type word, which
+// a table without layouts leaves it.
+func errValue(name string, data any, text string) trace.Value {
+	return trace.Value{Name: name, Type: "error", Kind: probe.Pointer, Data: data, Text: text}
+}
+
+// wantSpan is a span the collector must receive.
+type wantSpan struct {
+	name   string
+	parent string // the parent span's name, "" for a root
+	start  time.Time
+	end    time.Time
+	attrs  map[string]any
+	// events are the span's events: name@µs.
+	events []string
+	status tracepb.Status_StatusCode
+	msg    string
+}
+
+func TestSpans(t *testing.T) {
+	g1, g2 := thread(1), thread(2)
+	tests := []struct {
+		name   string
+		events []*trace.Event
+		want   []wantSpan
+	}{
+		{
+			name: "nested calls",
+			events: []*trace.Event{
+				g1.enter("main.(*Store).Get", 0, str("key", "k1")),
+				g1.enter("main.load", 10, i64("n", -3, "-3")),
+				g1.leave("main.load", 30, 20,
+					boolean("ok", true),
+					u64("p", 0xc000010000, probe.Pointer, "0xc000010000"),
+					u64("big", 1<<63, probe.Uint64, "9223372036854775808"),
+					u64("small", 7, probe.Uint32, "7"),
+					errValue("err", nil, "<nil>")),
+				g1.fire("cache__miss", 35, str("key", "k1")),
+				g1.leave("main.(*Store).Get", 100, 100, errValue("err", "k1: not found", "k1: not found")),
+			},
+			want: []wantSpan{
+				{
+					name: "main.load", parent: "main.(*Store).Get", start: us(10), end: us(30),
+					attrs: map[string]any{
+						"code.namespace": "main", "code.function": "load", "goroutine": int64(1), "process.pid": int64(4242),
+						"args.n": int64(-3), "results.ok": true, "results.p": "0xc000010000",
+						"results.big": "9223372036854775808", "results.small": int64(7), "results.err": "<nil>",
+					},
+				},
+				{
+					name: "main.(*Store).Get", start: us(0), end: us(100),
+					attrs: map[string]any{
+						"code.namespace": "main.(*Store)", "code.function": "Get", "goroutine": int64(1), "process.pid": int64(4242),
+						"args.key": "k1", "results.err": "k1: not found",
+					},
+					events: []string{"shop:cache__miss@35 key=k1"},
+					status: tracepb.Status_STATUS_CODE_ERROR, msg: "k1: not found",
+				},
+			},
+		},
+		{
+			// The elapsed time the exit probe measured starts a call whose
+			// entry was not seen; a usdtgen probe with no call open on its
+			// thread is a span of its own.
+			name: "exit alone and probe alone",
+			events: []*trace.Event{
+				g1.leave("example.com/shop/pkg.Checkout", 50, 40, errValue("err", uint64(0x4a1b20), "0x4a1b20")),
+				g2.fire("job__done", 60, i64("id", 9, "9"), boolean("ok", false)),
+				g2.leave("main.idle", 70, 5, errValue("err", uint64(0), "0x0")),
+			},
+			want: []wantSpan{
+				{
+					name: "example.com/shop/pkg.Checkout", start: us(10), end: us(50),
+					attrs: map[string]any{
+						"code.namespace": "example.com/shop/pkg", "code.function": "Checkout", "goroutine": int64(1), "process.pid": int64(4242),
+						"results.err": "0x4a1b20",
+					},
+					status: tracepb.Status_STATUS_CODE_ERROR, msg: "err is a non-nil error",
+				},
+				{
+					name: "shop:job__done", start: us(60), end: us(60),
+					attrs: map[string]any{"id": int64(9), "ok": false, "process.pid": int64(4242), "thread.id": int64(102)},
+				},
+				{
+					name: "main.idle", start: us(65), end: us(70),
+					attrs: map[string]any{
+						"code.namespace": "main", "code.function": "idle", "goroutine": int64(2), "process.pid": int64(4242),
+						"results.err": "0x0",
+					},
+				},
+			},
+		},
+		{
+			// Goroutines apart, each call in a trace of its own; a
+			// generic method keeps its brackets in its namespace.
+			name: "two roots",
+			events: []*trace.Event{
+				g1.enter("main.List[...].Len", 0),
+				g2.enter("main.work", 1),
+				g1.leave("main.List[...].Len", 2, 2),
+				g2.leave("main.work", 3, 2),
+			},
+			want: []wantSpan{
+				{
+					name: "main.List[...].Len", start: us(0), end: us(2),
+					attrs: map[string]any{"code.namespace": "main.List[...]", "code.function": "Len", "goroutine": int64(1), "process.pid": int64(4242)},
+				},
+				{
+					name: "main.work", start: us(1), end: us(3),
+					attrs: map[string]any{"code.namespace": "main", "code.function": "work", "goroutine": int64(2), "process.pid": int64(4242)},
+				},
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReceiver(t, http.StatusOK, nil)
+			e, err := New(context.Background(), r.url, "", "shop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, ev := range tt.events {
+				e.Event(ev)
+			}
+			if err := e.Close(context.Background()); err != nil {
+				t.Fatal("Close:", err)
+			}
+			spans, services := r.received()
+			if len(spans) != len(tt.want) {
+				t.Errorf("%d spans received, want %d", len(spans), len(tt.want))
+			}
+			byName := map[string]*tracepb.Span{}
+			for i, s := range spans {
+				byName[s.Name] = s
+				if services[i] != "shop" {
+					t.Errorf("span %s: service.name %q, want shop", s.Name, services[i])
+				}
+			}
+			traces := map[string]string{}
+			for _, w := range tt.want {
+				s := byName[w.name]
+				if s == nil {
+					t.Errorf("no span %s", w.name)
+					continue
+				}
+				checkSpan(t, s, w, byName)
+				if w.parent == "" {
+					if other, dup := traces[string(s.TraceId)]; dup {
+						t.Errorf("roots %s and %s share trace %x", other, w.name, s.TraceId)
+					}
+					traces[string(s.TraceId)] = w.name
+				}
+			}
+		})
+	}
+}
+
+func checkSpan(t *testing.T, s *tracepb.Span, w wantSpan, byName map[string]*tracepb.Span) {
+	t.Helper()
+	if len(s.TraceId) != 16 || len(s.SpanId) != 8 || bytes.Equal(s.TraceId, make([]byte, 16)) || bytes.Equal(s.SpanId, make([]byte, 8)) {
+		t.Errorf("span %s: trace id %x, span id %x", w.name, s.TraceId, s.SpanId)
+	}
+	if w.parent == "" {
+		if len(s.ParentSpanId) != 0 {
+			t.Errorf("span %s: parent %x, want none", w.name, s.ParentSpanId)
+		}
+	} else if p := byName[w.parent]; p == nil || !bytes.Equal(s.ParentSpanId, p.SpanId) || !bytes.Equal(s.TraceId, p.TraceId) {
+		t.Errorf("span %s: parent %x in trace %x, want %s", w.name, s.ParentSpanId, s.TraceId, w.parent)
+	}
+	if got, want := time.Unix(0, int64(s.StartTimeUnixNano)), w.start; !got.Equal(want) {
+		t.Errorf("span %s: starts %v, want %v", w.name, got.UTC(), want)
+	}
+	if got, want := time.Unix(0, int64(s.EndTimeUnixNano)), w.end; !got.Equal(want) {
+		t.Errorf("span %s: ends %v, want %v", w.name, got.UTC(), want)
+	}
+	if got := attributes(s.Attributes); !mapsEqual(got, w.attrs) {
+		t.Errorf("span %s: attributes\n%v\nwant\n%v", w.name, got, w.attrs)
+	}
+	var events []string
+	for _, ev := range s.Events {
+		line := ev.Name + "@" + time.Unix(0, int64(ev.TimeUnixNano)).Sub(origin).String()
+		for _, kv := range ev.Attributes {
+			line += " " + kv.Key + "=" + kv.Value.GetStringValue()
+		}
+		events = append(events, strings.Replace(line, "µs", "", 1))
+	}
+	if !slices.Equal(events, w.events) {
+		t.Errorf("span %s: events %q, want %q", w.name, events, w.events)
+	}
+	if got := s.GetStatus(); got.GetCode() != w.status || got.GetMessage() != w.msg {
+		t.Errorf("span %s: status %v %q, want %v %q", w.name, got.GetCode(), got.GetMessage(), w.status, w.msg)
+	}
+}
+
+func mapsEqual(a, b map[string]any) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w != v {
+			return false
+		}
+	}
+	return true
+}
+
+// TestServiceName: -service wins over the environment, which wins over
+// the binary's name.
+func TestServiceName(t *testing.T) {
+	tests := []struct {
+		name, service, env, want string
+	}{
+		{"binary", "", "", "shop"},
+		{"environment", "", "from-env", "from-env"},
+		{"flag", "checkout", "from-env", "checkout"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReceiver(t, http.StatusOK, nil)
+			t.Setenv("OTEL_SERVICE_NAME", tt.env)
+			e, err := New(context.Background(), r.url+"/", tt.service, "shop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.Event(thread(1).fire("tick", 0))
+			if err := e.Close(context.Background()); err != nil {
+				t.Fatal("Close:", err)
+			}
+			if _, services := r.received(); !slices.Equal(services, []string{tt.want}) {
+				t.Errorf("service.name of the spans: %q, want [%s]", services, tt.want)
+			}
+		})
+	}
+}
+
+func TestNewRejects(t *testing.T) {
+	for _, endpoint := range []string{"127.0.0.1:4318", "ftp://127.0.0.1:4318", "http://", "localhost", "http://[::1"} {
+		_, err := New(context.Background(), endpoint, "", "shop")
+		want := "-otlp " + endpoint + ": want the collector's base URL, such as http://127.0.0.1:4318"
+		if err == nil || err.Error() != want {
+			t.Errorf("New(%q): %v, want %s", endpoint, err, want)
+		}
+	}
+}
+
+// TestCloseReports: what did not reach the collector is reported, never
+// lost in silence.
+func TestCloseReports(t *testing.T) {
+	tests := []struct {
+		name   string
+		env    map[string]string
+		status int  // the collector's answer
+		hold   bool // the collector keeps the first export waiting
+		events int  // usdtgen probes fired, each a span
+		open   int  // calls left open
+		want   string
+	}{
+		{
+			name: "collector rejects", status: http.StatusBadRequest, events: 3,
+			want: `^3 spans not sent to http://127\.0\.0\.1:\d+: traces export: failed to send to http://127\.0\.0\.1:\d+/v1/traces: 400 Bad Request \(body: rejected by the test\)$`,
+		},
+		{
+			name: "calls open", status: http.StatusOK, open: 2,
+			want: `^2 calls had not returned when tracing ended: no span$`,
+		},
+		{
+			// A queue of one span and exports of one: while the first
+			// waits on the collector, one more is queued and the rest
+			// are dropped.
+			name: "queue full", status: http.StatusOK, hold: true, events: 50,
+			env:  map[string]string{"OTEL_BSP_MAX_QUEUE_SIZE": "1", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE": "1"},
+			want: `^lost (\d+) spans: the exporter's queue was full \(OTEL_BSP_MAX_QUEUE_SIZE raises it\)$`,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var hold chan struct{}
+			if tt.hold {
+				hold = make(chan struct{})
+			}
+			r := newReceiver(t, tt.status, hold)
+			e, err := New(context.Background(), r.url, "", "shop")
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range tt.events {
+				e.Event(thread(1).fire("tick", i))
+			}
+			for i := range tt.open {
+				e.Event(thread(i+1).enter("main.serve", i))
+			}
+			if hold != nil {
+				close(hold)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			err = e.Close(ctx)
+			if err == nil {
+				t.Fatalf("Close: no error, want %s", tt.want)
+			}
+			m := regexp.MustCompile(tt.want).FindStringSubmatch(err.Error())
+			if m == nil {
+				t.Fatalf("Close: %v\nwant %s", err, tt.want)
+			}
+			if hold != nil {
+				// Every span is either received or reported lost.
+				spans, _ := r.received()
+				if lost, _ := strconv.Atoi(m[1]); len(spans)+lost != tt.events {
+					t.Errorf("%d spans received and %s lost, want %d in all", len(spans), m[1], tt.events)
+				}
+			}
+		})
+	}
+}
+
+func TestSplitFunction(t *testing.T) {
+	tests := []struct{ in, ns, fn string }{
+		{"main.main", "main", "main"},
+		{"main.(*Store).Get", "main.(*Store)", "Get"},
+		{"example.com/a.b/pkg.F", "example.com/a.b/pkg", "F"},
+		{"pkg.Map[...].Put", "pkg.Map[...]", "Put"},
+		{"pkg.(*T[...]).m", "pkg.(*T[...])", "m"},
+		{"nodot", "", "nodot"},
+	}
+	for _, tt := range tests {
+		if ns, fn := splitFunction(tt.in); ns != tt.ns || fn != tt.fn {
+			t.Errorf("splitFunction(%q) = %q, %q; want %q, %q", tt.in, ns, fn, tt.ns, tt.fn)
+		}
+	}
+}
+
+// TestIDs: a call's span gets the ids it was given when it opened, which
+// its children already carry as their parent's.
+func TestIDs(t *testing.T) {
+	var ids presetIDs
+	tr, sp := ids.NewIDs(context.Background())
+	if !tr.IsValid() || !sp.IsValid() {
+		t.Errorf("random ids %v %v are not valid", tr, sp)
+	}
+	p := preset{trace: tr, span: sp}
+	ctx := context.WithValue(context.Background(), presetKey{}, p)
+	if gt, gs := ids.NewIDs(ctx); gt != tr || gs != sp {
+		t.Errorf("NewIDs with preset ids: %s %s, want %s %s", gt, gs, tr, sp)
+	}
+	if gs := ids.NewSpanID(ctx, tr); gs != sp {
+		t.Errorf("NewSpanID with preset ids: %s, want %s", gs, sp)
+	}
+	if gs := ids.NewSpanID(context.Background(), tr); gs == sp || !gs.IsValid() {
+		t.Errorf("NewSpanID without preset ids: %s", hex.EncodeToString(gs[:]))
+	}
+}
