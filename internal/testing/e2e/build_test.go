@@ -30,16 +30,20 @@ const (
 	rulesA = `provider: shop
 rules:
   - package: example.com/build/shop
+    inline: probe
     func: "Cart.*"
   - package: example.com/build
+    inline: probe
     func: main
     probes: [entry]
 `
 	rulesB = `provider: shop
 rules:
   - package: example.com/build/shop
+    inline: probe
     func: Discount
   - package: example.com/build/shop
+    inline: probe
     func: mix
     probes: [exit]
 `
@@ -433,7 +437,9 @@ func TestBuildFlags(t *testing.T) {
 const modsRules = `provider: mods
 rules:
   - package: example.com/lib/...
+    inline: probe
   - package: example.com/app
+    inline: probe
     func: main
 `
 
@@ -483,8 +489,10 @@ func TestBuildVendor(t *testing.T) {
 			"rules.yml": `provider: std
 rules:
   - package: net
+    inline: probe
     func: ParseIP
   - package: net
+    inline: probe
     func: JoinHostPort
 `,
 		})
@@ -658,8 +666,11 @@ func TestBuildSamePackageName(t *testing.T) {
 		"rules.yml": `provider: dup
 rules:
   - package: example.com/a/util
+    inline: probe
   - package: example.com/b/util
+    inline: probe
   - package: example.com/c/...
+    inline: probe
 `,
 	})
 	toolexec := usdtToolexec("-rules", "rules.yml")
@@ -690,8 +701,8 @@ rules:
 func TestBuildKeepsUnusedMethodsOut(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/unused\n\ngo 1.24\n")
-	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n")
-	writeFile(t, filepath.Join(dir, "rules-deferred.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n    unwind: true\n")
+	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n    inline: probe\n")
+	writeFile(t, filepath.Join(dir, "rules-deferred.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n    unwind: true\n    inline: probe\n")
 	writeFile(t, filepath.Join(dir, "main.go"), `package main
 
 import "fmt"
@@ -752,7 +763,7 @@ func main() { fmt.Println(ptr(&T{1}).n + val(2).n) }
 func TestBuildOpenCodesExitProbes(t *testing.T) {
 	dir := t.TempDir()
 	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/returns\n\ngo 1.24\n")
-	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: returns\nrules:\n  - package: example.com/returns\n    unwind: true\n")
+	writeFile(t, filepath.Join(dir, "rules.yml"), "provider: returns\nrules:\n  - package: example.com/returns\n    unwind: true\n    inline: probe\n")
 	var cases strings.Builder
 	for i := range 20 {
 		fmt.Fprintf(&cases, "\tcase %d:\n\t\treturn %q\n", i, strconv.Itoa(i*i))
@@ -804,7 +815,7 @@ func TestBuildKeepsElementMethodsOut(t *testing.T) {
 		t.Run("go"+c.goVersion, func(t *testing.T) {
 			dir := t.TempDir()
 			writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/unused\n\ngo "+c.goVersion+"\n")
-			writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n")
+			writeFile(t, filepath.Join(dir, "rules.yml"), "provider: unused\nrules:\n  - package: example.com/unused\n    inline: probe\n")
 			writeFile(t, filepath.Join(dir, "main.go"), `package main
 
 import "fmt"

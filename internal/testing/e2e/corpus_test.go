@@ -74,11 +74,15 @@ func testCorpusProgram(t *testing.T, src string) {
 	want := runCorpus(t, plain)
 	t.Logf("plain run: exit status %d, %d bytes of stdout, %d of stderr", want.status, len(want.stdout), len(want.stderr))
 
-	// Exit probes as deferred calls (the default), and at the returns.
+	// Exit probes as deferred calls, the functions the compiler inlines
+	// left as written (the default); and at the returns, those probed too.
 	for _, unwind := range []bool{true, false} {
 		t.Run(fmt.Sprintf("unwind=%v", unwind), func(t *testing.T) {
 			rules := filepath.Join(dir, fmt.Sprintf("rules-%v.yml", unwind))
 			text := fmt.Sprintf("provider: corpus\nrules:\n  - package: %q\n    unwind: %v\n", mod+"/...", unwind)
+			if !unwind {
+				text += "    inline: probe\n"
+			}
 			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}

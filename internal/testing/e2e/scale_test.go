@@ -68,10 +68,10 @@ func buildMain(t *testing.T, name, src string) string {
 }
 
 // buildMainFor builds a program of package main whose functions but main
-// have probes, for tg.
+// have probes, those the compiler inlines too, for tg.
 func buildMainFor(t *testing.T, tg target, name, src string) string {
 	t.Helper()
-	return buildMainRules(t, tg, name, src, fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n", name, name))
+	return buildMainRules(t, tg, name, src, fmt.Sprintf("provider: %s\nrules:\n  - package: example.com/%s\n    exclude: [main]\n    inline: probe\n", name, name))
 }
 
 // buildMainRules builds the main package src as module example.com/name
