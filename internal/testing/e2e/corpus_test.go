@@ -15,16 +15,19 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // TestCorpus runs each program of testdata/corpus five ways: built plain,
 // built with every function of its module instrumented (exit probes as
-// deferred calls, and with unwind: false at the returns) and run untraced,
+// deferred calls, and with unwind: false at the returns and inline:
+// probe) and run untraced,
 // and each instrumented build run while bpftrace is attached to every
 // probe it has. The five runs must print the same bytes on stdout and on
 // stderr and exit with the same status: instrumentation never changes
-// what a program means. Crash tracebacks, which print code offsets, are
+// what a program means, and with the default rules the compiler inlines
+// every function and call it inlines in the plain build. Crash tracebacks, which print code offsets, are
 // turned off (GOTRACEBACK=none); the panic message and the status remain.
 func TestCorpus(t *testing.T) {
 	root := filepath.Join(repoRoot, "testdata", "corpus")
@@ -70,7 +73,9 @@ func testCorpusProgram(t *testing.T, src string) {
 		t.Fatal(err)
 	}
 	plain := filepath.Join(dir, "plain")
-	goCmd(t, dir, []string{cgo}, "build", "-o", plain, ".")
+	// What the compiler inlines, which the default rules keep.
+	gcflags := "-gcflags=" + mod + "/...=-m=2"
+	plainInlining := readInlining(t, goCmd(t, dir, []string{cgo}, "build", gcflags, "-o", plain, "."))
 	want := runCorpus(t, plain)
 	t.Logf("plain run: exit status %d, %d bytes of stdout, %d of stderr", want.status, len(want.stdout), len(want.stderr))
 
@@ -87,7 +92,12 @@ func testCorpusProgram(t *testing.T, src string) {
 				t.Fatal(err)
 			}
 			inst := filepath.Join(dir, fmt.Sprintf("inst-%v", unwind))
-			goCmd(t, dir, []string{cgo}, "build", "-o", inst, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec")+" -rules "+rules, ".")
+			out := goCmd(t, dir, []string{cgo}, "build", gcflags, "-o", inst, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec")+" -rules "+rules, ".")
+			if unwind {
+				for _, l := range inlining.Lost(plainInlining, readInlining(t, out)) {
+					t.Errorf("the instrumented build no longer inlines: %s", l)
+				}
+			}
 			probes := len(readelfNotes(t, inst))
 			if probes == 0 {
 				t.Fatalf("%s: the instrumented build has no probes", name)

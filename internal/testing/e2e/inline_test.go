@@ -21,17 +21,20 @@ func buildInlining(t *testing.T, rules string) (bin string, plain, probed inlini
 	writeFile(t, filepath.Join(dir, "main.go"), statsSrc)
 	writeFile(t, filepath.Join(dir, "rules.yml"), rules)
 	gcflags := "-gcflags=example.com/stats=-m=2"
-	read := func(out string) inlining.Build {
-		b, err := inlining.Read(strings.NewReader(out))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return b
-	}
-	plain = read(goCmd(t, dir, buildEnv(), "build", "-a", gcflags, "-o", filepath.Join(dir, "plain"), "."))
+	plain = readInlining(t, goCmd(t, dir, buildEnv(), "build", "-a", gcflags, "-o", filepath.Join(dir, "plain"), "."))
 	bin = filepath.Join(dir, "probed")
 	out := goCmd(t, dir, buildEnv(), "build", "-a", gcflags, "-o", bin, usdtToolexec("-v", "-rules", filepath.Join(dir, "rules.yml")), ".")
-	return bin, plain, read(out), out
+	return bin, plain, readInlining(t, out), out
+}
+
+// readInlining reads what go build -gcflags=...=-m=2 printed.
+func readInlining(t *testing.T, out string) inlining.Build {
+	t.Helper()
+	b, err := inlining.Read(strings.NewReader(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }
 
 // TestInlinedKept builds a program whose small functions the compiler
