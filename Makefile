@@ -79,7 +79,7 @@ generate-check: tools
 
 # TestKernels runs in its own target, verbose, for the table it prints.
 unit:
-	$(GO) test -count=1 -timeout 60m -skip '^TestKernels$$' ./...
+	$(GO) test -count=1 -timeout 75m -skip '^TestKernels$$' ./...
 
 # The attach tests on the kernels of the VM images (Debian 12's 6.1 and
 # Debian 11's 5.10, amd64 and arm64 for 6.1) and on the host, with a table of

@@ -706,7 +706,7 @@ func (a *auto) testVerbose(t *testing.T) {
 		"usdt-toolexec:   example.com/auto: 16 functions\n",
 		"usdt-toolexec:   example.com/auto/orders: 17 functions\n",
 		"usdt-toolexec: main.tryReserve: unwind: false, but the exit probe is a deferred call: it defers calls of its own\n",
-		`usdt-toolexec: warning: ` + filepath.Join(a.dir, "rules-verbose.yml") + `:16:5: rule 6 selects no function: func "Refund*" matches no function of example.com/auto/orders` + "\n",
+		`usdt-toolexec: warning: ` + filepath.Join(a.dir, "rules-verbose.yml") + `:21:5: rule 6 selects no function: func "Refund*" matches no function of example.com/auto/orders` + "\n",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("-v does not print %q", want)
