@@ -120,7 +120,7 @@ run() {
 	bbolt)
 		rm -f "$OUT/bench.db"
 		"$bin" bench --count 300000 --batch-size 1000 --path "$OUT/bench.db" |
-			awk '/^# Write/ { sub(/^\(/, "", $4); print "write-ns/op", $4 } /^# Read/ { sub(/^\(/, "", $4); print "read-ns/op", $4 }' |
+			awk '/^# Write/ { sub(/^\(/, "", $5); print "write-ns/op", $5 } /^# Read/ { sub(/^\(/, "", $5); print "read-ns/op", $5 }' |
 			sed 's/ns\/op)$//; s/µs\/op)$/e3/'
 		rm -f "$OUT/bench.db"
 		;;
