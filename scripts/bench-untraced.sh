@@ -27,7 +27,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 COUNT=${COUNT:-5}
 DURATION=${DURATION:-5}
 WORKLOADS=${WORKLOADS:-bbolt jsonnet jsonapi gin}
@@ -37,16 +38,6 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
 go build -o "$OUT/" ./cmd/usdt-toolexec
 tool=$OUT/usdt-toolexec
-
-# fetch MODULE@VERSION copies a module's source into $OUT/NAME.
-fetch() {
-	local src dir=$OUT/$2
-	src=$(go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-	rm -rf "$dir"
-	cp -r "$src" "$dir"
-	chmod -R u+w "$dir"
-	(cd "$dir" && go mod download)
-}
 
 # build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain and $OUT/NAME.probed.
 build() {
@@ -58,11 +49,11 @@ build() {
 for w in $WORKLOADS; do
 	case $w in
 	bbolt)
-		fetch go.etcd.io/bbolt@v1.5.0 bbolt
+		fetch_module go.etcd.io/bbolt@v1.5.0 "$OUT/bbolt"
 		build bbolt "$OUT/bbolt" ./cmd/bbolt 'go.etcd.io/bbolt/...'
 		;;
 	jsonnet)
-		fetch github.com/google/go-jsonnet@v0.21.0 jsonnet
+		fetch_module github.com/google/go-jsonnet@v0.21.0 "$OUT/jsonnet"
 		build jsonnet "$OUT/jsonnet" ./cmd/jsonnet 'github.com/google/go-jsonnet/...'
 		cat >"$OUT/work.jsonnet" <<'JSONNET'
 local fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2);

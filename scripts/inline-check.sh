@@ -12,7 +12,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
-root=$PWD
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 out=${OUT:-$(mktemp -d /tmp/usdt-inline-check-XXXXXX)}
 mkdir -p "$out"
 modules=${MODULES:-"go.etcd.io/bbolt@v1.5.0:./cmd/bbolt github.com/google/go-jsonnet@v0.21.0:./cmd/jsonnet"}
@@ -26,11 +27,7 @@ for m in $modules; do
 	mod=${m%%:*} target=${m#*:} path=${m%%@*}
 	name=$(basename "$path")
 	dir=$out/$name
-	src=$(go mod download -json "$mod" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-	rm -rf "$dir"
-	cp -r "$src" "$dir"
-	chmod -R u+w "$dir"
-	(cd "$dir" && go mod download)
+	fetch_module "$mod" "$dir"
 	printf 'rules:\n  - package: "%s/..."\n' "$path" >"$out/$name.yml"
 	if [ -n "${RULES_EXTRA:-}" ]; then
 		printf '    %s\n' "$RULES_EXTRA" >>"$out/$name.yml"

@@ -43,3 +43,14 @@ find_benchstat() {
 		;;
 	esac
 }
+
+# fetch_module MODULE@VERSION DIR copies a module's source from the module
+# proxy into DIR, writable, with its dependencies downloaded.
+fetch_module() {
+	local src
+	src=$(go mod download -json "$1" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
+	rm -rf "$2"
+	cp -r "$src" "$2"
+	chmod -R u+w "$2"
+	(cd "$2" && go mod download)
+}
