@@ -1,12 +1,17 @@
 package trace
 
 import (
+	"encoding/json"
+	"fmt"
+	"strings"
 	"time"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
-// Event is one decoded event, as Options.Events receives it.
+// Event is one fired probe, decoded once from the record the tracer
+// received: the text and -json printers, the latency histograms and the
+// exporters (Options.Events) all read it.
 type Event struct {
 	Time     time.Time // wall clock
 	PID, TID int
@@ -25,6 +30,8 @@ type Event struct {
 	// Values are the arguments of an entry or of a usdtgen probe, the
 	// results of an exit, as the tracer prints them.
 	Values []Value
+	// Dropped names the arguments the probe had no room for.
+	Dropped []string
 }
 
 // Value is one argument or result of an Event.
@@ -33,39 +40,108 @@ type Value struct {
 	Type string     // the Go type where the probe table records it
 	Kind probe.Kind // Invalid when the binary does not say
 	// Data is the value as -json writes it (string, bool, int64 or
-	// uint64), Text as the event lines show it.
+	// uint64, or what the values decoder makes of a Go value), Text as
+	// the event lines show it.
 	Data any
 	Text string
 }
 
-// emit hands one event to opt.Events.
-func (p *printer) emit(t time.Time, tgid, tid int, s *site, gid uint64, elapsed time.Duration, vals []value) {
-	if p.paired == nil {
-		p.paired = map[string]bool{}
-		for _, x := range p.sites {
-			if x.exit {
-				p.paired[x.fn] = true
-			}
+// Label is how the event's probe is shown.
+func (e *Event) Label() string { return label(e.Function, e.Provider, e.Probe) }
+
+// label is how a probe is shown: fn, the Go function of an automatic
+// probe, else provider:name.
+func label(fn, provider, name string) string {
+	if fn != "" {
+		return fn
+	}
+	return provider + ":" + name
+}
+
+// AppendText appends the event's line, without its newline, to b:
+//
+//	15:04:05.000000 g=GOROUTINE FUNCTION(ARGS)
+//	15:04:05.000000 g=GOROUTINE FUNCTION = (RESULTS) ELAPSED
+//	15:04:05.000000 pid=PID tid=TID PROVIDER:PROBE(ARGS)
+func (e *Event) AppendText(b []byte) []byte {
+	b = e.Time.AppendFormat(b, "15:04:05.000000")
+	if e.Function != "" {
+		b = fmt.Appendf(b, " g=%d %s", e.Goroutine, e.Label())
+	} else {
+		b = fmt.Appendf(b, " pid=%d tid=%d %s", e.PID, e.TID, e.Label())
+	}
+	if e.Exit {
+		b = append(b, " = ("...)
+	} else {
+		b = append(b, '(')
+	}
+	for i, v := range e.Values {
+		if i > 0 {
+			b = append(b, ", "...)
 		}
+		b = append(append(append(b, v.Name...), '='), v.Text...)
 	}
-	ev := &Event{
-		Time: t, PID: tgid, TID: tid, Provider: s.Provider, Probe: s.Name,
-		Function: s.fn, Exit: s.exit, Paired: s.fn != "" && !s.exit && p.paired[s.fn],
-		Goroutine: gid, Elapsed: elapsed,
-		Values: make([]Value, len(vals)),
+	if len(e.Dropped) > 0 {
+		b = append(append(b, "; dropped: "...), strings.Join(e.Dropped, ", ")...)
 	}
-	if s.fn != "" {
-		ev.Package = s.table.Package
+	b = append(b, ')')
+	if e.Exit {
+		b = fmt.Appendf(b, " %v", e.Elapsed)
 	}
-	var decl []probe.Arg
-	if len(s.table.Args) == len(s.args) {
-		decl = s.table.Args[s.firstShown():]
+	return b
+}
+
+// MarshalJSON writes the event as -json prints it: an object whose
+// arguments (or results) keep their declared order.
+func (e *Event) MarshalJSON() ([]byte, error) {
+	o := object{
+		{"time", e.Time.Format(time.RFC3339Nano)},
+		{"pid", e.PID},
+		{"tid", e.TID},
+		{"provider", e.Provider},
+		{"probe", e.Probe},
 	}
-	for i, v := range vals {
-		ev.Values[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json(), Text: v.String()}
-		if i < len(decl) {
-			ev.Values[i].Type = decl[i].Type
+	if e.Function != "" {
+		o = append(o, field{"function", e.Function}, field{"goroutine", e.Goroutine})
+	}
+	vals := make(object, len(e.Values))
+	for i, v := range e.Values {
+		vals[i] = field{v.Name, v.Data}
+	}
+	if e.Exit {
+		o = append(o, field{"results", vals}, field{"elapsed_ns", int64(e.Elapsed)})
+	} else {
+		o = append(o, field{"args", vals})
+	}
+	if len(e.Dropped) > 0 {
+		o = append(o, field{"dropped", e.Dropped})
+	}
+	return json.Marshal(o)
+}
+
+// object is a JSON object that keeps its keys in order.
+type object []field
+
+type field struct {
+	key   string
+	value any
+}
+
+func (o object) MarshalJSON() ([]byte, error) {
+	b := []byte{'{'}
+	for i, f := range o {
+		if i > 0 {
+			b = append(b, ',')
 		}
+		k, err := json.Marshal(f.key)
+		if err != nil {
+			return nil, err
+		}
+		v, err := json.Marshal(f.value)
+		if err != nil {
+			return nil, err
+		}
+		b = append(append(append(b, k...), ':'), v...)
 	}
-	p.opt.Events(ev)
+	return append(b, '}'), nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/testing/valuestest"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -84,7 +85,7 @@ func fuzzSites() []site {
 		s.Provider, s.Name, s.fn, s.exit = tb.provider, tb.name, tb.fn, tb.exit
 		s.table = probe.Probe{Provider: tb.provider, Name: tb.name, Args: tb.args}
 		for _, a := range tb.args {
-			s.args = append(s.args, argSpec{size: a.Kind.Size(), signed: a.Kind.Signed()})
+			s.args = append(s.args, bpfprog.Arg{Size: a.Kind.Size(), Signed: a.Kind.Signed()})
 		}
 		s.strs = make([]bool, len(s.args))
 	}
@@ -119,19 +120,19 @@ func bounded(l *layout.Type) bool {
 // record is the event the BPF program sends of site i when its arguments
 // hold args, their values read from this process's memory.
 func record(t testing.TB, sites []site, i int, args []uint64) []byte {
-	b := make([]byte, valsSize)
-	le.PutUint64(b[evTime:], uint64(time.Second))
-	le.PutUint64(b[evPidTgid:], uint64(os.Getpid())<<32|uint64(os.Getpid()))
-	le.PutUint32(b[evCookie:], uint32(i))
+	b := make([]byte, bpfprog.RecEnd)
+	le.PutUint64(b[bpfprog.RecTime:], uint64(time.Second))
+	le.PutUint64(b[bpfprog.RecPidTgid:], uint64(os.Getpid())<<32|uint64(os.Getpid()))
+	le.PutUint32(b[bpfprog.RecCookie:], uint32(i))
 	for j, a := range args {
-		le.PutUint64(b[evArgs+8*j:], a)
+		le.PutUint64(b[bpfprog.RecArgs+8*j:], a)
 	}
 	if p := sites[i].plan; p != nil {
 		area, err := valuestest.Read(p, args)
 		if err != nil {
 			t.Skipf("cannot read this process's memory: %v", err)
 		}
-		copy(b[evVals:], area)
+		copy(b[bpfprog.RecVals:], area)
 	}
 	return b
 }
@@ -155,7 +156,7 @@ func mapWord(m any) uint64 {
 // decoded to values, "..." or addresses: never a panic.
 //
 // The inputs are a record, and the value area of the record of an event
-// with values that starts with its bytes (the area is at evVals, past
+// with values that starts with its bytes (the area is at bpfprog.RecVals, past
 // the argument strings; splitting it off keeps the inputs as short as
 // what they hold), and the layout of the last site's argument, as a
 // probe table may have it.
@@ -187,12 +188,12 @@ func FuzzRecord(f *testing.F) {
 	ids := map[int64]bool{1: true, 9: false}
 	sink = append(sink, name, next, o, byName, errArg, anyArg, when, ids)
 	add := func(rec []byte, lay string) {
-		f.Add(bytes.TrimRight(rec[:evVals], "\x00"), bytes.TrimRight(rec[evVals:], "\x00"), lay)
+		f.Add(bytes.TrimRight(rec[:bpfprog.RecVals], "\x00"), bytes.TrimRight(rec[bpfprog.RecVals:], "\x00"), lay)
 	}
 	// The usdtgen probe's strings are its copies', which the program
 	// reads at the addresses the probe passes.
 	placed := record(f, sites, 0, []uint64{7, 0xc000123000, 1, addr(o), 0xff, 0})
-	copy(placed[evStrings+strMax:], "placed\x00")
+	copy(placed[bpfprog.RecStrings+bpfprog.StrMax:], "placed\x00")
 	add(placed, "")
 	add(record(f, sites, 1, []uint64{3, addr(o), mapWord(byName), addr(&errArg), addr(&anyArg), addr(&name), addr(&when), mapWord(ids)}), "")
 	add(record(f, sites, 2, []uint64{3, 1500, addr(o), addr(&errArg)}), "")
@@ -218,13 +219,13 @@ func FuzzRecord(f *testing.F) {
 		add(record(f, sites, 3, []uint64{4, a.raw}), lay.Encode())
 	}
 	f.Add([]byte{}, []byte{}, "")
-	f.Add(make([]byte, evSmall), []byte{}, "")
+	f.Add(make([]byte, bpfprog.RecSmall), []byte{}, "")
 
 	var out bytes.Buffer
-	text := newPrinter(Options{Stdout: &out, Latency: true}, sites)
+	d := newDecoder(sites, 0, names)
+	text := newPrinter(Options{Stdout: &out, Latency: true})
 	var events []*Event
-	jsonp := newPrinter(Options{Stdout: &out, JSON: true, Events: func(ev *Event) { events = append(events, ev) }}, sites)
-	text.names, jsonp.names = names, names
+	jsonp := newPrinter(Options{Stdout: &out, JSON: true, Events: func(ev *Event) { events = append(events, ev) }})
 	f.Fuzz(func(t *testing.T, rec, area []byte, lay string) {
 		s := &sites[3]
 		s.layouts, s.plan = nil, nil
@@ -232,24 +233,22 @@ func FuzzRecord(f *testing.F) {
 			s.layouts = []*layout.Type{nil, l}
 			s.plan = values.NewPlan(s.layouts, groups)
 		}
-		full := make([]byte, valsSize)
-		copy(full[:evVals], rec)
-		copy(full[evVals:], area)
+		full := make([]byte, bpfprog.RecEnd)
+		copy(full[:bpfprog.RecVals], rec)
+		copy(full[bpfprog.RecVals:], area)
 		for _, b := range [][]byte{rec, full} {
+			ev := d.decode(b)
+			if ev == nil {
+				continue
+			}
 			out.Reset()
-			text.event(b)
+			text.print(ev)
 			text.finish()
 
 			out.Reset()
 			events = events[:0]
-			jsonp.event(b)
+			jsonp.print(ev)
 			jsonp.w.Flush()
-			if len(events) == 0 {
-				if out.Len() > 0 {
-					t.Fatalf("-json printed %q of no event", out.Bytes())
-				}
-				continue
-			}
 			lines := bytes.Split(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n"))
 			if len(events) != 1 || len(lines) != 1 || !json.Valid(lines[0]) {
 				t.Fatalf("%d events, -json printed\n%s", len(events), out.Bytes())

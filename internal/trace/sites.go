@@ -11,6 +11,7 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/internal/sdtnote"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -18,7 +19,7 @@ import (
 // to it.
 type site struct {
 	Provider, Name string
-	args           []argSpec
+	args           []bpfprog.Arg
 	// kinds are the arguments' kinds where the binary's probe table
 	// records them, else nil: then every argument shows as an integer.
 	kinds []probe.Kind
@@ -52,12 +53,7 @@ type site struct {
 }
 
 // label is how an event of the site is shown.
-func (s *site) label() string {
-	if s.fn != "" {
-		return s.fn
-	}
-	return s.Provider + ":" + s.Name
-}
+func (s *site) label() string { return label(s.fn, s.Provider, s.Name) }
 
 // matches reports whether a glob pattern selects the site: on
 // provider:name, or on the Go function of an automatic probe.
@@ -107,7 +103,7 @@ func readSites(file string) ([]site, error) {
 			adjust = base - n.Base
 		}
 		s := site{Provider: n.Provider, Name: n.Name, pc: n.PC, table: byPC[n.PC]}
-		if s.args, err = parseArgs(arch, n.Args); err != nil {
+		if s.args, err = bpfprog.ParseArgs(arch, n.Args); err != nil {
 			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
 		}
 		s.strs = make([]bool, len(s.args))

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 )
 
 // crossBuild is one way the examples are built for TestSitesCrossBuilt.
@@ -40,9 +42,9 @@ func TestSitesCrossBuilt(t *testing.T) {
 	}
 	// Where job__enqueued's arguments are on arm64: ABI0 passes them on
 	// the stack above the saved link register, AAPCS64 in x0, x1 and x2.
-	enqueued := map[bool][]argSpec{
-		false: {{deref: true, regOff: 248, disp: 8, size: 8, signed: true}, {deref: true, regOff: 248, disp: 16, size: 8}, {deref: true, regOff: 248, disp: 24, size: 4, signed: true}},
-		true:  {{regOff: 0, size: 8, signed: true}, {regOff: 8, size: 8}, {regOff: 16, size: 4, signed: true}},
+	enqueued := map[bool][]bpfprog.Arg{
+		false: {{Deref: true, RegOff: 248, Disp: 8, Size: 8, Signed: true}, {Deref: true, RegOff: 248, Disp: 16, Size: 8}, {Deref: true, RegOff: 248, Disp: 24, Size: 4, Signed: true}},
+		true:  {{RegOff: 0, Size: 8, Signed: true}, {RegOff: 8, Size: 8}, {RegOff: 16, Size: 4, Signed: true}},
 	}
 	for _, b := range []crossBuild{{"provider", false, ""}, {"provider", true, ""}, {"toolexec", false, "rules.yml"}} {
 		name := b.example + map[bool]string{false: "/toolexec", true: "/cgo"}[b.cgo]

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/cilium/ebpf"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 )
 
 // runStats is trace -stats: it counts the calls of the sites' functions
@@ -18,15 +18,24 @@ import (
 func runStats(opt Options, selected []site, pidfd int) error {
 	sites := statSites(selected)
 	l := newStatLayout(sites)
-	objs, err := loadStatObjects(sites, l)
+	progSites := make([]bpfprog.StatSite, len(sites))
+	for i, s := range sites {
+		progSites[i] = bpfprog.StatSite{Addr: s.addr, First: l.first[i]}
+		if l.timed[i] {
+			progSites[i].Elapsed = &s.args[1]
+		}
+	}
+	objs, err := bpfprog.NewCounters(progSites, l.slots)
 	if err != nil {
 		return bpfError(err)
 	}
 	defer objs.Close()
-	if objs.tasks, err = commandTasks(opt); err != nil {
+	tasks, err := commandTasks(opt)
+	if err != nil {
 		return err
 	}
-	f, err := follow(opt, sites, objs.tasks, objs.loadProgram, pidfd)
+	objs.Only(tasks)
+	f, err := follow(opt, sites, tasks, objs.Load, pidfd)
 	if err != nil {
 		return err
 	}
@@ -38,17 +47,17 @@ func runStats(opt Options, selected []site, pidfd int) error {
 	for !f.stopped() {
 		<-tick.C
 		if opt.Interval > 0 && !time.Now().Before(next) {
-			if err := p.print(objs.counters); err != nil {
+			if err := p.print(objs); err != nil {
 				return err
 			}
 			next = next.Add(opt.Interval)
 		}
 	}
-	if err := p.print(objs.counters); err != nil {
+	if err := p.print(objs); err != nil {
 		return err
 	}
-	if st, err := objs.prog.Stats(); err == nil && st.RecursionMisses > 0 {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d probe hits not counted: the kernel skipped the program while another BPF program ran on the CPU\n", st.RecursionMisses)
+	if n := objs.RecursionMisses(); n > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d probe hits not counted: the kernel skipped the program while another BPF program ran on the CPU\n", n)
 	}
 	return f.exit()
 }
@@ -77,7 +86,7 @@ func statSites(sites []site) []site {
 	return out
 }
 
-// statLayout is where each site's counters are: timedSlots from first[i]
+// statLayout is where each site's counters are: bpfprog.TimedSlots from first[i]
 // for a timed site i, else its count at first[i].
 type statLayout struct {
 	first []int
@@ -91,7 +100,7 @@ func newStatLayout(sites []site) statLayout {
 		l.first[i], l.timed[i] = l.slots, timedSite(&sites[i])
 		l.slots++
 		if l.timed[i] {
-			l.slots = l.first[i] + timedSlots
+			l.slots = l.first[i] + bpfprog.TimedSlots
 		}
 	}
 	return l
@@ -103,7 +112,7 @@ type funcStats struct {
 	site         *site // the first of them
 	timed        bool
 	calls, total uint64
-	hist         [histBuckets]uint64
+	hist         hist
 }
 
 // tally sums the counters of the sites by function or probe.
@@ -125,7 +134,7 @@ func tally(sites []site, l statLayout, counters []uint64) []*funcStats {
 		}
 		fs.timed = true
 		fs.total += c[0]
-		for b, n := range c[1:timedSlots] {
+		for b, n := range c[1:bpfprog.TimedSlots] {
 			fs.hist[b] += n
 			fs.calls += n
 		}
@@ -146,8 +155,8 @@ type statPrinter struct {
 
 // print prints what counters counted since the last print: with
 // -interval, under a line that gives the interval's end and length.
-func (p *statPrinter) print(counters *ebpf.Map) error {
-	cur, err := readCounters(counters, p.layout.slots)
+func (p *statPrinter) print(counters *bpfprog.Counters) error {
+	cur, err := counters.Read()
 	if err != nil {
 		return fmt.Errorf("reading the counts: %w", err)
 	}
@@ -191,7 +200,7 @@ func (fs *funcStats) text(w io.Writer) {
 		return
 	}
 	fmt.Fprintf(w, "%s: %d calls, total %v, mean %v\n", fs.site.label(), fs.calls, time.Duration(fs.total), time.Duration(fs.total/fs.calls))
-	printHist(w, &fs.hist)
+	fs.hist.print(w)
 }
 
 func (fs *funcStats) json(now time.Time) []byte {

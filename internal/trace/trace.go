@@ -1,7 +1,8 @@
 // Package trace is a tracer for the probes of this project: it reads a
-// binary's notes, attaches one BPF program to every selected probe through
-// cilium/ebpf, and prints each event with its arguments decoded by their
-// specs, goroutine-aware for usdt-toolexec's automatic probes.
+// binary's notes, attaches one BPF program (package bpfprog) to every
+// selected probe through cilium/ebpf, decodes each record once into an
+// Event, and hands that to the text and -json printers, the latency
+// histograms and the exporters.
 package trace
 
 import (
@@ -20,6 +21,7 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"golang.org/x/sys/unix"
 )
 
@@ -85,29 +87,26 @@ func Run(opt Options) error {
 		return runStats(opt, sites, exited)
 	}
 	names, namesErr := describeValues(sites, opt.Binary)
-	objs, err := loadObjects(sites)
+	progSites := make([]bpfprog.Site, len(sites))
+	for i, s := range sites {
+		progSites[i] = bpfprog.Site{Addr: s.addr, Args: s.args, Strs: s.strs, Plan: s.plan}
+	}
+	objs, err := bpfprog.NewEvents(progSites, bpfprog.DefaultRing)
 	if err != nil {
 		return bpfError(err)
 	}
 	defer objs.Close()
-	if objs.tasks, err = commandTasks(opt); err != nil {
+	tasks, err := commandTasks(opt)
+	if err != nil {
 		return err
 	}
-	for i, s := range sites {
-		if err := objs.specs.Update(uint32(i), encodeSpec(s.args, s.strs, s.plan), ebpf.UpdateAny); err != nil {
-			return bpfError(err)
-		}
-	}
-	rd, err := ringbuf.NewReader(objs.events)
+	objs.Only(tasks)
+	rd, err := ringbuf.NewReader(objs.Ring())
 	if err != nil {
 		return bpfError(err)
 	}
 	defer rd.Close()
-	load := func(multi bool) (*ebpf.Program, error) {
-		err := objs.loadProgram(multi)
-		return objs.prog, err
-	}
-	f, err := follow(opt, sites, objs.tasks, load, exited)
+	f, err := follow(opt, sites, tasks, objs.Load, exited)
 	if err != nil {
 		return err
 	}
@@ -115,8 +114,7 @@ func Run(opt Options) error {
 	if opt.Verbose && namesErr != nil {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
 	}
-	p := newPrinter(opt, sites)
-	p.names = names
+	d, p := newDecoder(sites, opt.PID, names), newPrinter(opt)
 	switch {
 	case f.cmd != nil:
 		names.of(f.cmd.Process.Pid)
@@ -151,10 +149,12 @@ func Run(opt Options) error {
 		if err != nil {
 			return err
 		}
-		p.event(rec.RawSample)
+		if ev := d.decode(rec.RawSample); ev != nil {
+			p.print(ev)
+		}
 	}
 	p.finish()
-	if n := lost(objs.lost); n > 0 {
+	if n := objs.Lost(); n > 0 {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the ring buffer was full\n", n)
 	}
 	return f.exit()
@@ -174,7 +174,7 @@ type follower struct {
 
 // follow attaches the program load makes to the sites, then starts the
 // command, if any, with only its tasks in the map only.
-func follow(opt Options, sites []site, only *tasks, load loader, pidfd int) (*follower, error) {
+func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd int) (*follower, error) {
 	// An interrupt from the moment trace says it attached ends the trace
 	// as any other does, with what it owes printed.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
@@ -195,7 +195,7 @@ func follow(opt Options, sites []site, only *tasks, load loader, pidfd int) (*fo
 		// The command writes to stderr: stdout is the events', so that
 		// -json output stays parseable.
 		f.cmd.Stdin, f.cmd.Stdout, f.cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-		if err := only.start(f.cmd); err != nil {
+		if err := only.Start(f.cmd); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -256,18 +256,6 @@ func readable(fd int) bool {
 // event of a quiet process may print.
 const pollEvery = 20 * time.Millisecond
 
-func lost(m *ebpf.Map) uint64 {
-	var perCPU []uint64
-	if err := m.Lookup(uint32(0), &perCPU); err != nil {
-		return 0
-	}
-	var n uint64
-	for _, v := range perCPU {
-		n += v
-	}
-	return n
-}
-
 // Attach is how the program is attached to the sites.
 type Attach string
 
@@ -306,7 +294,7 @@ func attach(bin string, load loader, sites []site, pid int, mode Attach) ([]link
 	}
 	links, err := attachSingle(ex, load, sites, pid)
 	how := "with one uprobe per site"
-	if !kernelHasCookies() {
+	if !bpfprog.HaveCookies() {
 		how += ", told apart by address (this kernel has no BPF cookies)"
 	}
 	switch {
@@ -349,7 +337,7 @@ func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]li
 	var links []link.Link
 	for i, s := range sites {
 		opts := &link.UprobeOptions{Address: s.offset, RefCtrOffset: s.refCtr, PID: pid}
-		if kernelHasCookies() {
+		if bpfprog.HaveCookies() {
 			opts.Cookie = uint64(i)
 		}
 		l, err := ex.Uprobe("", prog, opts)
@@ -362,6 +350,18 @@ func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]li
 		links = append(links, l)
 	}
 	return links, nil
+}
+
+// commandTasks is the tasks map of trace -- CMD, nil without a command.
+func commandTasks(opt Options) (*bpfprog.Tasks, error) {
+	if len(opt.Command) == 0 {
+		return nil, nil
+	}
+	t, err := bpfprog.NewTasks()
+	if err != nil {
+		return nil, bpfError(err)
+	}
+	return t, nil
 }
 
 // raiseMemlock lifts RLIMIT_MEMLOCK, which kernels before 5.11 charged BPF
@@ -381,7 +381,7 @@ func raiseMemlock() {
 // tells the sites apart by their addresses in the executable, which a
 // position-independent one is loaded away from.
 func needCookies(bin string) error {
-	if kernelHasCookies() {
+	if bpfprog.HaveCookies() {
 		return nil
 	}
 	f, err := elf.Open(bin)

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/layout"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -126,10 +127,10 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 // decodeValue decodes argument i of an event b of site s, whose raw value
 // is raw, when the site reads its value.
 func (s *site) decodeValue(i int, raw uint64, b []byte, names values.Namer) values.Value {
-	if s.plan == nil || s.layouts[i] == nil || len(b) < valsSize {
+	if s.plan == nil || s.layouts[i] == nil || len(b) < bpfprog.RecEnd {
 		return nil
 	}
-	v, ok := s.plan.Decode(i, s.layouts[i], raw, b[evVals:valsSize], names)
+	v, ok := s.plan.Decode(i, s.layouts[i], raw, b[bpfprog.RecVals:bpfprog.RecEnd], names)
 	if !ok {
 		return nil
 	}

@@ -1,4 +1,4 @@
-package trace
+package bpfprog
 
 import (
 	"errors"
@@ -27,22 +27,37 @@ const (
 	statDisp   = 8
 	statSize   = 16
 
-	// An exit probe's counters: its total time, then histBuckets buckets.
-	histBuckets = 64
-	timedSlots  = 1 + histBuckets
+	// HistBuckets are a timed site's buckets, after its total time.
+	HistBuckets = 64
+	// TimedSlots are the counters of a timed site.
+	TimedSlots = 1 + HistBuckets
 )
 
-type statObjects struct {
+// StatSite is what the counting program knows of a site.
+type StatSite struct {
+	Addr uint64 // as Site.Addr
+	// First is the site's first counter: its count, or for a timed site
+	// its total time, then HistBuckets buckets.
+	First int
+	// Elapsed is where a timed site's call has its elapsed time; nil
+	// for a site that only counts.
+	Elapsed *Arg
+}
+
+// Counters are the counting program's maps, and the program once loaded.
+type Counters struct {
 	sites, counters *ebpf.Map
+	slots           int
 	// byIP finds the sites on a kernel without BPF cookies (see
 	// siteEntry); nil on one with them.
 	byIP *ebpf.Map
 	prog *ebpf.Program
 	// tasks, when not nil, are the only tasks whose calls count.
-	tasks *tasks
+	tasks *Tasks
 }
 
-func (o *statObjects) Close() {
+// Close closes the maps, the program and the tasks.
+func (o *Counters) Close() {
 	for _, c := range []interface{ Close() error }{o.prog, o.sites, o.counters, o.byIP} {
 		if c != nil {
 			c.Close()
@@ -53,32 +68,36 @@ func (o *statObjects) Close() {
 	}
 }
 
-// loadStatObjects makes the maps for sites laid out as l says.
-func loadStatObjects(sites []site, l statLayout) (*statObjects, error) {
-	var o statObjects
+// NewCounters makes the maps for sites and slots counters.
+func NewCounters(sites []StatSite, slots int) (*Counters, error) {
+	o := Counters{slots: slots}
 	var err error
 	if o.sites, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_stat_sites", Type: ebpf.Array, KeySize: 4, ValueSize: statSize, MaxEntries: uint32(max(len(sites), 1))}); err != nil {
-		return nil, err
-	}
-	if o.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(l.slots, 1))}); err != nil {
 		o.Close()
 		return nil, err
 	}
-	if o.byIP, err = newSiteIPs(sites); err != nil {
+	if o.counters, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_stats", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: uint32(max(slots, 1))}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	addrs := make([]Site, len(sites))
+	for i, s := range sites {
+		addrs[i].Addr = s.Addr
+	}
+	if o.byIP, err = newSiteIPs(addrs); err != nil {
 		o.Close()
 		return nil, err
 	}
 	for i, s := range sites {
 		b := make([]byte, statSize)
-		le.PutUint32(b[statSlot:], uint32(l.first[i]))
-		if l.timed[i] {
-			a := s.args[1]
+		le.PutUint32(b[statSlot:], uint32(s.First))
+		if a := s.Elapsed; a != nil {
 			b[statWhere] = whereReg
-			if a.deref {
+			if a.Deref {
 				b[statWhere] = whereMem
 			}
-			le.PutUint16(b[statRegOff:], a.regOff)
-			le.PutUint64(b[statDisp:], uint64(a.disp))
+			le.PutUint16(b[statRegOff:], a.RegOff)
+			le.PutUint64(b[statDisp:], uint64(a.Disp))
 		}
 		if err := o.sites.Update(uint32(i), b, ebpf.UpdateAny); err != nil {
 			o.Close()
@@ -88,7 +107,11 @@ func loadStatObjects(sites []site, l statLayout) (*statObjects, error) {
 	return &o, nil
 }
 
-func (o *statObjects) loadProgram(multi bool) (*ebpf.Program, error) {
+// Only has the program count only the calls of t's tasks; Close closes t.
+func (o *Counters) Only(t *Tasks) { o.tasks = t }
+
+// Load loads the program, for uprobe_multi links or for single uprobes.
+func (o *Counters) Load(multi bool) (*ebpf.Program, error) {
 	var only int
 	if o.tasks != nil {
 		only = o.tasks.m.FD()
@@ -96,6 +119,19 @@ func (o *statObjects) loadProgram(multi bool) (*ebpf.Program, error) {
 	var err error
 	o.prog, err = reloadProgram(o.prog, "usdt_stats", statProgram(o.sites.FD(), o.byIP, o.counters.FD(), only), multi)
 	return o.prog, err
+}
+
+// RecursionMisses is how many probe hits the kernel did not count: it
+// skips the program while another BPF program runs on the CPU.
+func (o *Counters) RecursionMisses() uint64 {
+	if o.prog == nil {
+		return 0
+	}
+	st, err := o.prog.Stats()
+	if err != nil {
+		return 0
+	}
+	return st.RecursionMisses
 }
 
 // statProgram counts a call in counters; only, when not 0, is the map of
@@ -134,8 +170,8 @@ func statProgram(sites int, byIP *ebpf.Map, counters, only int) asm.Instructions
 		asm.Add.Reg(rBucket, asm.R2),
 		// A negative time (there is none: the clock is monotonic) counts
 		// in the last bucket rather than past it.
-		asm.JLE.Imm(rBucket, histBuckets-1, "total"),
-		asm.Mov.Imm(rBucket, histBuckets-1),
+		asm.JLE.Imm(rBucket, HistBuckets-1, "total"),
+		asm.Mov.Imm(rBucket, HistBuckets-1),
 	)
 	insns = append(insns, addCounter("total", counters, 0, rElapsed)...)
 	insns = append(insns, asm.Mov.Imm(rElapsed, 1), asm.Add.Imm(rBucket, 1))
@@ -158,9 +194,10 @@ func addCounter(label string, counters int, off, n asm.Register) asm.Instruction
 	return append(insns, asm.AddAtomic.Mem(asm.R0, n, asm.DWord, 0))
 }
 
-// readCounters returns every counter, its CPUs' counts summed, in batches
-// where the kernel has them (5.6+), else one by one.
-func readCounters(m *ebpf.Map, n int) ([]uint64, error) {
+// Read returns every counter, its CPUs' counts summed, in batches where
+// the kernel has them (5.6+), else one by one.
+func (o *Counters) Read() ([]uint64, error) {
+	m, n := o.counters, o.slots
 	cpus, err := ebpf.PossibleCPU()
 	if err != nil {
 		return nil, err

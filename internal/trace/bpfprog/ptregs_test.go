@@ -1,4 +1,4 @@
-package trace
+package bpfprog
 
 import (
 	"debug/elf"
@@ -11,7 +11,7 @@ import (
 	"testing"
 )
 
-// TestPtRegsOffsets checks where parseArgs reads each register: the offset
+// TestPtRegsOffsets checks where ParseArgs reads each register: the offset
 // of its field in the registers a uprobe program receives, written here
 // from the kernels' headers. arm64 (arch/arm64/include/uapi/asm/ptrace.h):
 //
@@ -22,28 +22,28 @@ import (
 func TestPtRegsOffsets(t *testing.T) {
 	tests := []struct {
 		arch, operand string
-		want          argSpec
+		want          Arg
 	}{
-		{"arm64", "8@x0", argSpec{regOff: 0, size: 8}},
-		{"arm64", "8@x1", argSpec{regOff: 8, size: 8}},
-		{"arm64", "8@x7", argSpec{regOff: 56, size: 8}},
-		{"arm64", "8@x13", argSpec{regOff: 104, size: 8}},
-		{"arm64", "8@x28", argSpec{regOff: 224, size: 8}},
-		{"arm64", "8@x29", argSpec{regOff: 232, size: 8}},
-		{"arm64", "8@x30", argSpec{regOff: 240, size: 8}},
-		{"arm64", "8@sp", argSpec{regOff: 248, size: 8}},
+		{"arm64", "8@x0", Arg{RegOff: 0, Size: 8}},
+		{"arm64", "8@x1", Arg{RegOff: 8, Size: 8}},
+		{"arm64", "8@x7", Arg{RegOff: 56, Size: 8}},
+		{"arm64", "8@x13", Arg{RegOff: 104, Size: 8}},
+		{"arm64", "8@x28", Arg{RegOff: 224, Size: 8}},
+		{"arm64", "8@x29", Arg{RegOff: 232, Size: 8}},
+		{"arm64", "8@x30", Arg{RegOff: 240, Size: 8}},
+		{"arm64", "8@sp", Arg{RegOff: 248, Size: 8}},
 		// A w register is the low half of its x register.
-		{"arm64", "-4@w2", argSpec{regOff: 16, size: 4, signed: true}},
-		{"arm64", "-8@[sp, 8]", argSpec{deref: true, regOff: 248, disp: 8, size: 8, signed: true}},
-		{"arm64", "4@[sp, 96]", argSpec{deref: true, regOff: 248, disp: 96, size: 4}},
-		{"arm64", "8@[x29, -16]", argSpec{deref: true, regOff: 232, disp: -16, size: 8}},
-		{"arm64", "1@[x1]", argSpec{deref: true, regOff: 8, size: 1}},
-		{"amd64", "8@%r15", argSpec{regOff: 0, size: 8}},
-		{"amd64", "8@%rbp", argSpec{regOff: 32, size: 8}},
-		{"amd64", "8@%rax", argSpec{regOff: 80, size: 8}},
-		{"amd64", "-4@%edi", argSpec{regOff: 112, size: 4, signed: true}},
-		{"amd64", "8@%rip", argSpec{regOff: 128, size: 8}},
-		{"amd64", "8@16(%rsp)", argSpec{deref: true, regOff: 152, disp: 16, size: 8}},
+		{"arm64", "-4@w2", Arg{RegOff: 16, Size: 4, Signed: true}},
+		{"arm64", "-8@[sp, 8]", Arg{Deref: true, RegOff: 248, Disp: 8, Size: 8, Signed: true}},
+		{"arm64", "4@[sp, 96]", Arg{Deref: true, RegOff: 248, Disp: 96, Size: 4}},
+		{"arm64", "8@[x29, -16]", Arg{Deref: true, RegOff: 232, Disp: -16, Size: 8}},
+		{"arm64", "1@[x1]", Arg{Deref: true, RegOff: 8, Size: 1}},
+		{"amd64", "8@%r15", Arg{RegOff: 0, Size: 8}},
+		{"amd64", "8@%rbp", Arg{RegOff: 32, Size: 8}},
+		{"amd64", "8@%rax", Arg{RegOff: 80, Size: 8}},
+		{"amd64", "-4@%edi", Arg{RegOff: 112, Size: 4, Signed: true}},
+		{"amd64", "8@%rip", Arg{RegOff: 128, Size: 8}},
+		{"amd64", "8@16(%rsp)", Arg{Deref: true, RegOff: 152, Disp: 16, Size: 8}},
 	}
 	for _, tt := range tests {
 		got, err := parseArg(tt.arch, tt.operand)
@@ -55,7 +55,7 @@ func TestPtRegsOffsets(t *testing.T) {
 
 // headerRegs are, per GOARCH, the C compiler that targets it, the struct
 // its <asm/ptrace.h> gives a uprobe program, and that struct's field for
-// each register name parseArgs knows, sub-registers taken as their
+// each register name ParseArgs knows, sub-registers taken as their
 // register.
 var headerRegs = map[string]struct {
 	cc, structName string

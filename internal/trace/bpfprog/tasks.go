@@ -1,4 +1,4 @@
-package trace
+package bpfprog
 
 import (
 	"bufio"
@@ -38,13 +38,18 @@ import (
 // traced: past it, new ones are not.
 const maxTasks = 1 << 14
 
-type tasks struct {
+// Tasks are the tasks map and the programs that keep it.
+type Tasks struct {
 	m     *ebpf.Map
 	progs []*ebpf.Program
 	links []link.Link
 }
 
-func (t *tasks) Close() {
+// Close detaches the programs and closes them and the map.
+func (t *Tasks) Close() {
+	if t == nil {
+		return
+	}
 	for _, l := range t.links {
 		l.Close()
 	}
@@ -56,25 +61,13 @@ func (t *tasks) Close() {
 	}
 }
 
-// commandTasks is the tasks map of trace -- CMD, nil without a command.
-func commandTasks(opt Options) (*tasks, error) {
-	if len(opt.Command) == 0 {
-		return nil, nil
-	}
-	t, err := newTasks()
-	if err != nil {
-		return nil, bpfError(err)
-	}
-	return t, nil
-}
-
-// newTasks makes the tasks map, and has the tracepoint programs keep it.
-func newTasks() (*tasks, error) {
+// NewTasks makes the tasks map, and has the tracepoint programs keep it.
+func NewTasks() (*Tasks, error) {
 	off, err := tracepointField("sched", "sched_process_fork", "child_pid")
 	if err != nil {
 		return nil, err
 	}
-	t := new(tasks)
+	t := new(Tasks)
 	if t.m, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_tasks", Type: ebpf.Hash, KeySize: 4, ValueSize: 4, MaxEntries: maxTasks}); err != nil {
 		return nil, err
 	}
@@ -101,8 +94,8 @@ func newTasks() (*tasks, error) {
 	return t, nil
 }
 
-// start starts cmd with every task it creates in the map.
-func (t *tasks) start(cmd *exec.Cmd) error {
+// Start starts cmd with every task it creates in the map.
+func (t *Tasks) Start(cmd *exec.Cmd) error {
 	// Go forks on the thread of the goroutine that calls Start.
 	runtime.LockOSThread()
 	defer runtime.UnlockOSThread()

@@ -1,4 +1,4 @@
-package trace
+package bpfprog
 
 import (
 	"fmt"
@@ -10,20 +10,18 @@ import (
 	"github.com/go-usdt/usdt/internal/values"
 )
 
-// The program is written with cilium/ebpf's assembler rather than compiled
-// from C, so there is no generated object to keep in step with the source.
-//
-// One program serves every site. Each site's uprobe carries its index as the
-// BPF cookie; the program looks the site's argument specs up in an array map
-// under it, reads every argument from pt_regs or user memory, and sends an
-// event through a ring buffer.
+// The event program carries every fired probe's arguments to the
+// tracer through a ring buffer. One program serves every site. Each
+// site's uprobe carries its index as the BPF cookie; the program looks the
+// site's argument specs up in an array map under it, reads every argument
+// from pt_regs or user memory, and sends a record.
 
 const (
 	maxArgs = probe.MaxArgs
-	// strMax is the bytes read of a string argument, NUL included: the
+	// StrMax is the bytes read of a string argument, NUL included: the
 	// probe's copy, so that a string shows whole up to the 256 bytes the
 	// probe passes, as gdb and bpftrace 0.27 show it.
-	strMax = probe.CStringMax + 1
+	StrMax = probe.CStringMax + 1
 
 	// Spec table value: strSlots u32 at 4 (the string slots its events
 	// need: one of strTiers, 0 without strings), then per argument 16 bytes:
@@ -40,40 +38,58 @@ const (
 	specSize = specOps + specOp*values.MaxOps
 	valTier  = 0xff
 
-	// Event: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
-	// pad u32, args [12]u64, then with strings [strSlots][strMax]byte, the
+	// A record: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
+	// pad u32, args [12]u64, then with strings [strSlots][StrMax]byte, the
 	// slot of argument i at i.
-	evTime    = 0
-	evPidTgid = 8
-	evCookie  = 16
-	evArgs    = 24
-	evSmall   = 128
-	evStrings = evSmall
-	// An event with values has every string slot, then the value area,
-	// with room for an op's largest copy past its end: the verifier
-	// checks where a copy can end, not where the plan puts it.
-	evVals      = evStrings + strMax*maxArgs
-	valsSize    = evVals + values.AreaSize + values.OpMax
-	whereReg    = 1
-	whereMem    = 2
-	ringbufSize = 32 << 20
-	// wakeAt is how full the ring buffer gets before an event wakes the
-	// reader: at 200,000 events/s of 900 bytes, about 12 ms of events.
-	wakeAt = ringbufSize / 16
+	RecTime    = 0
+	RecPidTgid = 8
+	RecCookie  = 16
+	RecArgs    = 24
+	RecSmall   = 128
+	RecStrings = RecSmall
+	// A record with values has every string slot, then the value area
+	// from RecVals, with room for an op's largest copy past its end (to
+	// RecEnd): the verifier checks where a copy can end, not where the
+	// plan puts it.
+	RecVals  = RecStrings + StrMax*maxArgs
+	RecEnd   = RecVals + values.AreaSize + values.OpMax
+	whereReg = 1
+	whereMem = 2
+	// DefaultRing is the ring buffer's size when the tracer names none.
+	DefaultRing = 32 << 20
 )
 
-type objects struct {
-	specs, events, lost *ebpf.Map
+// Site is what the programs know of a probe site.
+type Site struct {
+	// Addr is where the site is in a process of an executable that is
+	// not position-independent, which is how a kernel without BPF
+	// cookies tells the sites apart (see siteEntry).
+	Addr uint64
+	Args []Arg
+	// Strs says which arguments are strings, read as C strings.
+	Strs []bool
+	// Plan is the reads of the arguments' Go values; nil for none.
+	Plan *values.Plan
+}
+
+// Events are the event program's maps, and the program once loaded.
+type Events struct {
+	specs, ring, lost *ebpf.Map
 	// byIP finds the sites on a kernel without BPF cookies (see
 	// siteEntry); nil on one with them.
 	byIP *ebpf.Map
 	prog *ebpf.Program
 	// tasks, when not nil, are the only tasks whose events are sent.
-	tasks *tasks
+	tasks *Tasks
+	// wakeAt is how full the ring buffer gets before a record wakes the
+	// reader: a sixteenth, at 200,000 events/s of 900 bytes about 12 ms
+	// of events in the default size.
+	wakeAt int32
 }
 
-func (o *objects) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.events, o.lost, o.byIP} {
+// Close closes the maps, the program and the tasks.
+func (o *Events) Close() {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -83,30 +99,30 @@ func (o *objects) Close() {
 	}
 }
 
-// encodeSpec lays a site's argument specs and value reads (plan, nil
-// for none) out as the program reads them.
-func encodeSpec(args []argSpec, strs []bool, plan *values.Plan) []byte {
+// encodeSpec lays a site's argument specs and value reads out as the
+// program reads them.
+func encodeSpec(s Site) []byte {
 	b := make([]byte, specSize)
-	for i, a := range args {
+	for i, a := range s.Args {
 		o := specArgs + specArg*i
 		b[o] = whereReg
-		if a.deref {
+		if a.Deref {
 			b[o] = whereMem
 		}
-		if strs[i] {
+		if s.Strs[i] {
 			b[o+1] = 1
 			b[specStrSlots] = byte(strSlots(i + 1))
 		}
-		b[o+2], b[o+3] = byte(a.regOff), byte(a.regOff>>8)
+		b[o+2], b[o+3] = byte(a.RegOff), byte(a.RegOff>>8)
 		for j := range 8 {
-			b[o+8+j] = byte(uint64(a.disp) >> (8 * j))
+			b[o+8+j] = byte(uint64(a.Disp) >> (8 * j))
 		}
 	}
-	if plan == nil || len(plan.Ops) == 0 {
+	if s.Plan == nil || len(s.Plan.Ops) == 0 {
 		return b
 	}
 	b[specStrSlots] = valTier
-	for i, op := range plan.Ops {
+	for i, op := range s.Plan.Ops {
 		o := b[specOps+specOp*i:]
 		o[0], o[1] = byte(op.From), op.Arg
 		le.PutUint16(o[2:], op.Src)
@@ -117,17 +133,26 @@ func encodeSpec(args []argSpec, strs []bool, plan *values.Plan) []byte {
 	return b
 }
 
-func loadObjects(sites []site) (*objects, error) {
-	var o objects
+// NewEvents makes the event program's maps for sites, with a ring buffer
+// of ring bytes (a power of two, a multiple of the page size).
+func NewEvents(sites []Site, ring int) (*Events, error) {
+	o := Events{wakeAt: int32(ring / 16)}
 	var err error
 	if o.specs, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_specs", Type: ebpf.Array, KeySize: 4, ValueSize: specSize, MaxEntries: uint32(max(len(sites), 1))}); err != nil {
+		o.Close()
 		return nil, err
+	}
+	for i, s := range sites {
+		if err := o.specs.Update(uint32(i), encodeSpec(s), ebpf.UpdateAny); err != nil {
+			o.Close()
+			return nil, err
+		}
 	}
 	if o.byIP, err = newSiteIPs(sites); err != nil {
 		o.Close()
 		return nil, err
 	}
-	if o.events, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_events", Type: ebpf.RingBuf, MaxEntries: ringbufSize}); err != nil {
+	if o.ring, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_events", Type: ebpf.RingBuf, MaxEntries: uint32(ring)}); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -138,12 +163,31 @@ func loadObjects(sites []site) (*objects, error) {
 	return &o, nil
 }
 
-// loadProgram loads the program, for uprobe_multi links or for single
-// uprobes.
-func (o *objects) loadProgram(multi bool) error {
+// Only has the program send only the events of t's tasks; Close closes t.
+func (o *Events) Only(t *Tasks) { o.tasks = t }
+
+// Ring is the ring buffer the records come through.
+func (o *Events) Ring() *ebpf.Map { return o.ring }
+
+// Lost is how many records the program found no room for.
+func (o *Events) Lost() uint64 {
+	var perCPU []uint64
+	if err := o.lost.Lookup(uint32(0), &perCPU); err != nil {
+		return 0
+	}
+	var n uint64
+	for _, v := range perCPU {
+		n += v
+	}
+	return n
+}
+
+// Load loads the program, for uprobe_multi links or for single uprobes:
+// the kernel checks the attach type a program was loaded with.
+func (o *Events) Load(multi bool) (*ebpf.Program, error) {
 	var err error
-	o.prog, err = reloadProgram(o.prog, "usdt_trace", program(o.specs.FD(), o.byIP, o.events.FD(), o.lost.FD(), o.tasks), multi)
-	return err
+	o.prog, err = reloadProgram(o.prog, "usdt_trace", o.program(), multi)
+	return o.prog, err
 }
 
 // The kernel's flags for bpf_ringbuf_query and bpf_ringbuf_submit.
@@ -160,14 +204,15 @@ const (
 	rEvent = asm.R8
 )
 
-func program(specs int, byIP *ebpf.Map, events, lost int, only *tasks) asm.Instructions {
+func (o *Events) program() asm.Instructions {
+	specs, events := o.specs.FD(), o.ring.FD()
 	const keySlot, zeroSlot = -8, -4
 	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
-	if only != nil {
-		insns = append(insns, filterTasks(only.m.FD())...)
+	if o.tasks != nil {
+		insns = append(insns, filterTasks(o.tasks.m.FD())...)
 	}
 	insns = append(insns, asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word))
-	insns = append(insns, siteEntry(specs, byIP, keySlot)...)
+	insns = append(insns, siteEntry(specs, o.byIP, keySlot)...)
 	insns = append(insns,
 		asm.Mov.Reg(rSpec, asm.R0),
 		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),
@@ -181,13 +226,13 @@ func program(specs int, byIP *ebpf.Map, events, lost int, only *tasks) asm.Instr
 	// the ring buffer 25 times sooner than a string in the first argument
 	// does.
 	insns = append(insns, asm.JEq.Imm(asm.R1, valTier, "vals"))
-	insns = append(insns, body("small", 0, events)...)
+	insns = append(insns, o.body("small", 0, events)...)
 	for _, n := range strTiers {
-		insns = append(insns, body(fmt.Sprintf("strs%d", n), n, events)...)
+		insns = append(insns, o.body(fmt.Sprintf("strs%d", n), n, events)...)
 	}
-	insns = append(insns, body("vals", maxArgs, events)...)
+	insns = append(insns, o.body("vals", maxArgs, events)...)
 	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, lost).WithSymbol("lost"),
+		asm.LoadMapPtr(asm.R1, o.lost.FD()).WithSymbol("lost"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, zeroSlot),
 		asm.FnMapLookupElem.Call(),
@@ -219,15 +264,15 @@ func valueReads(name string) asm.Instructions {
 			asm.JGT.Imm(asm.R3, maxArgs-1, next),
 			asm.LSh.Imm(asm.R3, 3),
 			asm.Add.Reg(asm.R3, rEvent),
-			asm.LoadMem(asm.R3, asm.R3, evArgs, asm.DWord),
+			asm.LoadMem(asm.R3, asm.R3, RecArgs, asm.DWord),
 			asm.Ja.Label(next+"_read"),
 			asm.LoadMem(asm.R2, rSpec, op+2, asm.Half).WithSymbol(next+"_mem"),
 			asm.JGT.Imm(asm.R2, values.AreaSize-16, next),
 			asm.Add.Reg(asm.R2, rEvent),
-			asm.LoadMem(asm.R3, asm.R2, evVals, asm.DWord),
+			asm.LoadMem(asm.R3, asm.R2, RecVals, asm.DWord),
 			asm.JNE.Imm(asm.R1, int32(values.FromSlice), next+"_read"),
 			// A slice or a string: as many bytes as it has, up to max.
-			asm.LoadMem(asm.R5, asm.R2, evVals+8, asm.DWord),
+			asm.LoadMem(asm.R5, asm.R2, RecVals+8, asm.DWord),
 			asm.LoadMem(asm.R0, rSpec, op+8, asm.Half),
 			asm.Mul.Reg(asm.R5, asm.R0),
 			asm.JGE.Reg(asm.R5, asm.R4, next+"_read"),
@@ -238,7 +283,7 @@ func valueReads(name string) asm.Instructions {
 			asm.LoadMem(asm.R1, rSpec, op+4, asm.Half),
 			asm.JGT.Imm(asm.R1, values.AreaSize, next),
 			asm.Add.Reg(asm.R1, rEvent),
-			asm.Add.Imm(asm.R1, evVals),
+			asm.Add.Imm(asm.R1, RecVals),
 			asm.Mov.Reg(asm.R2, asm.R4),
 			asm.FnProbeReadUser.Call(),
 			asm.Mov.Imm(asm.R0, 0).WithSymbol(next),
@@ -261,12 +306,12 @@ func strSlots(n int) int {
 }
 
 // body reads the arguments into an event with strs string slots.
-func body(name string, strs int, events int) asm.Instructions {
+func (o *Events) body(name string, strs int, events int) asm.Instructions {
 	const keySlot, valSlot = -8, -16
-	size, done := evStrings+strMax*strs, name+"_done"
+	size, done := RecStrings+StrMax*strs, name+"_done"
 	vals := name == "vals"
 	if vals {
-		size, done = valsSize, name+"_ops"
+		size, done = RecEnd, name+"_ops"
 	}
 	insns := asm.Instructions{
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
@@ -276,11 +321,11 @@ func body(name string, strs int, events int) asm.Instructions {
 		asm.JEq.Imm(asm.R0, 0, "lost"),
 		asm.Mov.Reg(rEvent, asm.R0),
 		asm.FnKtimeGetNs.Call(),
-		asm.StoreMem(rEvent, evTime, asm.R0, asm.DWord),
+		asm.StoreMem(rEvent, RecTime, asm.R0, asm.DWord),
 		asm.FnGetCurrentPidTgid.Call(),
-		asm.StoreMem(rEvent, evPidTgid, asm.R0, asm.DWord),
+		asm.StoreMem(rEvent, RecPidTgid, asm.R0, asm.DWord),
 		asm.LoadMem(asm.R1, asm.RFP, keySlot, asm.Word),
-		asm.StoreMem(rEvent, evCookie, asm.R1, asm.Word),
+		asm.StoreMem(rEvent, RecCookie, asm.R1, asm.Word),
 	}
 	for i := range maxArgs {
 		spec := int16(specArgs + specArg*i)
@@ -290,7 +335,7 @@ func body(name string, strs int, events int) asm.Instructions {
 			asm.JEq.Imm(asm.R1, 0, done),
 		)
 		insns = append(insns, readArg(rSpec, spec, valSlot, asm.R1, next+"_store")...)
-		insns = append(insns, asm.StoreMem(rEvent, int16(evArgs+8*i), asm.R1, asm.DWord))
+		insns = append(insns, asm.StoreMem(rEvent, int16(RecArgs+8*i), asm.R1, asm.DWord))
 		if i < strs {
 			insns = append(insns,
 				asm.LoadMem(asm.R2, rSpec, spec+1, asm.Byte),
@@ -298,8 +343,8 @@ func body(name string, strs int, events int) asm.Instructions {
 				asm.JEq.Imm(asm.R1, 0, next),
 				asm.Mov.Reg(asm.R3, asm.R1),
 				asm.Mov.Reg(asm.R1, rEvent),
-				asm.Add.Imm(asm.R1, int32(evStrings+strMax*i)),
-				asm.Mov.Imm(asm.R2, strMax),
+				asm.Add.Imm(asm.R1, int32(RecStrings+StrMax*i)),
+				asm.Mov.Imm(asm.R2, StrMax),
 				asm.FnProbeReadUserStr.Call(),
 			)
 		}
@@ -308,16 +353,16 @@ func body(name string, strs int, events int) asm.Instructions {
 	if vals {
 		insns = append(insns, valueReads(name)...)
 	}
-	// An event wakes the reader only once the buffer holds wakeAt bytes:
-	// a wake-up per event (the default while the reader keeps up) costs
+	// A record wakes the reader only once the buffer holds wakeAt bytes:
+	// a wake-up per record (the default while the reader keeps up) costs
 	// the traced thread more than the rest of the program does. The
-	// reader polls every pollEvery meanwhile.
+	// reader polls meanwhile.
 	return append(insns,
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_done"),
 		asm.Mov.Imm(asm.R2, bpfRBAvailData),
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(asm.R2, bpfRBNoWakeup),
-		asm.JLT.Imm(asm.R0, wakeAt, name+"_submit"),
+		asm.JLT.Imm(asm.R0, o.wakeAt, name+"_submit"),
 		asm.Mov.Imm(asm.R2, bpfRBForceWakeup),
 		asm.Mov.Reg(asm.R1, rEvent).WithSymbol(name+"_submit"),
 		asm.FnRingbufSubmit.Call(),

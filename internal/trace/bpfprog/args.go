@@ -1,4 +1,4 @@
-package trace
+package bpfprog
 
 import (
 	"fmt"
@@ -8,15 +8,15 @@ import (
 	"github.com/go-usdt/usdt/internal/sdtnote"
 )
 
-// argSpec is where one probe argument sits when the probe fires: in a
-// register (regOff is its offset in the kernel's pt_regs), or in user memory
-// at that register plus disp.
-type argSpec struct {
-	deref  bool
-	regOff uint16
-	disp   int64
-	size   int
-	signed bool
+// Arg is where one probe argument sits when the probe fires: in a
+// register (RegOff is its offset in the kernel's pt_regs), or in user
+// memory at that register plus Disp; and how wide it is.
+type Arg struct {
+	Deref  bool
+	RegOff uint16
+	Disp   int64
+	Size   int
+	Signed bool
 }
 
 // ptRegs gives each register's offset in the pt_regs a uprobe program
@@ -59,10 +59,10 @@ func arm64Regs() map[string]uint16 {
 	return m
 }
 
-// parseArgs parses a note's argument string ("-4@%edi 8@16(%rsp)" on amd64,
+// ParseArgs parses a note's argument string ("-4@%edi 8@16(%rsp)" on amd64,
 // "-4@x0 8@[sp, 16]" on arm64).
-func parseArgs(arch, s string) ([]argSpec, error) {
-	var specs []argSpec
+func ParseArgs(arch, s string) ([]Arg, error) {
+	var specs []Arg
 	for _, f := range sdtnote.SplitArgs(s) {
 		a, err := parseArg(arch, f)
 		if err != nil {
@@ -73,15 +73,15 @@ func parseArgs(arch, s string) ([]argSpec, error) {
 	return specs, nil
 }
 
-func parseArg(arch, s string) (argSpec, error) {
-	var a argSpec
+func parseArg(arch, s string) (Arg, error) {
+	var a Arg
 	size, loc, ok := strings.Cut(s, "@")
 	if !ok {
 		return a, fmt.Errorf("no @")
 	}
 	n, err := strconv.Atoi(size)
-	a.signed, a.size = n < 0, max(n, -n)
-	if err != nil || a.size != 1 && a.size != 2 && a.size != 4 && a.size != 8 {
+	a.Signed, a.Size = n < 0, max(n, -n)
+	if err != nil || a.Size != 1 && a.Size != 2 && a.Size != 4 && a.Size != 8 {
 		return a, fmt.Errorf("bad size %q", size)
 	}
 	regs := ptRegs[arch]
@@ -90,7 +90,7 @@ func parseArg(arch, s string) (argSpec, error) {
 		if !ok {
 			return fmt.Errorf("unknown %s register %q", arch, name)
 		}
-		a.regOff = off
+		a.RegOff = off
 		return nil
 	}
 	switch arch {
@@ -102,9 +102,9 @@ func parseArg(arch, s string) (argSpec, error) {
 		if !ok || !strings.HasSuffix(rest, ")") {
 			return a, fmt.Errorf("unsupported operand %q", loc)
 		}
-		a.deref = true
+		a.Deref = true
 		if disp != "" {
-			if a.disp, err = strconv.ParseInt(disp, 0, 64); err != nil {
+			if a.Disp, err = strconv.ParseInt(disp, 0, 64); err != nil {
 				return a, fmt.Errorf("bad displacement %q", disp)
 			}
 		}
@@ -118,10 +118,10 @@ func parseArg(arch, s string) (argSpec, error) {
 		if !ok {
 			return a, fmt.Errorf("unsupported operand %q", loc)
 		}
-		a.deref = true
+		a.Deref = true
 		r, disp, _ := strings.Cut(inner, ",")
 		if disp = strings.TrimSpace(disp); disp != "" {
-			if a.disp, err = strconv.ParseInt(disp, 0, 64); err != nil {
+			if a.Disp, err = strconv.ParseInt(disp, 0, 64); err != nil {
 				return a, fmt.Errorf("bad offset %q", disp)
 			}
 		}

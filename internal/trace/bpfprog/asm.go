@@ -1,6 +1,7 @@
-package trace
+package bpfprog
 
 import (
+	"encoding/binary"
 	"fmt"
 	"runtime"
 	"sync"
@@ -66,10 +67,10 @@ func siteEntry(m int, byIP *ebpf.Map, slot int16) asm.Instructions {
 // ipRegister names the instruction pointer in ptRegs, per GOARCH.
 var ipRegister = map[string]string{"amd64": "rip", "arm64": "pc"}
 
-// kernelHasCookies reports whether uprobes carry a BPF cookie here
+// HaveCookies reports whether uprobes carry a BPF cookie here
 // (bpf_get_attach_cookie, Linux 5.15), by which the programs know which
 // site fired.
-var kernelHasCookies = sync.OnceValue(func() bool {
+var HaveCookies = sync.OnceValue(func() bool {
 	return features.HaveProgramHelper(ebpf.Kprobe, asm.FnGetAttachCookie) == nil
 })
 
@@ -77,9 +78,9 @@ var kernelHasCookies = sync.OnceValue(func() bool {
 // site's address to its index that siteEntry then looks the site up in;
 // nil on a kernel with them. The addresses are those of the executable
 // itself, which is why such kernels trace only executables that are not
-// position-independent (see needCookies).
-func newSiteIPs(sites []site) (*ebpf.Map, error) {
-	if kernelHasCookies() {
+// position-independent.
+func newSiteIPs(sites []Site) (*ebpf.Map, error) {
+	if HaveCookies() {
 		return nil, nil
 	}
 	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_site_ips", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: uint32(max(len(sites), 1))})
@@ -87,7 +88,7 @@ func newSiteIPs(sites []site) (*ebpf.Map, error) {
 		return nil, err
 	}
 	for i, s := range sites {
-		if err := m.Update(s.addr, uint32(i), ebpf.UpdateAny); err != nil {
+		if err := m.Update(s.Addr, uint32(i), ebpf.UpdateAny); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -137,3 +138,5 @@ func readArg(spec asm.Register, off, slot int16, dst asm.Register, label string)
 		asm.LoadMem(dst, asm.RFP, slot, asm.DWord).WithSymbol(label),
 	}
 }
+
+var le = binary.LittleEndian

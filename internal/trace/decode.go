@@ -1,0 +1,147 @@
+package trace
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
+	"github.com/go-usdt/usdt/internal/values"
+)
+
+// decoder turns the records the event program sends into Events: every
+// output reads the one Event a record becomes.
+type decoder struct {
+	sites []site
+	// mono converts the records' CLOCK_MONOTONIC times to wall-clock time.
+	mono   time.Duration
+	filter int // tgid, 0 for all
+	// paired are the functions whose exit probe is traced.
+	paired map[string]bool
+	names  *typeNames
+}
+
+func newDecoder(sites []site, pid int, names *typeNames) *decoder {
+	d := &decoder{sites: sites, mono: monoOffset(), filter: pid, names: names, paired: map[string]bool{}}
+	for _, s := range sites {
+		if s.exit {
+			d.paired[s.fn] = true
+		}
+	}
+	return d
+}
+
+// decode returns the Event of a record, nil for one of another process
+// than the traced one's or one too damaged to name its site.
+func (d *decoder) decode(b []byte) *Event {
+	if len(b) < bpfprog.RecSmall {
+		return nil
+	}
+	pidTgid := le.Uint64(b[bpfprog.RecPidTgid:])
+	tgid, tid := int(pidTgid>>32), int(uint32(pidTgid))
+	if d.filter != 0 && tgid != d.filter {
+		return nil
+	}
+	idx := int(le.Uint32(b[bpfprog.RecCookie:]))
+	if idx >= len(d.sites) {
+		return nil
+	}
+	s := &d.sites[idx]
+	vals := make([]value, len(s.args))
+	for i, a := range s.args {
+		vals[i] = value{raw: le.Uint64(b[bpfprog.RecArgs+8*i:]), signed: a.Signed, size: a.Size}
+		if s.kinds != nil {
+			vals[i].kind = s.kinds[i]
+		}
+		if s.strs[i] && vals[i].raw != 0 && len(b) >= bpfprog.RecStrings+bpfprog.StrMax*(i+1) {
+			str := b[bpfprog.RecStrings+bpfprog.StrMax*i : bpfprog.RecStrings+bpfprog.StrMax*(i+1)]
+			if n := bytes.IndexByte(str, 0); n >= 0 {
+				str = str[:n]
+			}
+			v := string(str)
+			vals[i].str = &v
+		}
+		vals[i].val = s.decodeValue(i, vals[i].raw, b, d.names.of(tgid))
+	}
+	ev := &Event{
+		Time: time.Unix(0, int64(le.Uint64(b[bpfprog.RecTime:]))+int64(d.mono)),
+		PID:  tgid, TID: tid, Provider: s.Provider, Probe: s.Name,
+		Function: s.fn, Exit: s.exit, Paired: s.fn != "" && !s.exit && d.paired[s.fn],
+		Dropped: s.dropped,
+	}
+	if s.fn != "" {
+		ev.Package = s.table.Package
+		if len(vals) > 0 {
+			ev.Goroutine, vals = vals[0].uint(), vals[1:]
+		}
+		if s.exit && len(vals) > 0 {
+			ev.Elapsed, vals = time.Duration(vals[0].uint()), vals[1:]
+		}
+	}
+	var decl []probe.Arg
+	if len(s.table.Args) == len(s.args) {
+		decl = s.table.Args[s.firstShown():]
+	}
+	ev.Values = make([]Value, len(vals))
+	for i, v := range vals {
+		ev.Values[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json(), Text: v.String()}
+		if i < len(decl) {
+			ev.Values[i].Type = decl[i].Type
+		}
+	}
+	return ev
+}
+
+// value is one argument as the record holds it.
+type value struct {
+	raw    uint64
+	signed bool
+	size   int
+	kind   probe.Kind // Invalid when the binary does not say
+	str    *string
+	// val is the value read through the argument, for those with a
+	// layout.
+	val values.Value
+}
+
+func (v value) int() int64 {
+	shift := 64 - 8*v.size
+	return int64(v.raw<<shift) >> shift
+}
+
+func (v value) uint() uint64 {
+	shift := 64 - 8*v.size
+	return v.raw << shift >> shift
+}
+
+func (v value) String() string {
+	switch {
+	case v.val != nil:
+		return v.val.String()
+	case v.str != nil:
+		return strconv.Quote(*v.str)
+	case v.kind == probe.Bool:
+		return strconv.FormatBool(v.uint() != 0)
+	case v.kind == probe.Pointer || v.kind == probe.Uintptr:
+		return fmt.Sprintf("%#x", v.uint())
+	case v.signed:
+		return strconv.FormatInt(v.int(), 10)
+	}
+	return strconv.FormatUint(v.uint(), 10)
+}
+
+func (v value) json() any {
+	switch {
+	case v.val != nil:
+		return v.val.JSON()
+	case v.str != nil:
+		return *v.str
+	case v.kind == probe.Bool:
+		return v.uint() != 0
+	case v.signed:
+		return v.int()
+	}
+	return v.uint()
+}
