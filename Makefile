@@ -1,6 +1,8 @@
 # Two entry points for a fresh machine (see README.md):
-#   make example   build the tools, build the example with probes, list them
-#                  with bpftrace and trace one run
+#   make example   build the tools, build the examples with probes, list
+#                  them, trace them with bpftrace, and with usdt-toolexec
+#                  trace: events with Go values, -stats, then -pprof read
+#                  by go tool pprof
 #   make test      every check CI runs
 # Both first run scripts/setup.sh (make setup): it installs the tracers
 # when missing and mounts tracefs.
@@ -36,6 +38,13 @@ example: setup tools
 	bpftrace -l 'usdt:$(BIN)/cache:*'
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
 	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
+	@echo '--- usdt-toolexec trace: every call, with its Go values and goroutine'
+	$(BIN)/usdt-toolexec trace -- $(BIN)/cache -ops 6 -workers 2
+	@echo '--- trace -stats: calls and latencies counted in the kernel'
+	$(BIN)/usdt-toolexec trace -stats -- $(BIN)/cache -ops 2000
+	@echo '--- trace -pprof: wall time per chain of traced calls'
+	$(BIN)/usdt-toolexec trace -pprof $(BIN)/cache.pprof -- $(BIN)/cache -ops 2000
+	$(GO) tool pprof -top $(BIN)/cache.pprof
 
 test: setup vet lint generate-check images unit vm fuzz test-releases
 
