@@ -53,3 +53,23 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestTracedName(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		method bool
+		n      int
+		want   string
+	}{
+		{"Get", false, 0, "Get_usdtTraced"},
+		{"get", true, 0, "get_usdtTraced"},
+		// An exported method's copy is not exported.
+		{"Get", true, 0, "get_usdtTraced"},
+		{"Élan", true, 2, "élan_usdtTraced2"},
+		{"Taken", false, 1, "Taken_usdtTraced1"},
+	} {
+		if got := TracedName(tt.name, tt.method, tt.n); got != tt.want {
+			t.Errorf("TracedName(%q, %v, %d) = %q, want %q", tt.name, tt.method, tt.n, got, tt.want)
+		}
+	}
+}
