@@ -3,7 +3,7 @@
 // The rewriter builds them, the link step renames those of packages that
 // share a name, and the bpftrace script writer and the tracer read them.
 // It also owns the name of a split function's traced copy, which holds
-// the probes.
+// the probes, and which the pprof exporter looks for in a binary.
 package autoprobe
 
 import (
@@ -77,3 +77,14 @@ func TracedName(name string, method bool, n int) string {
 }
 
 const tracedSuffix = "_usdtTraced"
+
+// TracedOf returns, for a name TracedName gives (qualified or not), the
+// first name TracedName gives the same function's copy: the name without
+// its number. It reports false for another name.
+func TracedOf(name string) (string, bool) {
+	first := strings.TrimRight(name, "0123456789")
+	if !strings.HasSuffix(first, tracedSuffix) || first != name && name[len(first)] == '0' {
+		return "", false
+	}
+	return first, true
+}

@@ -73,3 +73,22 @@ func TestTracedName(t *testing.T) {
 		}
 	}
 }
+
+func TestTracedOf(t *testing.T) {
+	for _, tt := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"main.load_usdtTraced", "main.load_usdtTraced", true},
+		{"main.(*Stats).inc_usdtTraced12", "main.(*Stats).inc_usdtTraced", true},
+		{"main.load", "", false},
+		{"main.load2", "", false},
+		// Never a number TracedName gives.
+		{"main.load_usdtTraced0", "", false},
+		{"main.load_usdtTraced01", "", false},
+	} {
+		if got, ok := TracedOf(tt.name); got != tt.want || ok != tt.ok {
+			t.Errorf("TracedOf(%q) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}
