@@ -8,8 +8,6 @@ import (
 	"go/types"
 	"sort"
 	"strings"
-	"unicode"
-	"unicode/utf8"
 )
 
 // Generated code must mean the same whatever the instrumented package
@@ -170,18 +168,6 @@ func (g *generator) hygienic(src []byte) ([]byte, error) {
 		prev = tok
 	}
 	return append(b, src[last:]...), nil
-}
-
-// tracedBase is what the name of a function's traced copy starts with: its
-// name, with the first letter in lower case for an exported method. An
-// exported method would join its type's method set, which reflection
-// lists and interfaces of other packages could match.
-func tracedBase(name string, method bool) string {
-	r, size := utf8.DecodeRuneInString(name)
-	if !method || !unicode.IsUpper(r) {
-		return name
-	}
-	return string(unicode.ToLower(r)) + name[size:]
 }
 
 // isIdent reports whether e is the identifier name, in parentheses or not.

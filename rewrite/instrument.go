@@ -820,16 +820,12 @@ func directives(fd *ast.FuncDecl) []string {
 }
 
 // tracedName is the name of fd's traced copy: Name_usdtTraced (name_usdtTraced
-// for an exported method, see tracedBase), numbered if
+// for an exported method, see autoprobe.TracedName), numbered if
 // the package already has something of that name or its files use it
 // (a parameter of that name would capture the call).
 func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
-	base := tracedBase(fd.Name.Name, sig.Recv() != nil)
 	for i := 0; ; i++ {
-		name := base + "_usdtTraced"
-		if i > 0 {
-			name += fmt.Sprint(i)
-		}
+		name := autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, i)
 		var taken types.Object
 		if sig.Recv() != nil {
 			taken, _, _ = types.LookupFieldOrMethod(sig.Recv().Type(), true, g.pkg, name)

@@ -2,10 +2,15 @@
 // splices into functions: "entry__<pkg>__<Func>", "exit__<pkg>__<Type>__<Method>".
 // The rewriter builds them, the link step renames those of packages that
 // share a name, and the bpftrace script writer and the tracer read them.
+// It also owns the name of a split function's traced copy, which holds
+// the probes, and which the pprof exporter looks for in a binary.
 package autoprobe
 
 import (
+	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -52,4 +57,34 @@ func cutLast(s, sep string) (before, after string, found bool) {
 		return s[:i], s[i+len(sep):], true
 	}
 	return s, "", false
+}
+
+// TracedName is the nth name the rewriter tries for the traced copy of
+// the function (or method) name it splits: Name_usdtTraced, then
+// Name_usdtTraced1 and on while the package has that name already. An
+// exported method's copy starts in lower case: in upper case it would
+// join its type's method set, which reflection lists and interfaces of
+// other packages could match.
+func TracedName(name string, method bool, n int) string {
+	if r, size := utf8.DecodeRuneInString(name); method && unicode.IsUpper(r) {
+		name = string(unicode.ToLower(r)) + name[size:]
+	}
+	name += tracedSuffix
+	if n > 0 {
+		name += strconv.Itoa(n)
+	}
+	return name
+}
+
+const tracedSuffix = "_usdtTraced"
+
+// TracedOf returns, for a name TracedName gives (qualified or not), the
+// first name TracedName gives the same function's copy: the name without
+// its number. It reports false for another name.
+func TracedOf(name string) (string, bool) {
+	first := strings.TrimRight(name, "0123456789")
+	if !strings.HasSuffix(first, tracedSuffix) || first != name && name[len(first)] == '0' {
+		return "", false
+	}
+	return first, true
 }

@@ -53,3 +53,42 @@ func TestLabel(t *testing.T) {
 		}
 	}
 }
+
+func TestTracedName(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		method bool
+		n      int
+		want   string
+	}{
+		{"Get", false, 0, "Get_usdtTraced"},
+		{"get", true, 0, "get_usdtTraced"},
+		// An exported method's copy is not exported.
+		{"Get", true, 0, "get_usdtTraced"},
+		{"Élan", true, 2, "élan_usdtTraced2"},
+		{"Taken", false, 1, "Taken_usdtTraced1"},
+	} {
+		if got := TracedName(tt.name, tt.method, tt.n); got != tt.want {
+			t.Errorf("TracedName(%q, %v, %d) = %q, want %q", tt.name, tt.method, tt.n, got, tt.want)
+		}
+	}
+}
+
+func TestTracedOf(t *testing.T) {
+	for _, tt := range []struct {
+		name, want string
+		ok         bool
+	}{
+		{"main.load_usdtTraced", "main.load_usdtTraced", true},
+		{"main.(*Stats).inc_usdtTraced12", "main.(*Stats).inc_usdtTraced", true},
+		{"main.load", "", false},
+		{"main.load2", "", false},
+		// Never a number TracedName gives.
+		{"main.load_usdtTraced0", "", false},
+		{"main.load_usdtTraced01", "", false},
+	} {
+		if got, ok := TracedOf(tt.name); got != tt.want || ok != tt.ok {
+			t.Errorf("TracedOf(%q) = %q, %v; want %q, %v", tt.name, got, ok, tt.want, tt.ok)
+		}
+	}
+}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"syscall"
 
 	"github.com/go-usdt/usdt/internal/trace"
 )
@@ -122,13 +123,19 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 }
 
 // Status is the exit status for err: a child's own when err is its exit,
-// else 1 after printing err after prefix.
+// 128 plus the signal's number when a signal killed it, as a shell
+// reports it, else 1 after printing err after prefix.
 func Status(err error, stderr io.Writer, prefix string) int {
 	var exit *exec.ExitError
 	switch {
 	case err == nil:
 		return 0
 	case errors.As(err, &exit):
+		// ExitCode is -1 for a child a signal killed, which os.Exit
+		// would make 255.
+		if ws, ok := exit.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
 		return exit.ExitCode()
 	}
 	fmt.Fprintln(stderr, prefix, err)

@@ -62,14 +62,19 @@ func TestScript(t *testing.T) {
 	})
 }
 
-// TestStatus: a traced command's exit status is trace's, and any other
-// error is printed and exits 1.
+// TestStatus: a traced command's exit status is trace's, as a shell
+// gives it for one a signal killed, and any other error is printed and
+// exits 1.
 func TestStatus(t *testing.T) {
-	exit3 := exec.Command("sh", "-c", "exit 3").Run()
-	var exitErr *exec.ExitError
-	if !errors.As(exit3, &exitErr) {
-		t.Fatalf("sh -c 'exit 3': %v", exit3)
+	exit := func(script string) error {
+		err := exec.Command("sh", "-c", script).Run()
+		var exitErr *exec.ExitError
+		if !errors.As(err, &exitErr) {
+			t.Fatalf("sh -c %q: %v", script, err)
+		}
+		return err
 	}
+	exit3 := exit("exit 3")
 	tests := []struct {
 		name   string
 		err    error
@@ -79,6 +84,8 @@ func TestStatus(t *testing.T) {
 		{"success", nil, 0, ""},
 		{"command's exit", exit3, 3, ""},
 		{"command's exit, wrapped", fmt.Errorf("tracing: %w", exit3), 3, ""},
+		{"command killed by SIGTERM", exit("kill -TERM $$"), 143, ""},
+		{"command killed by SIGKILL", exit("kill -KILL $$"), 137, ""},
 		{"tracer's error", errors.New("no BPF"), 1, "prefix: no BPF\n"},
 		{"tracer's and exporter's errors", errors.Join(errors.New("no BPF"), io.ErrShortWrite), 1, "prefix: no BPF\nshort write\n"},
 	}

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/layout"
 )
@@ -342,19 +343,65 @@ func (f float) JSON() any {
 	return float64(f)
 }
 
+// text is a string or a []byte, as the traced program holds it: any
+// bytes at all.
 type text string
 
-func (t text) String() string { return string(t) }
-func (t text) JSON() any      { return string(t) }
+func (t text) String() string { return Escape(string(t)) }
+func (t text) JSON() any      { return jsonText(string(t)) }
 
-// cutText is a string of which the probe read the first bytes.
+// cutText is a string of which the probe read the first bytes, which may
+// end inside a character.
 type cutText struct {
 	shown string
 	len   uint64
 }
 
-func (c cutText) String() string { return fmt.Sprintf("%s...(%d bytes)", c.shown, c.len) }
-func (c cutText) JSON() any      { return c.String() }
+func (c cutText) String() string { return fmt.Sprintf("%s...(%d bytes)", Escape(c.shown), c.len) }
+func (c cutText) JSON() any      { return fmt.Sprintf("%s...(%d bytes)", jsonText(c.shown), c.len) }
+
+// Escape escapes the bytes of s that are not valid UTF-8 and the
+// characters strconv.IsPrint rejects, control characters among them, as
+// Go's %q does (\x00, \n, \xff, \u2028), so that a value's text shows what
+// the program holds and is safe to print and to send as a string, which
+// protobuf's must be valid UTF-8. Unlike %q it adds no quotes and leaves
+// quotes and backslashes as they are: a value that needs no escape shows
+// as %+v shows it.
+func Escape(s string) string {
+	var b []byte
+	done := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= ' ' && c < utf8.RuneSelf && c != 0x7f {
+			i++
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		if c >= utf8.RuneSelf && (r != utf8.RuneError || size > 1) && strconv.IsPrint(r) {
+			i += size
+			continue
+		}
+		q := strconv.Quote(s[i : i+size])
+		b = append(append(b, s[done:i]...), q[1:len(q)-1]...)
+		i += size
+		done = i
+	}
+	if b == nil {
+		return s
+	}
+	return string(append(b, s[done:]...))
+}
+
+// jsonText is s as JSON holds a string: s itself when it is valid UTF-8,
+// whose control characters encoding/json escapes so that they read back
+// as they were, else escaped, where encoding/json would replace each
+// invalid byte with U+FFFD and lose what it was.
+func jsonText(s string) string {
+	if utf8.ValidString(s) {
+		return s
+	}
+	return Escape(s)
+}
 
 // message is an error's message.
 type message string
@@ -402,7 +449,9 @@ func (v dynamicValue) String() string {
 	if v.typ == "" {
 		return v.data.String()
 	}
-	return "(" + v.typ + ")" + v.data.String()
+	// The name is what the type word led to: a word read from memory the
+	// program was changing may lead to any bytes of the binary.
+	return "(" + Escape(v.typ) + ")" + v.data.String()
 }
 func (v dynamicValue) JSON() any { return v.String() }
 
@@ -425,7 +474,7 @@ func (o object) String() string {
 		if i > 0 {
 			b.WriteByte(' ')
 		}
-		b.WriteString(f.name + ":" + f.value.String())
+		b.WriteString(Escape(f.name) + ":" + f.value.String())
 	}
 	if o.cut {
 		b.WriteString(" ...")
@@ -444,7 +493,7 @@ func (o object) MarshalJSON() ([]byte, error) {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		k, _ := json.Marshal(f.name)
+		k, _ := json.Marshal(jsonText(f.name))
 		v, err := json.Marshal(f.value.JSON())
 		if err != nil {
 			return nil, err

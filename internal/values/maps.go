@@ -160,7 +160,11 @@ func (m mapValue) JSON() any {
 	}
 	o := make(map[string]any, len(m.entries))
 	for _, e := range m.entries {
-		o[e.key.String()] = e.elem.JSON()
+		k := e.key.String()
+		if t, ok := e.key.(text); ok {
+			k = jsonText(string(t))
+		}
+		o[k] = e.elem.JSON()
 	}
 	return o
 }
@@ -197,6 +201,11 @@ func compare(a, b Value) int {
 	case float:
 		if b, ok := b.(float); ok {
 			return cmp.Compare(a, b)
+		}
+	case text:
+		// By the bytes, not the text that escapes some.
+		if b, ok := b.(text); ok {
+			return strings.Compare(string(a), string(b))
 		}
 	case object:
 		if b, ok := b.(object); ok && len(a.fields) == len(b.fields) {

@@ -11,6 +11,10 @@
 // An event of a usdtgen probe becomes a span event of the innermost call
 // open on its thread (see calltree.Tree.OnThread), or, when there is
 // none, a span of its own, of no duration and without parent.
+//
+// Every string a span carries is escaped as values.Escape escapes a
+// value's text: protobuf sends only valid UTF-8, and refuses a whole
+// request for one string that is not, every span of its batch with it.
 package otlp
 
 import (
@@ -24,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -37,6 +42,7 @@ import (
 	"github.com/go-usdt/usdt/internal/calltree"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/trace"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Exporter turns events into spans.
@@ -81,6 +87,15 @@ func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, er
 	if err != nil {
 		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
 	}
+	// The binary's name and OTEL_RESOURCE_ATTRIBUTES's values, which it
+	// URL-decodes, can be any bytes: the resource goes with every span.
+	kvs := res.Attributes()
+	for i, kv := range kvs {
+		if kv.Value.Type() == attribute.STRING {
+			kvs[i] = attribute.String(values.Escape(string(kv.Key)), values.Escape(kv.Value.AsString()))
+		}
+	}
+	res = resource.NewWithAttributes(res.SchemaURL(), kvs...)
 	e := &Exporter{endpoint: endpoint, sent: &countingExporter{SpanExporter: client}}
 	otel.SetErrorHandler(&e.errs)
 	e.provider = sdktrace.NewTracerProvider(
@@ -108,8 +123,8 @@ func (e *Exporter) Event(ev *trace.Event) {
 		d.events = append(d.events, ev)
 		return
 	}
-	attrs := append(values("", ev.Values), semconv.ProcessPID(ev.PID), semconv.ThreadID(ev.TID))
-	_, span := e.tracer.Start(context.Background(), ev.Provider+":"+ev.Probe, oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(attrs...))
+	attrs := append(valueAttributes("", ev.Values), semconv.ProcessPID(ev.PID), semconv.ThreadID(ev.TID))
+	_, span := e.tracer.Start(context.Background(), probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(attrs...))
 	span.End(oteltrace.WithTimestamp(ev.Time))
 	e.ended++
 }
@@ -136,19 +151,20 @@ func (e *Exporter) end(c *calltree.Call) {
 			TraceID: p.trace, SpanID: p.span, TraceFlags: oteltrace.FlagsSampled,
 		}))
 	}
-	ns, fn := splitFunction(c.Function)
+	name := values.Escape(c.Function)
+	ns, fn := splitFunction(name)
 	attrs := []attribute.KeyValue{
 		semconv.CodeNamespace(ns), semconv.CodeFunction(fn),
 		attribute.Int64("goroutine", int64(c.Goroutine)),
 		semconv.ProcessPID(c.PID),
 	}
 	if c.Entry != nil {
-		attrs = append(attrs, values("args.", c.Entry.Values)...)
+		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
 	}
-	attrs = append(attrs, values("results.", c.Exit.Values)...)
-	_, span := e.tracer.Start(ctx, c.Function, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
+	attrs = append(attrs, valueAttributes("results.", c.Exit.Values)...)
+	_, span := e.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
 	for _, ev := range d.events {
-		span.AddEvent(ev.Provider+":"+ev.Probe, oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(values("", ev.Values)...))
+		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
 	}
 	for _, v := range c.Exit.Values {
 		// A nil error is null where the tracer reads the value, and a
@@ -158,7 +174,7 @@ func (e *Exporter) end(c *calltree.Call) {
 			if !known {
 				msg = v.Name + " is a non-nil error"
 			}
-			span.SetStatus(codes.Error, msg)
+			span.SetStatus(codes.Error, values.Escape(msg))
 			break
 		}
 	}
@@ -171,11 +187,14 @@ func (e *Exporter) end(c *calltree.Call) {
 func (e *Exporter) Close(ctx context.Context) error {
 	err := e.provider.Shutdown(ctx)
 	var msgs []string
-	if lost := e.ended - int(e.sent.exported.Load()) - int(e.sent.failed.Load()); lost > 0 {
+	if lost := e.ended - int(e.sent.exported.Load()) - int(e.sent.failed.Load()) - int(e.sent.refused.Load()); lost > 0 {
 		msgs = append(msgs, fmt.Sprintf("lost %d spans: the exporter's queue was full (OTEL_BSP_MAX_QUEUE_SIZE raises it)", lost))
 	}
 	if n := e.sent.failed.Load(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d spans not sent to %s: %v", n, e.endpoint, e.errs.first()))
+	}
+	if n := e.sent.refused.Load(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d spans not sent: protobuf refuses strings that are not valid UTF-8, such as %v", n, e.sent.why.first()))
 	}
 	if n := e.tree.Open(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended: no span", n))
@@ -209,26 +228,31 @@ func splitFunction(fn string) (namespace, name string) {
 	return "", fn
 }
 
-// values are attributes of vs, each named prefix plus its name.
-func values(prefix string, vs []trace.Value) []attribute.KeyValue {
+// probeName names the span or the span event of a usdtgen probe's event.
+func probeName(ev *trace.Event) string {
+	return values.Escape(ev.Provider + ":" + ev.Probe)
+}
+
+// valueAttributes are attributes of vs, each named prefix plus its name.
+func valueAttributes(prefix string, vs []trace.Value) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, len(vs))
 	for _, v := range vs {
-		key := attribute.Key(prefix + v.Name)
+		key := attribute.Key(values.Escape(prefix + v.Name))
 		switch d := v.Data.(type) {
 		case string:
-			attrs = append(attrs, key.String(d))
+			attrs = append(attrs, key.String(values.Escape(d)))
 		case bool:
 			attrs = append(attrs, key.Bool(d))
 		case int64:
 			attrs = append(attrs, key.Int64(d))
 		case uint64:
 			if v.Kind == probe.Pointer || v.Kind == probe.Uintptr || d > math.MaxInt64 {
-				attrs = append(attrs, key.String(v.Text))
+				attrs = append(attrs, key.String(values.Escape(v.Text)))
 			} else {
 				attrs = append(attrs, key.Int64(int64(d)))
 			}
 		default:
-			attrs = append(attrs, key.String(v.Text))
+			attrs = append(attrs, key.String(values.Escape(v.Text)))
 		}
 	}
 	return attrs
@@ -278,24 +302,75 @@ func newSpanID() oteltrace.SpanID {
 }
 
 // countingExporter counts the spans the batch processor hands the
-// exporter, so that those it dropped are known.
+// exporter, so that those it dropped are known. It keeps back the spans
+// that hold a string protobuf would refuse, which would take the rest of
+// their batch down with them.
 type countingExporter struct {
 	sdktrace.SpanExporter
-	exported, failed atomic.Int64
+	exported, failed, refused atomic.Int64
+	// why is what was wrong with the first span refused.
+	why errorHandler
 }
 
 func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
-	err := c.SpanExporter.ExportSpans(ctx, spans)
+	send := make([]sdktrace.ReadOnlySpan, 0, len(spans))
+	for _, s := range spans {
+		if bad := invalidString(s); bad != "" {
+			c.refused.Add(1)
+			c.why.Handle(fmt.Errorf("%s of span %q", bad, s.Name()))
+			continue
+		}
+		send = append(send, s)
+	}
+	if len(send) == 0 {
+		return nil
+	}
+	err := c.SpanExporter.ExportSpans(ctx, send)
 	if err != nil {
-		c.failed.Add(int64(len(spans)))
+		c.failed.Add(int64(len(send)))
 	} else {
-		c.exported.Add(int64(len(spans)))
+		c.exported.Add(int64(len(send)))
 	}
 	return err
 }
 
-// errorHandler keeps the first error the SDK reports, which Close
-// reports, rather than the SDK's default of logging each.
+// invalidString says which of the strings the exporter gives a span is
+// not valid UTF-8, or returns "" when all are.
+func invalidString(s sdktrace.ReadOnlySpan) string {
+	if !utf8.ValidString(s.Name()) {
+		return "the name"
+	}
+	if k := invalidAttribute(s.Attributes()); k != "" {
+		return "attribute " + k
+	}
+	for _, ev := range s.Events() {
+		if !utf8.ValidString(ev.Name) {
+			return fmt.Sprintf("the name of event %q", ev.Name)
+		}
+		if k := invalidAttribute(ev.Attributes); k != "" {
+			return fmt.Sprintf("attribute %s of event %q", k, ev.Name)
+		}
+	}
+	if !utf8.ValidString(s.Status().Description) {
+		return "the status message"
+	}
+	return ""
+}
+
+// invalidAttribute names the first attribute whose key or string value is
+// not valid UTF-8, "" for none.
+func invalidAttribute(kvs []attribute.KeyValue) string {
+	for _, kv := range kvs {
+		if !utf8.ValidString(string(kv.Key)) || kv.Value.Type() == attribute.STRING && !utf8.ValidString(kv.Value.AsString()) {
+			return fmt.Sprintf("%q", kv.Key)
+		}
+	}
+	return ""
+}
+
+// errorHandler keeps the first error it is handed, which Close reports:
+// of the SDK's, rather than the SDK's default of logging each, and of the
+// spans refused.
 type errorHandler struct {
 	mu  sync.Mutex
 	err error

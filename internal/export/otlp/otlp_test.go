@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	oteltrace "go.opentelemetry.io/otel/trace"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -60,6 +63,16 @@ func newReceiver(t *testing.T, status int, hold chan struct{}) *receiver {
 	t.Cleanup(srv.Close)
 	r.url = srv.URL
 	return r
+}
+
+// newExporter starts an exporter of the service shop to the receiver.
+func newExporter(t *testing.T, r *receiver) *Exporter {
+	t.Helper()
+	e, err := New(context.Background(), r.url, "", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
 
 func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
@@ -302,14 +315,44 @@ func TestSpans(t *testing.T) {
 				},
 			},
 		},
+		{
+			// Strings of any bytes, as a program holds them: protobuf
+			// refuses a request with one that is not valid UTF-8, and with
+			// it the batch. They arrive escaped as the event lines show
+			// them, with the other spans of the batch.
+			name: "bad bytes",
+			events: []*trace.Event{
+				g1.enter("main.parse", 0, str("in", "TZif2\x00\x00\xff"), str("city", "Zürich\n")),
+				g1.fire("cache__miss", 5, str("key", "k\xfe")),
+				g1.leave("main.parse", 10, 10, errValue("err", "bad byte \xff", `bad byte \xff`)),
+				g2.fire("job__done", 20, str("kind", "\xc3")),
+				g2.leave("main.idle", 30, 5),
+			},
+			want: []wantSpan{
+				{
+					name: "main.parse", start: us(0), end: us(10),
+					attrs: map[string]any{
+						"code.namespace": "main", "code.function": "parse", "goroutine": int64(1), "process.pid": int64(4242),
+						"args.in": `TZif2\x00\x00\xff`, "args.city": `Zürich\n`, "results.err": `bad byte \xff`,
+					},
+					events: []string{`shop:cache__miss@5 key=k\xfe`},
+					status: tracepb.Status_STATUS_CODE_ERROR, msg: `bad byte \xff`,
+				},
+				{
+					name: "shop:job__done", start: us(20), end: us(20),
+					attrs: map[string]any{"kind": `\xc3`, "process.pid": int64(4242), "thread.id": int64(102)},
+				},
+				{
+					name: "main.idle", start: us(25), end: us(30),
+					attrs: map[string]any{"code.namespace": "main", "code.function": "idle", "goroutine": int64(2), "process.pid": int64(4242)},
+				},
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newReceiver(t, http.StatusOK, nil)
-			e, err := New(context.Background(), r.url, "", "shop")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newExporter(t, r)
 			for _, ev := range tt.events {
 				e.Event(ev)
 			}
@@ -404,6 +447,8 @@ func TestServiceName(t *testing.T) {
 		{"binary", "", "", "shop"},
 		{"environment", "", "from-env", "from-env"},
 		{"flag", "checkout", "from-env", "checkout"},
+		// Any bytes, which the resource of every span carries escaped.
+		{"environment, not UTF-8", "", "caf\xe9\tbar", `caf\xe9\tbar`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -473,10 +518,7 @@ func TestCloseReports(t *testing.T) {
 				hold = make(chan struct{})
 			}
 			r := newReceiver(t, tt.status, hold)
-			e, err := New(context.Background(), r.url, "", "shop")
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := newExporter(t, r)
 			for i := range tt.events {
 				e.Event(thread(1).fire("tick", i))
 			}
@@ -488,7 +530,7 @@ func TestCloseReports(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			err = e.Close(ctx)
+			err := e.Close(ctx)
 			if err == nil {
 				t.Fatalf("Close: no error, want %s", tt.want)
 			}
@@ -502,6 +544,57 @@ func TestCloseReports(t *testing.T) {
 				if lost, _ := strconv.Atoi(m[1]); len(spans)+lost != tt.events {
 					t.Errorf("%d spans received and %s lost, want %d in all", len(spans), m[1], tt.events)
 				}
+			}
+		})
+	}
+}
+
+// TestRefused: a span holding a string that is not valid UTF-8, which
+// protobuf would refuse with its whole request, is kept back and named
+// at Close, and the rest of its batch is sent. Such a span is made here
+// past the exporter's escaping, as a string it did not escape would make
+// it.
+func TestRefused(t *testing.T) {
+	ok := attribute.String("args.s", "fine")
+	tests := []struct {
+		name, span string
+		attrs      []attribute.KeyValue
+		event      string
+		eventAttrs []attribute.KeyValue
+		status     string
+		want       string
+	}{
+		{name: "span name", span: "main.f\xff", want: `the name of span "main.f\xff"`},
+		{name: "attribute value", span: "main.f", attrs: []attribute.KeyValue{ok, attribute.String("args.b", "\xff")}, want: `attribute "args.b" of span "main.f"`},
+		{name: "attribute key", span: "main.f", attrs: []attribute.KeyValue{attribute.Bool("args.\xfe", true)}, want: `attribute "args.\xfe" of span "main.f"`},
+		{name: "event name", span: "main.f", event: "shop:\xc3", want: `the name of event "shop:\xc3" of span "main.f"`},
+		{name: "event attribute", span: "main.f", event: "shop:tick", eventAttrs: []attribute.KeyValue{ok, attribute.String("key", "k\xfe")}, want: `attribute "key" of event "shop:tick" of span "main.f"`},
+		{name: "status", span: "main.f", status: "no \xff", want: `the status message of span "main.f"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := newReceiver(t, http.StatusOK, nil)
+			e := newExporter(t, r)
+			const good = 3
+			for i := range good {
+				e.Event(thread(1).fire("tick", i))
+			}
+			_, span := e.tracer.Start(context.Background(), tt.span, oteltrace.WithAttributes(tt.attrs...))
+			if tt.event != "" {
+				span.AddEvent(tt.event, oteltrace.WithAttributes(tt.eventAttrs...))
+			}
+			if tt.status != "" {
+				span.SetStatus(codes.Error, tt.status)
+			}
+			span.End()
+			e.ended++
+			err := e.Close(context.Background())
+			want := "1 spans not sent: protobuf refuses strings that are not valid UTF-8, such as " + tt.want
+			if err == nil || err.Error() != want {
+				t.Errorf("Close: %v\nwant %s", err, want)
+			}
+			if spans, _ := r.received(); len(spans) != good {
+				t.Errorf("%d spans received, want the %d of the batch that are valid", len(spans), good)
 			}
 		})
 	}

@@ -6,7 +6,11 @@
 //
 // Its locations carry each function's entry address, source file and
 // line, read from the binary's .gopclntab (which stripped binaries keep),
-// so that go tool pprof shows the source with the binary at hand.
+// so that go tool pprof shows the source with the binary at hand. A
+// function the rewriter split into itself and a traced copy (see
+// autoprobe.TracedName) may be gone from the binary, inlined wherever it
+// is called: its location is then its copy's, where the probes fired,
+// which the copy's line directives place at the function's source.
 package pprof
 
 import (
@@ -20,16 +24,20 @@ import (
 
 	"github.com/google/pprof/profile"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/calltree"
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
 // Profile gathers calls into samples.
 type Profile struct {
-	tree        calltree.Tree
-	binary      string
-	mapping     *profile.Mapping
-	table       *gosym.Table // nil when the binary has none
+	tree    calltree.Tree
+	binary  string
+	mapping *profile.Mapping
+	table   *gosym.Table // nil when the binary has none
+	// copies are the table's traced copies of split functions, by the
+	// first name autoprobe.TracedName gives their function's copy.
+	copies      map[string][]*gosym.Func
 	samples     map[string]*profile.Sample
 	order       []string // the samples' keys, first seen first
 	locations   map[string]*profile.Location
@@ -67,6 +75,13 @@ func New(binary string) (*Profile, error) {
 		}
 		if p.table, err = gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr)); err != nil {
 			return nil, fmt.Errorf("%s: .gopclntab: %w", binary, err)
+		}
+		p.copies = map[string][]*gosym.Func{}
+		for i := range p.table.Funcs {
+			f := &p.table.Funcs[i]
+			if first, ok := autoprobe.TracedOf(f.Name); ok {
+				p.copies[first] = append(p.copies[first], f)
+			}
 		}
 	}
 	p.tree.End = p.end
@@ -107,9 +122,9 @@ func (p *Profile) location(c *calltree.Call) *profile.Location {
 	}
 	fn := &profile.Function{ID: uint64(len(p.locations) + 1), Name: c.Function, SystemName: c.Function}
 	l := &profile.Location{ID: fn.ID, Mapping: p.mapping, Line: []profile.Line{{Function: fn}}}
-	if sym := p.lookup(c); sym != nil {
+	if sym, name := p.lookup(c); sym != nil {
 		file, line, _ := p.table.PCToLine(sym.Entry)
-		fn.Name, fn.SystemName, fn.Filename, fn.StartLine = sym.Name, sym.Name, file, int64(line)
+		fn.Name, fn.SystemName, fn.Filename, fn.StartLine = name, sym.Name, file, int64(line)
 		l.Address, l.Line[0].Line = sym.Entry, int64(line)
 	}
 	p.locations[c.Function] = l
@@ -118,17 +133,29 @@ func (p *Profile) location(c *calltree.Call) *profile.Location {
 }
 
 // lookup finds the call's function in the binary's table by its Go
-// symbol name: the label's package name replaced by the import path,
-// except in package main, whose symbols say main.
-func (p *Profile) lookup(c *calltree.Call) *gosym.Func {
+// symbol name, which it returns: the label's package name replaced by the
+// import path, except in package main, whose symbols say main. A split
+// function that is not there is found by its traced copy's name, as long
+// as one copy has that name: of two, one is another function's.
+func (p *Profile) lookup(c *calltree.Call) (*gosym.Func, string) {
 	if p.table == nil {
-		return nil
+		return nil, ""
 	}
 	name := c.Function
-	if pkg, rest, ok := strings.Cut(c.Function, "."); ok && pkg != "main" && c.Package != "" {
+	pkg, rest, ok := strings.Cut(c.Function, ".")
+	if ok && pkg != "main" && c.Package != "" {
 		name = c.Package + "." + rest
 	}
-	return p.table.LookupFunc(name)
+	if f := p.table.LookupFunc(name); f != nil {
+		return f, name
+	}
+	// The function's own name is after the last dot; a method's label
+	// has its type's before it.
+	i := strings.LastIndex(name, ".")
+	if copies := p.copies[name[:i+1]+autoprobe.TracedName(name[i+1:], strings.Contains(rest, "."), 0)]; len(copies) == 1 {
+		return copies[0], name
+	}
+	return nil, ""
 }
 
 // Write writes the profile, gzipped as pprof reads it.

@@ -26,6 +26,25 @@ func outer() {}
 //go:noinline
 func inner() {}
 
+// The traced copies of split functions, named as the rewriter names them,
+// without their functions, which a binary loses where the compiler
+// inlined them at every call: split, and counter's Inc method. twice is
+// found by neither of its copies: one is another function's.
+//
+//go:noinline
+func split_usdtTraced() {}
+
+type counter struct{ n int }
+
+//go:noinline
+func (c *counter) inc_usdtTraced() { c.n++ }
+
+//go:noinline
+func twice_usdtTraced() {}
+
+//go:noinline
+func twice_usdtTraced1() {}
+
 // The functions' labels, as the tracer gives them, and their symbols.
 const (
 	thisPkg   = "github.com/go-usdt/usdt/internal/export/pprof"
@@ -33,7 +52,15 @@ const (
 	innerSym  = thisPkg + ".inner"
 	outerName = "pprof.outer"
 	innerName = "pprof.inner"
+	splitSym  = thisPkg + ".split"
+	incSym    = thisPkg + ".(*counter).Inc"
 )
+
+// copies are the symbols of the split functions' traced copies.
+var copies = map[string]string{
+	splitSym: thisPkg + ".split_usdtTraced",
+	incSym:   thisPkg + ".(*counter).inc_usdtTraced",
+}
 
 // origin is when the test's events happen, give or take microseconds.
 var origin = time.Date(2026, 11, 26, 9, 0, 0, 0, time.UTC)
@@ -71,6 +98,10 @@ func TestProfile(t *testing.T) {
 	// Called, so that the linker keeps them.
 	outer()
 	inner()
+	split_usdtTraced()
+	new(counter).inc_usdtTraced()
+	twice_usdtTraced()
+	twice_usdtTraced1()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -78,6 +109,7 @@ func TestProfile(t *testing.T) {
 	in, out := fn{innerName, thisPkg, 1}, fn{outerName, thisPkg, 1}
 	mainFn := fn{"main.main", "main", 2}
 	missing := fn{"other.Missing", "example.com/other", 3}
+	split, inc, twice := fn{"pprof.split", thisPkg, 4}, fn{"pprof.(*counter).Inc", thisPkg, 4}, fn{"pprof.twice", thisPkg, 4}
 	nested := []*trace.Event{
 		out.enter(0),
 		in.enter(10), in.leave(30, 20),
@@ -89,6 +121,8 @@ func TestProfile(t *testing.T) {
 		in.on(2).leave(200, 7),
 		mainFn.leave(300, 50),
 		missing.leave(400, 1),
+		split.enter(500), inc.enter(501), inc.leave(502, 1), split.leave(510, 10),
+		twice.leave(600, 2),
 	}
 	tests := []struct {
 		name   string
@@ -109,9 +143,12 @@ func TestProfile(t *testing.T) {
 				{innerSym, 1, 7, 7},
 				{"main.main", 1, 50, 50},
 				{"other.Missing", 1, 1, 1},
+				{incSym + " < " + splitSym, 1, 1, 1},
+				{splitSym, 1, 9, 10},
+				{"pprof.twice", 1, 2, 2},
 			},
-			start: 0, length: 400,
-			located: []string{innerSym, outerSym, "main.main"},
+			start: 0, length: 600,
+			located: []string{innerSym, outerSym, "main.main", incSym, splitSym},
 		},
 		{
 			// Without .gopclntab, the functions keep their labels and
@@ -216,8 +253,12 @@ func checkLocation(t *testing.T, p *profile.Profile, l *profile.Location) {
 	if l.Address < m.Start || l.Address >= m.Limit {
 		t.Errorf("%s at %#x, outside its mapping %#x-%#x", f.Name, l.Address, m.Start, m.Limit)
 	}
+	sym := f.Name
+	if c, ok := copies[f.Name]; ok {
+		sym = c
+	}
 	rf := runtime.FuncForPC(uintptr(l.Address))
-	if rf == nil || rf.Entry() != uintptr(l.Address) || rf.Name() != f.Name {
+	if rf == nil || rf.Entry() != uintptr(l.Address) || rf.Name() != sym || f.SystemName != sym {
 		t.Errorf("%s at %#x: the runtime has %v there", f.Name, l.Address, rf)
 		return
 	}

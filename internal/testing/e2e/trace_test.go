@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -13,6 +14,7 @@ import (
 	"regexp"
 	"runtime"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 	"unicode/utf8"
@@ -430,7 +432,8 @@ func TestTraceInterruptBusy(t *testing.T) {
 
 // TestTraceCommandOnly traces a command while another process of the same
 // binary runs: trace shows the events of the command and of the child it
-// starts, and none of the other process's.
+// starts, and none of the other process's. It exits as the command did,
+// as a shell does for one a signal killed.
 func TestTraceCommandOnly(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
@@ -472,6 +475,12 @@ func TestTraceCommandOnly(t *testing.T) {
 	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.cmd.Process.Pid))
 	if _, state, _ := strings.Cut(string(stat), ") "); err != nil || strings.HasPrefix(state, "Z") {
 		t.Errorf("the other process ended while traced: %v %s", err, stat)
+	}
+
+	out, errOut, err = usdtTrace(t, "main.mark", "--", bin, "killed")
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGTERM) || !strings.Contains(out, `main.mark(who="killed"`) {
+		t.Errorf("trace of a command that SIGTERM killed: %v, want exit status 143, and its event\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
 	}
 }
 
@@ -564,6 +573,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"syscall"
 	"time"
 )
 
@@ -593,6 +603,10 @@ func main() {
 		<-done
 		time.Sleep(100 * time.Millisecond)
 		mark("child", 1)
+	case "killed":
+		mark("killed", 0)
+		syscall.Kill(os.Getpid(), syscall.SIGTERM)
+		time.Sleep(time.Minute)
 	}
 }
 `
