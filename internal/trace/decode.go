@@ -137,7 +137,7 @@ func (v value) json() any {
 	case v.val != nil:
 		return v.val.JSON()
 	case v.str != nil:
-		return *v.str
+		return values.JSONText(*v.str)
 	case v.kind == probe.Bool:
 		return v.uint() != 0
 	case v.signed:

@@ -47,3 +47,21 @@ func TestEventOutputs(t *testing.T) {
 		})
 	}
 }
+
+// TestStringArgumentBytes checks that a probe's C string argument keeps
+// its invalid bytes visible in both forms, as Go's %q escapes them.
+func TestStringArgumentBytes(t *testing.T) {
+	for _, tt := range []struct{ in, text, json string }{
+		{"plain", `"plain"`, `"plain"`},
+		{"a\xffb", `"a\xffb"`, `"a\\xffb"`},
+		{"tab\there", `"tab\there"`, `"tab\there"`},
+	} {
+		v := value{str: &tt.in}
+		if got := v.String(); got != tt.text {
+			t.Errorf("%q: text %s, want %s", tt.in, got, tt.text)
+		}
+		if got, err := json.Marshal(v.json()); err != nil || string(got) != tt.json {
+			t.Errorf("%q: json %s (%v), want %s", tt.in, got, err, tt.json)
+		}
+	}
+}

@@ -348,7 +348,7 @@ func (f float) JSON() any {
 type text string
 
 func (t text) String() string { return Escape(string(t)) }
-func (t text) JSON() any      { return jsonText(string(t)) }
+func (t text) JSON() any      { return JSONText(string(t)) }
 
 // cutText is a string of which the probe read the first bytes, which may
 // end inside a character.
@@ -358,7 +358,7 @@ type cutText struct {
 }
 
 func (c cutText) String() string { return fmt.Sprintf("%s...(%d bytes)", Escape(c.shown), c.len) }
-func (c cutText) JSON() any      { return fmt.Sprintf("%s...(%d bytes)", jsonText(c.shown), c.len) }
+func (c cutText) JSON() any      { return fmt.Sprintf("%s...(%d bytes)", JSONText(c.shown), c.len) }
 
 // Escape escapes the bytes of s that are not valid UTF-8 and the
 // characters strconv.IsPrint rejects, control characters among them, as
@@ -392,11 +392,11 @@ func Escape(s string) string {
 	return string(append(b, s[done:]...))
 }
 
-// jsonText is s as JSON holds a string: s itself when it is valid UTF-8,
+// JSONText is s as JSON holds a string: s itself when it is valid UTF-8,
 // whose control characters encoding/json escapes so that they read back
 // as they were, else escaped, where encoding/json would replace each
 // invalid byte with U+FFFD and lose what it was.
-func jsonText(s string) string {
+func JSONText(s string) string {
 	if utf8.ValidString(s) {
 		return s
 	}
@@ -493,7 +493,7 @@ func (o object) MarshalJSON() ([]byte, error) {
 		if len(b) > 1 {
 			b = append(b, ',')
 		}
-		k, _ := json.Marshal(jsonText(f.name))
+		k, _ := json.Marshal(JSONText(f.name))
 		v, err := json.Marshal(f.value.JSON())
 		if err != nil {
 			return nil, err

@@ -162,7 +162,7 @@ func (m mapValue) JSON() any {
 	for _, e := range m.entries {
 		k := e.key.String()
 		if t, ok := e.key.(text); ok {
-			k = jsonText(string(t))
+			k = JSONText(string(t))
 		}
 		o[k] = e.elem.JSON()
 	}
