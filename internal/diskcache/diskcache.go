@@ -1,12 +1,15 @@
-// Package diskcache keeps small answers that cost more to compute than to
-// read (a tool's version, the goroutine id's offset) in usdt-toolexec's
-// directory of the user's cache, where every build asks for them again.
+// Package diskcache keeps answers that cost more to compute than to read
+// (a tool's version, the goroutine id's offset, a compile's output) in
+// usdt-toolexec's directory of the user's cache, where every build asks
+// for them again.
 package diskcache
 
 import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
+	"time"
 )
 
 func path(key string) string {
@@ -39,5 +42,48 @@ func Put(key string, data []byte) {
 	tmp := fmt.Sprintf("%s.%d", p, os.Getpid())
 	if os.WriteFile(tmp, data, 0o644) == nil {
 		os.Rename(tmp, p)
+	}
+}
+
+// Touch marks the entry under key as used now, for Remove.
+func Touch(key string) {
+	if p := path(key); p != "" {
+		now := time.Now()
+		os.Chtimes(p, now, now)
+	}
+}
+
+// Due reports whether marker is older than every, or missing, and marks
+// it done now: for work to do once in a while, such as Remove.
+func Due(marker string, every time.Duration) bool {
+	p := path(marker)
+	if p == "" {
+		return false
+	}
+	if fi, err := os.Stat(p); err == nil && time.Since(fi.ModTime()) < every {
+		return false
+	}
+	Put(marker, nil)
+	return true
+}
+
+// Remove removes the entries whose keys start with prefix that nothing
+// put or touched for age.
+func Remove(prefix string, age time.Duration) {
+	dir := path("")
+	if dir == "" {
+		return
+	}
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return
+	}
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), prefix) {
+			continue
+		}
+		if fi, err := e.Info(); err == nil && time.Since(fi.ModTime()) > age {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
 	}
 }

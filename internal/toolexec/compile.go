@@ -16,6 +16,7 @@ import (
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/gomod"
 	"github.com/go-usdt/usdt/internal/inlining"
+	"github.com/go-usdt/usdt/internal/objcache"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/rewrite"
 )
@@ -81,7 +82,7 @@ func (inv Invocation) compile() error {
 	}
 	r := inv.Rules
 	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
-		return inv.run(inv.Tool, args...)
+		return inv.plain(args)
 	}
 	// Instrumenting a package allocates 10 to 60 MB, most of it garbage
 	// and all of it gone when the process ends after the compiler's:
@@ -127,7 +128,7 @@ func (inv Invocation) compile() error {
 		return err
 	}
 	if res == nil {
-		return inv.run(inv.Tool, args...)
+		return inv.plain(args)
 	}
 	if inv.Verbose {
 		for _, fn := range res.Funcs {
@@ -140,7 +141,7 @@ func (inv Invocation) compile() error {
 		if inv.Verbose {
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
 		}
-		return inv.run(inv.Tool, args...)
+		return inv.plain(args)
 	}
 	if inv.Verbose {
 		for _, fn := range res.Funcs {
@@ -160,6 +161,23 @@ func (inv Invocation) compile() error {
 		}
 	}
 	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Sources: res.Sources, Asm: res.Asm}.Run()
+}
+
+// plain runs the compile of args as it is, or reuses the output of the
+// same compile in a build under other rules (see package objcache). With
+// an -exec wrapper, which may do anything to a compile, it runs it.
+func (inv Invocation) plain(args []string) error {
+	query := inv
+	query.Args = []string{"-V=full"}
+	id, err := query.realVersion()
+	if err != nil || len(inv.Exec) > 0 {
+		return inv.run(inv.Tool, args...)
+	}
+	return objcache.Run(id, args, inv.Stdout, inv.Stderr, func(stdout, stderr io.Writer) error {
+		r := inv.Runner
+		r.Stdout, r.Stderr = stdout, stderr
+		return r.run(inv.Tool, args...)
+	})
 }
 
 // mainImportPath is the import path of the main package being compiled:
