@@ -63,6 +63,7 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		if spans, err = otlp.New(context.Background(), x.OTLP, x.Service, filepath.Base(bin)); err != nil {
 			return err
 		}
+		spans.MinSpan = x.MinSpan
 		sinks = append(sinks, spans.Event)
 	}
 	var prof *pprof.Profile

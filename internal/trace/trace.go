@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"strconv"
 	"syscall"
 	"time"
 
@@ -39,6 +40,9 @@ type Options struct {
 	Interval time.Duration
 	Verbose  bool
 	Attach   Attach // AttachAuto when empty
+	// Buffer is the size of the ring buffer the events come through, a
+	// power of two; 0 for bpfprog.DefaultRing.
+	Buffer int
 	// Events, when set, receives every event, in the order they are read,
 	// from one goroutine; then only JSON prints them.
 	Events func(*Event)
@@ -91,7 +95,11 @@ func Run(opt Options) error {
 	for i, s := range sites {
 		progSites[i] = bpfprog.Site{Addr: s.addr, Args: s.args, Strs: s.strs, Plan: s.plan}
 	}
-	objs, err := bpfprog.NewEvents(progSites, bpfprog.DefaultRing)
+	ring := opt.Buffer
+	if ring == 0 {
+		ring = bpfprog.DefaultRing
+	}
+	objs, err := bpfprog.NewEvents(progSites, ring)
 	if err != nil {
 		return bpfError(err)
 	}
@@ -155,7 +163,7 @@ func Run(opt Options) error {
 	}
 	p.finish()
 	if n := objs.Lost(); n > 0 {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the ring buffer was full\n", n)
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the ring buffer (%s) was full; -buffer makes it larger\n", n, SizeText(ring))
 	}
 	return f.exit()
 }
@@ -350,6 +358,17 @@ func attachSingle(ex *link.Executable, load loader, sites []site, pid int) ([]li
 		links = append(links, l)
 	}
 	return links, nil
+}
+
+// SizeText writes a buffer's size, a power of two, as -buffer takes it.
+func SizeText(n int) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.Itoa(n>>30) + "G"
+	case n >= 1<<20:
+		return strconv.Itoa(n>>20) + "M"
+	}
+	return strconv.Itoa(n>>10) + "K"
 }
 
 // commandTasks is the tasks map of trace -- CMD, nil without a command.

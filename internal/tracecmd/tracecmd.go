@@ -14,14 +14,16 @@ import (
 	"os/exec"
 	"slices"
 	"strconv"
+	"strings"
 	"syscall"
+	"time"
 
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-otlp URL [-service NAME]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -30,23 +32,29 @@ latency histogram per function at the end, -v how it attached. -stats
 prints no events: it counts the calls of each function (and the fires of
 each provider probe) and their latencies in the kernel, and prints them at
 the end, and every D too with -interval D (each time what was counted
-since the last). -attach
-multi attaches every probe with one uprobe_multi link (Linux 6.6+), single
-with one uprobe per probe, auto (the default) with the first that works.
+since the last). -attach multi attaches every probe with one uprobe_multi
+link (Linux 6.6+), single with one uprobe per probe, auto (the default)
+with the first that works. -buffer sets the size of the ring buffer the
+events come through, a power of two (256K, 32M, the default, or 1G): a
+trace that lost events says so at the end.
 
 -otlp sends every traced call of an automatic probe as an OpenTelemetry
 span to the collector at URL (its base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
 takes it: http://127.0.0.1:4318), its parent the innermost call open on its
 goroutine; the other OTEL_* variables apply. -service sets service.name
-(default: the binary's name). -pprof writes a pprof profile of the calls to
-FILE: wall time and call counts per chain of traced calls. With either, the
-events print only with -json, and trace runs usdt-export (installed beside
-usdt-toolexec or on $PATH), which carries the exporters.
+(default: the binary's name). -min-span D drops the spans of calls shorter
+than D and counts them on the nearest span kept (usdt.dropped_children).
+-pprof writes a pprof profile of the calls to FILE: wall time and call
+counts per chain of traced calls. With either, the events print only with
+-json, and trace runs usdt-export (installed beside usdt-toolexec or on
+$PATH), which carries the exporters.
 `
 
 // Exports are where trace sends the calls it sees, besides its output.
 type Exports struct {
 	OTLP, Service, Pprof string
+	// MinSpan drops the spans of -otlp shorter than it.
+	MinSpan time.Duration
 }
 
 // Any reports whether there is an export to make.
@@ -58,12 +66,18 @@ func (x *Exports) flags(fs *flag.FlagSet) {
 	fs.StringVar(&x.OTLP, "otlp", "", "")
 	fs.StringVar(&x.Service, "service", "", "")
 	fs.StringVar(&x.Pprof, "pprof", "", "")
+	fs.DurationVar(&x.MinSpan, "min-span", 0, "")
 }
 
 // check reports flags that make no sense together.
 func (x Exports) check() error {
-	if x.Service != "" && x.OTLP == "" {
+	switch {
+	case x.Service != "" && x.OTLP == "":
 		return errors.New("-service names the service of -otlp's spans: give -otlp URL too")
+	case x.MinSpan < 0:
+		return errors.New("-min-span wants a positive duration")
+	case x.MinSpan > 0 && x.OTLP == "":
+		return errors.New("-min-span drops short spans of -otlp: give -otlp URL too")
 	}
 	return nil
 }
@@ -83,6 +97,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	fs.DurationVar(&opt.Interval, "interval", 0, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
 	attach := fs.String("attach", string(trace.AttachAuto), "")
+	fs.Var((*bufferSize)(&opt.Buffer), "buffer", "")
 	var exp Exports
 	exp.flags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -102,6 +117,9 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		return 2
 	case opt.Stats && exp.Any():
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sees no calls to export: drop -otlp and -pprof\n")
+		return 2
+	case opt.Stats && opt.Buffer != 0:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sends no events through a buffer: drop -buffer\n")
 		return 2
 	case opt.Interval < 0 || opt.Interval > 0 && !opt.Stats:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -interval wants a positive duration, with -stats\n")
@@ -140,4 +158,39 @@ func Status(err error, stderr io.Writer, prefix string) int {
 	}
 	fmt.Fprintln(stderr, prefix, err)
 	return 1
+}
+
+// bufferSize is -buffer's value: bytes, with K, M or G for KiB, MiB and
+// GiB, a power of two from a page (4K) to 1G, as a BPF ring buffer is.
+type bufferSize int
+
+func (b *bufferSize) String() string { return strconv.Itoa(int(*b)) }
+
+func (b *bufferSize) Set(s string) error {
+	num, unit := strings.TrimRight(s, "KMGkmg"), 1
+	switch strings.ToUpper(strings.TrimPrefix(s, num)) {
+	case "":
+	case "K":
+		unit = 1 << 10
+	case "M":
+		unit = 1 << 20
+	case "G":
+		unit = 1 << 30
+	default:
+		return fmt.Errorf("%q: want a size such as 256K, 32M or 1G", s)
+	}
+	n, err := strconv.Atoi(num)
+	if err != nil || n <= 0 || n > 1<<30/unit {
+		return fmt.Errorf("%q: want a size such as 256K, 32M or 1G", s)
+	}
+	n *= unit
+	if n < 4<<10 || n&(n-1) != 0 {
+		lo := 4 << 10
+		for lo*2 <= n {
+			lo *= 2
+		}
+		return fmt.Errorf("%q: want a power of two from 4K to 1G, such as %s or %s", s, trace.SizeText(lo), trace.SizeText(lo*2))
+	}
+	*b = bufferSize(n)
+	return nil
 }

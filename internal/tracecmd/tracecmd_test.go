@@ -35,7 +35,8 @@ func printOptions(opt trace.Options, x Exports) error {
 	w := opt.Stdout
 	fmt.Fprintf(w, "binary %s\npid %d\npatterns %q\ncommand %q\n", opt.Binary, opt.PID, opt.Patterns, opt.Command)
 	fmt.Fprintf(w, "json %v\nlatency %v\nstats %v\ninterval %v\nverbose %v\nattach %s\n", opt.JSON, opt.Latency, opt.Stats, opt.Interval, opt.Verbose, opt.Attach)
-	fmt.Fprintf(w, "otlp %s\nservice %s\npprof %s\nexports %v\n", x.OTLP, x.Service, x.Pprof, x.Any())
+	fmt.Fprintf(w, "buffer %d\n", opt.Buffer)
+	fmt.Fprintf(w, "otlp %s\nservice %s\nmin-span %v\npprof %s\nexports %v\n", x.OTLP, x.Service, x.MinSpan, x.Pprof, x.Any())
 	if opt.Stderr == nil || opt.Events != nil {
 		return errors.New("the tracer got no stderr, or Events to send to")
 	}

@@ -28,6 +28,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel"
@@ -47,6 +48,13 @@ import (
 
 // Exporter turns events into spans.
 type Exporter struct {
+	// MinSpan, when not zero, drops the spans of calls shorter than it.
+	// A call that contains a kept one lasts as long at least, so a kept
+	// span's parent is kept too, and dropping never orphans a span; each
+	// kept span counts the spans dropped below it in the attribute
+	// usdt.dropped_children, and gets their usdtgen probes' events.
+	MinSpan time.Duration
+
 	endpoint string
 	tree     calltree.Tree
 	provider *sdktrace.TracerProvider
@@ -60,6 +68,10 @@ type Exporter struct {
 type call struct {
 	ids    preset
 	events []*trace.Event // of usdtgen probes while it was open
+	// dropped counts the spans dropped below it (see MinSpan), and kept
+	// says a span of a call inside it was sent, which keeps its own.
+	dropped int64
+	kept    bool
 }
 
 // New starts an exporter to the collector at endpoint, a base URL as
@@ -144,6 +156,20 @@ func (e *Exporter) begin(c *calltree.Call) {
 
 func (e *Exporter) end(c *calltree.Call) {
 	d := c.Data.(*call)
+	var parent *call
+	if c.Parent != nil {
+		parent = c.Parent.Data.(*call)
+	}
+	if c.Elapsed() < e.MinSpan && !d.kept {
+		if parent != nil {
+			parent.dropped += 1 + d.dropped
+			parent.events = append(parent.events, d.events...)
+		}
+		return
+	}
+	if parent != nil {
+		parent.kept = true
+	}
 	ctx := context.WithValue(context.Background(), presetKey{}, d.ids)
 	if c.Parent != nil {
 		p := c.Parent.Data.(*call).ids
@@ -162,6 +188,9 @@ func (e *Exporter) end(c *calltree.Call) {
 		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
 	}
 	attrs = append(attrs, valueAttributes("results.", c.Exit.Values)...)
+	if d.dropped > 0 {
+		attrs = append(attrs, attribute.Int64("usdt.dropped_children", d.dropped))
+	}
 	_, span := e.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
 	for _, ev := range d.events {
 		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))

@@ -224,9 +224,10 @@ type wantSpan struct {
 func TestSpans(t *testing.T) {
 	g1, g2 := thread(1), thread(2)
 	tests := []struct {
-		name   string
-		events []*trace.Event
-		want   []wantSpan
+		name    string
+		minSpan time.Duration
+		events  []*trace.Event
+		want    []wantSpan
 	}{
 		{
 			name: "nested calls",
@@ -316,6 +317,37 @@ func TestSpans(t *testing.T) {
 			},
 		},
 		{
+			// Calls shorter than -min-span leave no span: their own
+			// children are shorter still, and are counted on the nearest
+			// span kept, which gets their usdtgen probes' events; a short
+			// root is dropped whole.
+			name:    "min span",
+			minSpan: 10 * time.Microsecond,
+			events: []*trace.Event{
+				g1.enter("main.handle", 0),
+				g1.enter("main.parse", 1),
+				g1.enter("main.token", 2),
+				g1.fire("cache__miss", 3, str("key", "k1")),
+				g1.leave("main.token", 4, 2),
+				g1.leave("main.parse", 5, 4),
+				g1.enter("main.query", 10),
+				g1.leave("main.query", 40, 30),
+				g1.leave("main.handle", 50, 50),
+				g2.leave("main.short", 60, 5),
+			},
+			want: []wantSpan{
+				{
+					name: "main.query", parent: "main.handle", start: us(10), end: us(40),
+					attrs: map[string]any{"code.namespace": "main", "code.function": "query", "goroutine": int64(1), "process.pid": int64(4242)},
+				},
+				{
+					name: "main.handle", start: us(0), end: us(50),
+					attrs:  map[string]any{"code.namespace": "main", "code.function": "handle", "goroutine": int64(1), "process.pid": int64(4242), "usdt.dropped_children": int64(2)},
+					events: []string{"shop:cache__miss@3 key=k1"},
+				},
+			},
+		},
+		{
 			// Strings of any bytes, as a program holds them: protobuf
 			// refuses a request with one that is not valid UTF-8, and with
 			// it the batch. They arrive escaped as the event lines show
@@ -353,6 +385,7 @@ func TestSpans(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newReceiver(t, http.StatusOK, nil)
 			e := newExporter(t, r)
+			e.MinSpan = tt.minSpan
 			for _, ev := range tt.events {
 				e.Event(ev)
 			}
