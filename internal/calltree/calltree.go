@@ -3,13 +3,21 @@
 // still open on its goroutine when it began, its parent.
 //
 // A call opens at its function's entry event when the exit probe is traced
-// too (trace.Event.Paired), and ends at the exit event: its time span is
-// the exit's time less the elapsed time the exit probe measured. An exit
-// without its entry (the probe traced alone, or the call began before the
-// tracer attached) is a call of its own, parented to the innermost open
-// call. An exit closes the innermost open call of its function; calls
-// opened above it never saw their exit (an event lost, or a panic through
-// them) and are abandoned: they are never ended.
+// too (trace.Event.Paired), and ends at the exit event. An exit without
+// its entry (the probe traced alone, the call began before the tracer
+// attached, or the entry's event was lost) is a call of its own, parented
+// to the innermost open call that began before it; the calls open above
+// that one began in it, and end there, marked Lost. An exit closes the
+// innermost open call of its function; calls opened above it never saw
+// their exit (an event lost, or a panic through them) and end there,
+// marked Lost.
+//
+// A call's place in time nests in its parent's, whatever the delays of the
+// events: it starts at its entry's event (the entries of one goroutine
+// come in order), or, without one, its exit's time less the elapsed time
+// the exit probe measured, and never before its parent; and it ends no
+// earlier than its start plus that elapsed time, nor than any call it
+// made. Its duration for profiles is what the exit probe measured.
 package calltree
 
 import (
@@ -28,7 +36,12 @@ type Call struct {
 	// Entry is nil when only the exit was traced; Exit is nil until the
 	// call ends.
 	Entry, Exit *trace.Event
-	Start, End  time.Time
+	// Start and End place the call in time, within its parent's.
+	Start, End time.Time
+	// Lost is set on a call whose exit event was not seen, ended when a
+	// call it was in returned: its End is the last end of the calls it
+	// made, or its Start.
+	Lost bool
 	// Inner is the time spent in the calls it made that have ended: its
 	// elapsed time less Inner is its own.
 	Inner time.Duration
@@ -36,8 +49,14 @@ type Call struct {
 	Data any
 }
 
-// Elapsed is the call's duration, as its exit probe measured it.
-func (c *Call) Elapsed() time.Duration { return c.End.Sub(c.Start) }
+// Elapsed is the call's duration, as its exit probe measured it; for a
+// Lost call, End less Start.
+func (c *Call) Elapsed() time.Duration {
+	if c.Exit == nil {
+		return c.End.Sub(c.Start)
+	}
+	return c.Exit.Elapsed
+}
 
 // Self is the call's duration less that of the traced calls it made.
 func (c *Call) Self() time.Duration { return max(0, c.Elapsed()-c.Inner) }
@@ -60,7 +79,15 @@ type Tree struct {
 	// last is the goroutine whose automatic probe fired last on a
 	// thread, which OnThread goes by.
 	last map[thread]goroutine
+	// lost counts the calls ended Lost, per goroutine.
+	lost map[goroutine]int
 }
+
+// misplaced is how far before the innermost open call an exit-only call
+// may seem to start and still be taken for its child: the delays of two
+// events differ by microseconds. One that seems to start earlier still
+// is not inside it: that call's exit was lost, and it is ended.
+const misplaced = 100 * time.Microsecond
 
 // Add takes one event; it ignores those of usdtgen probes and the entries
 // of functions whose exit is not traced.
@@ -88,30 +115,79 @@ func (t *Tree) Add(ev *trace.Event) {
 	var c *Call
 	for i := len(stack) - 1; i >= 0; i-- {
 		if stack[i].Function == ev.Function {
-			c, stack = stack[i], stack[:i]
+			c = stack[i]
+			t.abandon(g, stack[i+1:])
+			stack = stack[:i]
 			break
 		}
 	}
 	if c == nil {
-		c = &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine}
-		if len(stack) > 0 {
-			c.Parent = stack[len(stack)-1]
+		start := ev.Time.Add(-ev.Elapsed)
+		i := len(stack)
+		for i > 0 && stack[i-1].Start.After(start.Add(misplaced)) {
+			i--
+		}
+		c = &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine, Start: start}
+		if i > 0 {
+			c.Parent = stack[i-1]
+			if c.Start.Before(c.Parent.Start) {
+				c.Start = c.Parent.Start
+			}
 		}
 		t.begin(c)
+		// The calls that began after c did in c: their exits were lost.
+		if i < len(stack) {
+			stack[i].Parent = c
+		}
+		t.abandon(g, stack[i:])
+		stack = stack[:i]
 	}
 	if len(stack) == 0 {
 		delete(t.open, g)
 	} else {
 		t.open[g] = stack
 	}
-	c.Exit, c.End = ev, ev.Time
-	c.Start = ev.Time.Add(-ev.Elapsed)
-	if c.Parent != nil {
-		c.Parent.Inner += ev.Elapsed
+	c.Exit = ev
+	t.end(c, c.Start.Add(ev.Elapsed))
+}
+
+// end ends c no earlier than at, nor than the calls it made.
+func (t *Tree) end(c *Call, at time.Time) {
+	if at.After(c.End) {
+		c.End = at
+	}
+	if p := c.Parent; p != nil {
+		p.Inner += c.Elapsed()
+		if c.End.After(p.End) {
+			p.End = c.End
+		}
 	}
 	if t.End != nil {
 		t.End(c)
 	}
+}
+
+// abandon ends the open calls of g above the one an exit closes, the
+// innermost first: their exits were lost.
+func (t *Tree) abandon(g goroutine, above []*Call) {
+	for i := len(above) - 1; i >= 0; i-- {
+		c := above[i]
+		c.Lost = true
+		if t.lost == nil {
+			t.lost = map[goroutine]int{}
+		}
+		t.lost[g]++
+		t.end(c, c.Start)
+	}
+}
+
+// Lost reports how many calls were ended Lost, and on how many
+// goroutines.
+func (t *Tree) Lost() (calls, goroutines int) {
+	for _, n := range t.lost {
+		calls += n
+	}
+	return calls, len(t.lost)
 }
 
 func (t *Tree) begin(c *Call) {

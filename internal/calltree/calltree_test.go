@@ -27,6 +27,7 @@ func TestTree(t *testing.T) {
 		// want are the calls as they end: function<parent start-end self.
 		want string
 		open int
+		lost int // calls ended lost
 	}{
 		{
 			name: "nested",
@@ -43,11 +44,33 @@ func TestTree(t *testing.T) {
 			want: "b 5-15 10µs, a 0-20 20µs",
 		},
 		{
-			// The exit probe's elapsed time, not the entry's time, starts
-			// the call.
-			name:   "elapsed decides",
+			// The entry's event starts the call, the elapsed time the
+			// exit probe measured ends it.
+			name:   "entry and elapsed",
 			events: []*trace.Event{entry(1, "a", 0), exit(1, "a", 50, 48)},
-			want:   "a 2-50 48µs",
+			want:   "a 0-48 48µs",
+		},
+		{
+			// b's exit event came late: a ends no earlier than b, its
+			// own time as measured.
+			name:   "late exit",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 10), exit(1, "b", 101, 90), exit(1, "a", 98, 95)},
+			want:   "b<a 10-100 90µs, a 0-100 5µs",
+		},
+		{
+			// b's entry was not seen, and its exit came early: it starts
+			// no earlier than a.
+			name:   "exit without entry before its parent",
+			events: []*trace.Event{entry(1, "a", 10), exit(1, "b", 30, 25), exit(1, "a", 40, 30)},
+			want:   "b<a 10-35 25µs, a 10-40 5µs",
+		},
+		{
+			// c, whose entry was lost, began long before b, whose exit
+			// was lost: b was in c, and ends lost.
+			name:   "exit without entry before a lost call",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 500), exit(1, "c", 600, 300), exit(1, "a", 700, 700)},
+			want:   "b<c 500-500 0s lost, c<a 300-600 300µs, a 0-700 400µs",
+			lost:   1,
 		},
 		{
 			name:   "exit without entry",
@@ -60,10 +83,12 @@ func TestTree(t *testing.T) {
 			want:   "f<f 1-3 2µs, f 0-4 2µs",
 		},
 		{
-			// b's exit was never seen: a's exit abandons it.
-			name:   "abandoned",
-			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), exit(1, "a", 9, 9)},
-			want:   "a 0-9 9µs",
+			// b's exit was never seen: a's exit ends it, lost, at the
+			// end of the last call it made.
+			name:   "lost exits",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(1, "d", 5), exit(1, "a", 9, 9)},
+			want:   "c<b 2-4 2µs, d<b 5-5 0s lost, b<a 1-5 2µs lost, a 0-9 5µs",
+			lost:   2,
 		},
 		{
 			name: "unpaired entry and usdtgen probe",
@@ -88,7 +113,11 @@ func TestTree(t *testing.T) {
 					s += "<" + c.Parent.Function
 				}
 				us := func(x time.Time) int64 { return x.Sub(at(0)).Microseconds() }
-				got = append(got, fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self()))
+				s = fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self())
+				if c.Lost {
+					s += " lost"
+				}
+				got = append(got, s)
 			}
 			for _, ev := range tt.events {
 				tree.Add(ev)
@@ -98,6 +127,9 @@ func TestTree(t *testing.T) {
 			}
 			if n := tree.Open(); n != tt.open {
 				t.Errorf("%d calls open, want %d", n, tt.open)
+			}
+			if n, _ := tree.Lost(); n != tt.lost {
+				t.Errorf("%d calls lost, want %d", n, tt.lost)
 			}
 		})
 	}

@@ -187,7 +187,13 @@ func (e *Exporter) end(c *calltree.Call) {
 	if c.Entry != nil {
 		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
 	}
-	attrs = append(attrs, valueAttributes("results.", c.Exit.Values)...)
+	var results []trace.Value
+	if c.Exit != nil {
+		results = c.Exit.Values
+	} else {
+		attrs = append(attrs, attribute.Bool("usdt.lost_exit", true))
+	}
+	attrs = append(attrs, valueAttributes("results.", results)...)
 	if d.dropped > 0 {
 		attrs = append(attrs, attribute.Int64("usdt.dropped_children", d.dropped))
 	}
@@ -195,7 +201,7 @@ func (e *Exporter) end(c *calltree.Call) {
 	for _, ev := range d.events {
 		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
 	}
-	for _, v := range c.Exit.Values {
+	for _, v := range results {
 		// A nil error is null where the tracer reads the value, and a
 		// zero type word where it reads only the interface's words.
 		if v.Type == "error" && v.Data != nil && v.Data != uint64(0) {
@@ -227,6 +233,9 @@ func (e *Exporter) Close(ctx context.Context) error {
 	}
 	if n := e.tree.Open(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended: no span", n))
+	}
+	if n, gs := e.tree.Lost(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their spans (usdt.lost_exit) end with the last call they made", n, gs))
 	}
 	if err != nil {
 		msgs = append(msgs, fmt.Sprintf("OpenTelemetry shutdown: %v", err))

@@ -669,3 +669,52 @@ func TestIDs(t *testing.T) {
 		t.Errorf("NewSpanID without preset ids: %s", hex.EncodeToString(gs[:]))
 	}
 }
+
+// TestLostExit checks that a call whose exit event was lost still gets a
+// span, marked, inside its parent's, so that the spans of the calls it
+// made are not orphans, and that Close says how many.
+func TestLostExit(t *testing.T) {
+	g := thread(1)
+	r := newReceiver(t, http.StatusOK, nil)
+	e := newExporter(t, r)
+	for _, ev := range []*trace.Event{
+		g.enter("main.handle", 0),
+		g.enter("main.parse", 1),
+		g.enter("main.token", 2),
+		g.leave("main.token", 4, 2),
+		g.leave("main.handle", 10, 10),
+	} {
+		e.Event(ev)
+	}
+	err := e.Close(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "1 calls on 1 goroutines lost their exit event") {
+		t.Errorf("Close: %v, want it to count the lost exit", err)
+	}
+	spans, _ := r.received()
+	byName := map[string]*tracepb.Span{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	base := map[string]any{"code.namespace": "main", "goroutine": int64(1), "process.pid": int64(4242)}
+	with := func(fn string, more map[string]any) map[string]any {
+		m := map[string]any{"code.function": fn}
+		for k, v := range base {
+			m[k] = v
+		}
+		for k, v := range more {
+			m[k] = v
+		}
+		return m
+	}
+	for _, w := range []wantSpan{
+		{name: "main.token", parent: "main.parse", start: us(2), end: us(4), attrs: with("token", nil)},
+		{name: "main.parse", parent: "main.handle", start: us(1), end: us(4), attrs: with("parse", map[string]any{"usdt.lost_exit": true})},
+		{name: "main.handle", start: us(0), end: us(10), attrs: with("handle", nil)},
+	} {
+		if s := byName[w.name]; s == nil {
+			t.Errorf("no span %s", w.name)
+		} else {
+			checkSpan(t, s, w, byName)
+		}
+	}
+}

@@ -172,6 +172,9 @@ func (p *Profile) Write(w io.Writer) error {
 		Mapping:           []*profile.Mapping{p.mapping},
 		Comments:          []string{"usdt-toolexec trace -pprof of " + p.binary},
 	}
+	if n, gs := p.tree.Lost(); n > 0 {
+		prof.Comments = append(prof.Comments, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their time is what the calls they made took", n, gs))
+	}
 	if !p.first.IsZero() {
 		prof.TimeNanos, prof.DurationNanos = p.first.UnixNano(), p.last.Sub(p.first).Nanoseconds()
 	}
