@@ -15,19 +15,33 @@ import (
 // into a call to a trampoline, no trap at all.
 var nopPair = []byte{0x90, 0x0f, 0x1f, 0x44, 0x00, 0x00}
 
-// isNopPair reports whether the instruction at addr of f starts a nopPair.
-func isNopPair(f *elf.File, addr uint64) bool {
+// nopPairs reports, for each address of f, whether the instruction there
+// starts a nopPair. Each segment the addresses are in is read once: a read
+// per site took a tenth of trace's start-up at 14,600 sites.
+func nopPairs(f *elf.File, addrs []uint64) []bool {
+	is := make([]bool, len(addrs))
 	if f.Machine != elf.EM_X86_64 {
-		return false
+		return is
 	}
 	for _, p := range f.Progs {
-		if p.Type == elf.PT_LOAD && addr >= p.Vaddr && addr+uint64(len(nopPair)) <= p.Vaddr+p.Filesz {
-			b := make([]byte, len(nopPair))
-			_, err := p.ReadAt(b, int64(addr-p.Vaddr))
-			return err == nil && bytes.Equal(b, nopPair)
+		if p.Type != elf.PT_LOAD || p.Flags&elf.PF_X == 0 {
+			continue
+		}
+		var data []byte
+		for i, addr := range addrs {
+			if addr < p.Vaddr || addr+uint64(len(nopPair)) > p.Vaddr+p.Filesz {
+				continue
+			}
+			if data == nil {
+				data = make([]byte, p.Filesz)
+				if _, err := p.ReadAt(data, 0); err != nil {
+					break
+				}
+			}
+			is[i] = bytes.Equal(data[addr-p.Vaddr:addr-p.Vaddr+uint64(len(nopPair))], nopPair)
 		}
 	}
-	return false
+	return is
 }
 
 // sysUprobe is the x86-64 uprobe syscall (Linux 6.18), through which the

@@ -82,11 +82,18 @@ func readSites(file string) ([]site, error) {
 	if !ok {
 		return nil, fmt.Errorf("%s: %v executables are not supported (amd64 and arm64 are)", file, f.Machine)
 	}
+	// The tables take the longer to decode: the notes are read meanwhile.
+	var byPC map[uint64]probe.Probe
+	tablesRead := make(chan error, 1)
+	go func() {
+		var err error
+		byPC, err = probetable.ByPC(f)
+		tablesRead <- err
+	}()
 	notes, err := sdtnote.Read(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", file, err)
+	if terr := <-tablesRead; err == nil {
+		err = terr
 	}
-	byPC, err := probetable.ByPC(f)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", file, err)
 	}
@@ -111,7 +118,6 @@ func readSites(file string) ([]site, error) {
 			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
 		}
 		s.addr = n.PC + adjust
-		s.nopPair = isNopPair(f, s.addr)
 		if n.Semaphore != 0 {
 			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
 				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)
@@ -122,6 +128,13 @@ func readSites(file string) ([]site, error) {
 			s.plain = autoprobe.Label(pkg, fn, "")
 		}
 		sites = append(sites, s)
+	}
+	addrs := make([]uint64, len(sites))
+	for i := range sites {
+		addrs[i] = sites[i].addr
+	}
+	for i, is := range nopPairs(f, addrs) {
+		sites[i].nopPair = is
 	}
 	return sites, nil
 }
