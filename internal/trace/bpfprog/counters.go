@@ -88,10 +88,10 @@ func NewCounters(sites []StatSite, slots int) (*Counters, error) {
 		o.Close()
 		return nil, err
 	}
-	for i, s := range sites {
+	err = fillArray(o.sites, len(sites), func(i int) []byte {
 		b := make([]byte, statSize)
-		le.PutUint32(b[statSlot:], uint32(s.First))
-		if a := s.Elapsed; a != nil {
+		le.PutUint32(b[statSlot:], uint32(sites[i].First))
+		if a := sites[i].Elapsed; a != nil {
 			b[statWhere] = whereReg
 			if a.Deref {
 				b[statWhere] = whereMem
@@ -99,10 +99,11 @@ func NewCounters(sites []StatSite, slots int) (*Counters, error) {
 			le.PutUint16(b[statRegOff:], a.RegOff)
 			le.PutUint64(b[statDisp:], uint64(a.Disp))
 		}
-		if err := o.sites.Update(uint32(i), b, ebpf.UpdateAny); err != nil {
-			o.Close()
-			return nil, err
-		}
+		return b
+	})
+	if err != nil {
+		o.Close()
+		return nil, err
 	}
 	return &o, nil
 }

@@ -142,11 +142,9 @@ func NewEvents(sites []Site, ring int) (*Events, error) {
 		o.Close()
 		return nil, err
 	}
-	for i, s := range sites {
-		if err := o.specs.Update(uint32(i), encodeSpec(s), ebpf.UpdateAny); err != nil {
-			o.Close()
-			return nil, err
-		}
+	if err := fillArray(o.specs, len(sites), func(i int) []byte { return encodeSpec(sites[i]) }); err != nil {
+		o.Close()
+		return nil, err
 	}
 	if o.byIP, err = newSiteIPs(sites); err != nil {
 		o.Close()
