@@ -98,14 +98,14 @@ vm:
 
 # The Go releases besides the machine's that the tests run on: the go
 # command downloads each from the module proxy (GOTOOLCHAIN), in seconds.
-# On each, the unit tests (every package but the end-to-end one) and the
-# end-to-end tests that attach tracers to instrumented binaries and check
-# goroutine ids, values and elapsed ns, not the whole 15-minute suite.
-# For go1.27.3 that took 2 min 4 s here with a warm build cache, 10 min
-# 57 s with an empty one (the end-to-end tests 3 min of it), on 2 shared
-# cores. GO_RELEASES=local runs the same on the machine's Go.
+# On each, the unit tests of every package whose behaviour the release can
+# change (all but the end-to-end one and the harnesses of the benchmarks
+# and of the VMs, which the release does not reach), and the end-to-end
+# tests that attach tracers to instrumented binaries and check goroutine
+# ids, values and elapsed ns, not the whole suite. GO_RELEASES=local runs
+# the same on the machine's Go.
 GO_RELEASES  ?= go1.27.3
-UNIT_PKGS     = $(shell $(GO) list ./... | grep -v /internal/testing/e2e)
+UNIT_PKGS     = $(shell $(GO) list ./... | grep -v -E '/internal/testing/(e2e|bench|benchauto|vm)$$')
 E2E_AUTO     := ^TestAuto$$/^(Arguments|GoroutineIDs|LatencyPairing|Elapsed|Trace)$$
 E2E_ATTACH   := ^(TestArgumentsAttachPID|TestTraceTypes|TestTraceValues|TestTraceExampleToolexec)$$
 
