@@ -79,16 +79,16 @@ var HaveCookies = sync.OnceValue(func() bool {
 // nil on a kernel with them. The addresses are those of the executable
 // itself, which is why such kernels trace only executables that are not
 // position-independent.
-func newSiteIPs(sites []Site) (*ebpf.Map, error) {
+func newSiteIPs(addrs []uint64) (*ebpf.Map, error) {
 	if HaveCookies() {
 		return nil, nil
 	}
-	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_site_ips", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: uint32(max(len(sites), 1))})
+	m, err := ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_site_ips", Type: ebpf.Hash, KeySize: 8, ValueSize: 4, MaxEntries: uint32(max(len(addrs), 1))})
 	if err != nil {
 		return nil, err
 	}
-	for i, s := range sites {
-		if err := m.Update(s.Addr, uint32(i), ebpf.UpdateAny); err != nil {
+	for i, addr := range addrs {
+		if err := m.Update(addr, uint32(i), ebpf.UpdateAny); err != nil {
 			m.Close()
 			return nil, err
 		}
@@ -108,6 +108,18 @@ func lookupKey(m int, key asm.Register, slot int16) asm.Instructions {
 		asm.FnMapLookupElem.Call(),
 		asm.JEq.Imm(asm.R0, 0, "out"),
 	}
+}
+
+// putArg writes where a is as readArg reads it, at the start of b: where
+// u8 (whereReg or whereMem), regOff u16 at 2, disp s64 at 8. The bytes
+// between are the caller's.
+func putArg(b []byte, a Arg) {
+	b[0] = whereReg
+	if a.Deref {
+		b[0] = whereMem
+	}
+	le.PutUint16(b[2:], a.RegOff)
+	le.PutUint64(b[8:], uint64(a.Disp))
 }
 
 // readArg reads an argument into dst, as the 16 bytes at off of the

@@ -18,14 +18,12 @@ import (
 // lose the count of one that ran meanwhile.
 
 const (
-	// Stat site table value: where u8 (0 counts only, else whereReg or
-	// whereMem, where arg1 is), pad u8, regOff u16, slot u32 (the site's
-	// first counter), disp s64.
-	statWhere  = 0
-	statRegOff = 2
-	statSlot   = 4
-	statDisp   = 8
-	statSize   = 16
+	// Stat site table value: where arg1 is as putArg writes it (where
+	// 0: the site counts only), with slot u32 at 4, the site's first
+	// counter.
+	statWhere = 0
+	statSlot  = 4
+	statSize  = 16
 
 	// HistBuckets are a timed site's buckets, after its total time.
 	HistBuckets = 64
@@ -80,9 +78,9 @@ func NewCounters(sites []StatSite, slots int) (*Counters, error) {
 		o.Close()
 		return nil, err
 	}
-	addrs := make([]Site, len(sites))
+	addrs := make([]uint64, len(sites))
 	for i, s := range sites {
-		addrs[i].Addr = s.Addr
+		addrs[i] = s.Addr
 	}
 	if o.byIP, err = newSiteIPs(addrs); err != nil {
 		o.Close()
@@ -92,12 +90,7 @@ func NewCounters(sites []StatSite, slots int) (*Counters, error) {
 		b := make([]byte, statSize)
 		le.PutUint32(b[statSlot:], uint32(sites[i].First))
 		if a := sites[i].Elapsed; a != nil {
-			b[statWhere] = whereReg
-			if a.Deref {
-				b[statWhere] = whereMem
-			}
-			le.PutUint16(b[statRegOff:], a.RegOff)
-			le.PutUint64(b[statDisp:], uint64(a.Disp))
+			putArg(b, *a)
 		}
 		return b
 	})

@@ -105,17 +105,10 @@ func encodeSpec(s Site) []byte {
 	b := make([]byte, specSize)
 	for i, a := range s.Args {
 		o := specArgs + specArg*i
-		b[o] = whereReg
-		if a.Deref {
-			b[o] = whereMem
-		}
+		putArg(b[o:], a)
 		if s.Strs[i] {
 			b[o+1] = 1
 			b[specStrSlots] = byte(strSlots(i + 1))
-		}
-		b[o+2], b[o+3] = byte(a.RegOff), byte(a.RegOff>>8)
-		for j := range 8 {
-			b[o+8+j] = byte(uint64(a.Disp) >> (8 * j))
 		}
 	}
 	if s.Plan == nil || len(s.Plan.Ops) == 0 {
@@ -146,7 +139,11 @@ func NewEvents(sites []Site, ring int) (*Events, error) {
 		o.Close()
 		return nil, err
 	}
-	if o.byIP, err = newSiteIPs(sites); err != nil {
+	addrs := make([]uint64, len(sites))
+	for i, s := range sites {
+		addrs[i] = s.Addr
+	}
+	if o.byIP, err = newSiteIPs(addrs); err != nil {
 		o.Close()
 		return nil, err
 	}
