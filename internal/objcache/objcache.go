@@ -89,20 +89,45 @@ var goCommandOnly = map[string]bool{
 	"GOTELEMETRYDIR": true, "GOAUTH": true, "GOCACHEPROG": true,
 }
 
+// inputs are the compiler's flags that name a file it reads, each with
+// how to hash what the compile takes from it.
+var inputs = map[string]func(hash.Hash, string) bool{
+	"importcfg": hashImportCfg, "embedcfg": hashEmbedCfg,
+	"symabis": hashFile, "pgoprofile": hashFile,
+}
+
 // describe hashes everything the compile's output depends on; ok is
 // false for a compile the cache does not answer.
 func describe(toolID string, args []string) (c *compile, ok bool) {
+	// Each flag with its value, given as -name value or -name=value, and
+	// the positional arguments, the sources, with an empty name.
+	type arg struct{ name, value string }
+	var parsed []arg
+	for i := 0; i < len(args); i++ {
+		a := args[i]
+		if !strings.HasPrefix(a, "-") {
+			parsed = append(parsed, arg{"", a})
+			continue
+		}
+		name, value, hasValue := strings.Cut(strings.TrimLeft(a, "-"), "=")
+		if uncacheable[name] {
+			return nil, false
+		}
+		if !hasValue && (name == "o" || name == "buildid" || name == "asmhdr" || inputs[name] != nil) && i+1 < len(args) {
+			i++
+			value = args[i]
+		}
+		parsed = append(parsed, arg{name, value})
+	}
 	c = new(compile)
-	for i, a := range args {
-		if i+1 < len(args) {
-			switch a {
-			case "-o":
-				c.output = args[i+1]
-			case "-buildid":
-				c.buildID = args[i+1]
-			case "-asmhdr":
-				c.asmhdr = args[i+1]
-			}
+	for _, a := range parsed {
+		switch a.name {
+		case "o":
+			c.output = a.value
+		case "buildid":
+			c.buildID = a.value
+		case "asmhdr":
+			c.asmhdr = a.value
 		}
 	}
 	if c.output == "" || c.buildID == "" {
@@ -130,56 +155,21 @@ func describe(toolID string, args []string) (c *compile, ok bool) {
 	for _, e := range env {
 		field(e)
 	}
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		name, _, _ := strings.Cut(strings.TrimLeft(a, "-"), "=")
-		if !strings.HasPrefix(a, "-") {
-			name = ""
-		}
-		if uncacheable[name] {
-			return nil, false
-		}
-		next := ""
-		if i+1 < len(args) {
-			next = args[i+1]
-		}
+	for _, a := range parsed {
 		switch {
-		case a == "-o" || a == "-buildid":
-			i++
-			continue
-		case a == "-importcfg":
-			field(a)
-			if !hashImportCfg(h, next) {
+		case a.name == "o" || a.name == "buildid":
+		case inputs[a.name] != nil:
+			field("-" + a.name)
+			if !inputs[a.name](h, a.value) {
 				return nil, false
 			}
-			i++
-			continue
-		case a == "-embedcfg":
-			field(a)
-			if !hashEmbedCfg(h, next) {
+		case a.name == "":
+			field(c.normalize(a.value))
+			if strings.HasSuffix(a.value, ".go") && !hashFile(h, a.value) {
 				return nil, false
 			}
-			i++
-			continue
-		case a == "-symabis" || a == "-pgoprofile":
-			field(a)
-			if !hashFile(h, next) {
-				return nil, false
-			}
-			i++
-			continue
-		case strings.HasPrefix(a, "-pgoprofile="):
-			field("-pgoprofile")
-			if !hashFile(h, strings.TrimPrefix(a, "-pgoprofile=")) {
-				return nil, false
-			}
-			continue
-		case strings.HasPrefix(a, "-") && strings.Contains(a, "=") && slices.Contains([]string{"o", "buildid", "importcfg", "embedcfg", "symabis", "asmhdr"}, name):
-			return nil, false // the go command passes these apart
-		}
-		field(c.normalize(a))
-		if strings.HasSuffix(a, ".go") && !strings.HasPrefix(a, "-") && !hashFile(h, a) {
-			return nil, false
+		default:
+			field("-" + a.name + "=" + c.normalize(a.value))
 		}
 	}
 	c.key = "obj-" + hex.EncodeToString(h.Sum(nil)[:20])
