@@ -119,7 +119,32 @@ func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{if .Linkname}}//go:linkname usdtAutoFire{{.N}} {{.Linkname}}
 {{end}}//go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
-{{end}}{{end}}{{if .Read}}
+{{end}}{{end}}{{if .Attributes}}
+// usdtAutoTry evaluates a rule's attribute, and returns what a panic in it
+// said, as "key: message\n", or "": an expression the person tracing
+// wrote must never change what the program does.
+func usdtAutoTry(key string, eval func()) (panicked string) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = key + ": " + usdtAutoPanicText(r) + "\n"
+		}
+	}()
+	eval()
+	return ""
+}
+
+func usdtAutoPanicText(r interface{}) string {
+	switch v := r.(type) {
+	case interface{ Error() string }:
+		return v.Error()
+	case interface{ String() string }:
+		return v.String()
+	case string:
+		return v
+	}
+	return "panic"
+}
+{{end}}{{if .Read}}
 // usdtAutoRead reads a result at p for an exit probe: read says how, in
 // its low bits (see rewrite's read type). One fire method, which reads
 // through it, serves every function whose results are as many words
@@ -153,6 +178,8 @@ type supportData struct {
 	Generic bool
 	Fires   []fireFunc
 	Exits   []exitType
+	// Attributes says a rule's attribute is evaluated through usdtAutoTry.
+	Attributes bool
 	// Read says an exit type calls usdtAutoRead, which does Reads.
 	Read     bool
 	ReadMask int
@@ -265,6 +292,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Fires:       fires,
 		Generic:     g.generics,
 		Read:        g.sharedReads,
+		Attributes:  g.attrs > 0,
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {

@@ -61,8 +61,9 @@ type generator struct {
 	// staleLayouts says a layout met a stand-in or an invalid type.
 	sizes        types.Sizes
 	staleLayouts bool
-	// copies numbers the copies probes pass the address of (see pass).
-	copies int
+	// copies numbers the copies probes pass the address of (see pass);
+	// attrs, the variables rules' attributes are evaluated into.
+	copies, attrs int
 	// generics says the package's Go version has type parameters;
 	// calls holds the helpers callHelper handed out.
 	generics bool
@@ -186,6 +187,7 @@ type instrumented struct {
 	fn     Func
 	edits  []splice
 	traced string
+	err    error
 }
 
 // instrument gives fd its probes. One semaphore gates both: the kernel
@@ -258,8 +260,21 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		if rule.Args {
 			vals = append(append(vals, recv...), params...)
 		}
-		args, exprs, copies, dropped := g.pass(vals)
+		attrs, eval, err := g.attributes(fset, f, fd, sig, rule)
+		if err != nil {
+			return instrumented{err: err}
+		}
+		// The attributes were asked for by name: the arguments give them
+		// room.
+		var over []probe.Arg
+		if room := probe.MaxArgs - 1 - len(attrs); len(vals) > room {
+			over = g.drop(vals[room:])
+			vals = vals[:room]
+		}
+		args, exprs, copies, dropped := g.pass(append(vals, attrs...))
+		dropped = append(over, dropped...)
 		fn.Dropped += len(dropped)
+		fire = append(fire, eval...)
 		fire = append(fire, copies...)
 		fn.Entry = autoprobe.Name("entry", g.pkg.Name(), name)
 		site, fireFn, clock := g.add(fd, fn.Entry, args, dropped, sem, rule.Exit)

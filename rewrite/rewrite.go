@@ -160,8 +160,11 @@ func Package(cfg Config) (*Result, error) {
 	if cfg.Inlined != nil {
 		inlined = cfg.Inlined(selected)
 	}
-	res, stale, err := generate(cfg, fset, files, inlined, true)
-	if stale && err == nil {
+	// An attribute's expression may use any import, which a stand-in
+	// would not give it.
+	standIns := !slices.ContainsFunc(cfg.Rules.Rules, func(r rules.Rule) bool { return len(r.Attributes) > 0 || r.Context.Expr != "" })
+	res, stale, err := generate(cfg, fset, files, inlined, standIns)
+	if stale && standIns && err == nil {
 		// A layout met a type of an import the first check stood in for:
 		// check again with every import read.
 		res, _, err = generate(cfg, fset, files, inlined, false)
@@ -216,6 +219,9 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 				continue
 			}
 			in := g.instrument(fset, f, fd, obj, rule, inlinable)
+			if in.err != nil {
+				return nil, false, in.err
+			}
 			res.Funcs = append(res.Funcs, in.fn)
 			edits = append(edits, in.edits...)
 			if in.traced != "" {

@@ -14,6 +14,9 @@
 //	    args: true                        # pass arguments and results; default true
 //	    unwind: false                     # true: exit probes fire on panics too; default false
 //	    inline: keep                      # probe: probe functions the compiler inlines too; default keep
+//	    attributes:                       # span attributes: Go expressions; default none
+//	      order.path: "r.URL.Path"
+//	    context: "msg.Headers[\"traceparent\"]"  # the W3C traceparent the calls join; default none
 //
 // provider is the USDT provider name that bpftrace, perf and gdb show for
 // every automatic probe, so it must match [A-Za-z_][A-Za-z0-9_]*.
@@ -41,6 +44,16 @@
 // its body and a test of its semaphore on the untraced path, so those
 // that still fit the budget stay inlined, and fire their probes from
 // every place they were inlined into while traced.
+//
+// attributes maps names to Go expressions over the function's receiver
+// and parameters, which the entry probe passes after the arguments while
+// someone traces; they are type-checked when the package is compiled, and
+// one that panics shows the panic as its value. A name has a namespace,
+// as OpenTelemetry's do (order.path, not path), outside those the tracer
+// uses itself (usdt, args, results, code, process, thread). context is an
+// expression of a W3C traceparent header, whose trace the calls join (a
+// function that takes a *net/http.Request needs none: its header is
+// read). Both need an entry probe.
 //
 // Every key is checked: an unknown key, a value of the wrong type (a quoted
 // "true" is a string, not a boolean; exclude and probes want lists even for

@@ -41,6 +41,11 @@ type Rule struct {
 	// a call, so it would take the inlining away unless the function is
 	// small enough to keep it with the probe's test and call.
 	ProbeInlined bool
+	// Attributes are added to the entry probe, after the arguments.
+	Attributes []Attribute
+	// Context, when its Expr is set, yields the W3C traceparent that the
+	// calls join: an attribute with the key ContextKey.
+	Context Attribute
 }
 
 func (r Rule) String() string {
@@ -147,7 +152,7 @@ func (p *parser) errorf(n *yaml.Node, hint, format string, args ...any) {
 
 var (
 	topKeys  = []string{"provider", "rules"}
-	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind", "inline"}
+	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind", "inline", "attributes", "context"}
 )
 
 // topLevel reads the top-level mapping: provider and the rules list.
@@ -238,7 +243,7 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 		return
 	}
 	hasPackage := false
-	var unwind *yaml.Node
+	var unwind, atEntry *yaml.Node
 	p.mapping(n, ruleKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "package":
@@ -288,6 +293,14 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 			default:
 				p.errorf(v, inlineHint, "invalid inline %q", s)
 			}
+		case "attributes":
+			r.Attributes = p.attributes(k, v)
+			atEntry = k
+		case "context":
+			if a, ok := p.expression("context", ContextKey, v); ok {
+				r.Context = a
+			}
+			atEntry = k
 		}
 	}, func(key string) string {
 		if slices.Contains(topKeys, key) {
@@ -297,6 +310,9 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 	})
 	if unwind != nil && !r.Exit {
 		p.errorf(unwind, "remove unwind, or add exit to probes", "unwind is about exit probes, and rule %d has none", r.Index+1)
+	}
+	if atEntry != nil && !r.Entry {
+		p.errorf(atEntry, "add entry to probes", "%s is evaluated when the entry probe fires, and rule %d has none", atEntry.Value, r.Index+1)
 	}
 	if !hasPackage {
 		p.errorf(item, `every rule needs an import path pattern, e.g. package: "example.com/shop/..."`, "rule %d has no package", r.Index+1)

@@ -91,6 +91,7 @@ func (d *decoder) decode(b []byte) *Event {
 			ev.Values[i].Type = decl[i].Type
 		}
 	}
+	ev.Values = showPanics(ev.Values)
 	return ev
 }
 

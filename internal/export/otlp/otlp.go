@@ -35,6 +35,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
@@ -61,6 +62,9 @@ type Exporter struct {
 	tracer   oteltrace.Tracer
 	sent     *countingExporter
 	ended    int
+	// unsampled counts the calls not sent because the trace they joined
+	// was not sampled by its caller.
+	unsampled int
 	errs     errorHandler
 }
 
@@ -72,6 +76,10 @@ type call struct {
 	// says a span of a call inside it was sent, which keeps its own.
 	dropped int64
 	kept    bool
+	// remote is the span of another process a root call joins (see
+	// join); unsampled, that the trace it is in records nothing.
+	remote    oteltrace.SpanContext
+	unsampled bool
 }
 
 // New starts an exporter to the collector at endpoint, a base URL as
@@ -146,7 +154,10 @@ func (e *Exporter) Event(ev *trace.Event) {
 func (e *Exporter) begin(c *calltree.Call) {
 	d := &call{}
 	if c.Parent != nil {
-		d.ids.trace = c.Parent.Data.(*call).ids.trace
+		parent := c.Parent.Data.(*call)
+		d.ids.trace, d.unsampled = parent.ids.trace, parent.unsampled
+	} else if d.remote = join(c.Entry); d.remote.IsValid() {
+		d.ids.trace, d.unsampled = d.remote.TraceID(), !d.remote.IsSampled()
 	} else {
 		d.ids.trace = newTraceID()
 	}
@@ -154,8 +165,34 @@ func (e *Exporter) begin(c *calltree.Call) {
 	c.Data = d
 }
 
+// join is the span context of the W3C traceparent (and tracestate) a root
+// call's entry passes (a rule's context, or a request's headers): the
+// call's span joins that trace, under that span. It is invalid when the
+// entry has none, or none that the W3C format allows.
+func join(entry *trace.Event) oteltrace.SpanContext {
+	if entry == nil {
+		return oteltrace.SpanContext{}
+	}
+	carrier := propagation.MapCarrier{}
+	for _, v := range entry.Values {
+		s, ok := v.Data.(string)
+		switch {
+		case !ok:
+		case v.Name == trace.TraceParentKey:
+			carrier["traceparent"] = s
+		case v.Name == trace.TraceStateKey:
+			carrier["tracestate"] = s
+		}
+	}
+	return oteltrace.SpanContextFromContext(propagation.TraceContext{}.Extract(context.Background(), carrier))
+}
+
 func (e *Exporter) end(c *calltree.Call) {
 	d := c.Data.(*call)
+	if d.unsampled {
+		e.unsampled++
+		return
+	}
 	var parent *call
 	if c.Parent != nil {
 		parent = c.Parent.Data.(*call)
@@ -171,6 +208,9 @@ func (e *Exporter) end(c *calltree.Call) {
 		parent.kept = true
 	}
 	ctx := context.WithValue(context.Background(), presetKey{}, d.ids)
+	if d.remote.IsValid() {
+		ctx = oteltrace.ContextWithRemoteSpanContext(ctx, d.remote)
+	}
 	if c.Parent != nil {
 		p := c.Parent.Data.(*call).ids
 		ctx = oteltrace.ContextWithSpanContext(ctx, oteltrace.NewSpanContext(oteltrace.SpanContextConfig{
@@ -231,6 +271,9 @@ func (e *Exporter) Close(ctx context.Context) error {
 	if n := e.sent.refused.Load(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d spans not sent: protobuf refuses strings that are not valid UTF-8, such as %v", n, e.sent.why.first()))
 	}
+	if e.unsampled > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls joined traces their callers did not sample (the traceparent's flags): no span", e.unsampled))
+	}
 	if n := e.tree.Open(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended: no span", n))
 	}
@@ -275,7 +318,16 @@ func probeName(ev *trace.Event) string {
 func valueAttributes(prefix string, vs []trace.Value) []attribute.KeyValue {
 	attrs := make([]attribute.KeyValue, 0, len(vs))
 	for _, v := range vs {
-		key := attribute.Key(values.Escape(prefix + v.Name))
+		name := prefix + v.Name
+		switch {
+		case v.Name == trace.TraceParentKey || v.Name == trace.TraceStateKey:
+			// The span's context, not an attribute.
+			continue
+		case v.IsAttribute():
+			// A rule's attribute, named as the rule names it.
+			name = v.Name
+		}
+		key := attribute.Key(values.Escape(name))
 		switch d := v.Data.(type) {
 		case string:
 			attrs = append(attrs, key.String(values.Escape(d)))

@@ -7,12 +7,14 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -465,6 +467,127 @@ func TestTracePprof(t *testing.T) {
 		loc := regexp.MustCompile(`(?m)^\s*\d+: 0x([0-9a-f]+) M=1 ` + regexp.QuoteMeta(fn) + ` .*/main\.go:\d+`).FindStringSubmatch(string(raw))
 		if loc == nil || loc[1] != sym[1] {
 			t.Errorf("%s: go tool nm says %s, the profile's location %v\n%s", fn, sym[1], loc, raw)
+		}
+	}
+}
+
+// trace returns the spans of the trace with this id, none when Jaeger has
+// no such trace.
+func (j jaeger) trace(t *testing.T, id string) []jaegerSpan {
+	resp, err := http.Get(j.api + "/api/traces/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode == http.StatusNotFound {
+		return nil
+	}
+	var body struct {
+		Data []struct{ Spans []jaegerSpan }
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("Jaeger's /api/traces/%s: %v", id, err)
+	}
+	if len(body.Data) == 0 {
+		return nil
+	}
+	return body.Data[0].Spans
+}
+
+// TestTraceContext traces an HTTP server whose requests carry W3C trace
+// context (testdata/joined) with -otlp into Jaeger: each request's spans
+// join the header's trace under the header's span, with the attributes
+// its rules name, the failed call's span has the error status, no child
+// lies outside its parent, and the requests whose caller did not sample
+// them make no span. The attribute that dereferences a nil pointer shows
+// the panic, and the program prints what its plain build prints.
+func TestTraceContext(t *testing.T) {
+	requireAMD64(t)
+	requireBPF(t)
+	j := startJaeger(t)
+	dir := fixture(t, "joined")
+	bin := filepath.Join(t.TempDir(), "joined")
+	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	plainBin := filepath.Join(t.TempDir(), "plain")
+	goCmd(t, dir, buildEnv(), "build", "-o", plainBin, ".")
+	plain, err := exec.Command(plainBin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, err := usdtTrace(t, "-otlp", j.otlp, "-service", "joined-e2e", "--", bin)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	// trace gives the command its stderr for its output.
+	if !strings.Contains(errOut, string(plain)) {
+		t.Errorf("traced, the program printed\n%s\nplain\n%s", errOut, plain)
+	}
+	const requests, unsampled = 200, 20
+	// serve, check and price, none of them on hold.
+	if want := fmt.Sprintf("%d calls joined traces their callers did not sample", 3*unsampled); !strings.Contains(errOut, want) {
+		t.Errorf("trace's stderr does not say %q:\n%s", want, errOut)
+	}
+	j.traces(t, "joined-e2e", requests-unsampled)
+	for i := range requests {
+		// The header the program sends, as testdata/joined/main.go's
+		// TraceParent writes it.
+		traceID := fmt.Sprintf("4bf92f3577b34da6a3ce929d%06x00", i)
+		gateway := fmt.Sprintf("00f067aa0b%06x", i)
+		spans := j.trace(t, traceID)
+		if i%10 == 5 {
+			if len(spans) != 0 {
+				t.Errorf("request %d was not sampled by its caller, and Jaeger has %d spans of its trace", i, len(spans))
+			}
+			continue
+		}
+		byName := map[string]jaegerSpan{}
+		for _, s := range spans {
+			byName[s.OperationName] = s
+		}
+		onHold := i%10 == 9
+		want := 3
+		if onHold {
+			want = 2 // no price
+		}
+		serve, ok := byName["main.serve"]
+		if len(spans) != want || !ok {
+			t.Errorf("request %d: trace %s has spans %v, want main.serve, main.check and main.price but on hold", i, traceID, slices.Collect(maps.Keys(byName)))
+			continue
+		}
+		if p := serve.parent(); p != gateway {
+			t.Errorf("request %d: main.serve's parent is %q, want the traceparent's span %s", i, p, gateway)
+		}
+		for key, want := range map[string]any{"order.path": fmt.Sprint("/orders/", i), "client.tenant": fmt.Sprint("t", i%3)} {
+			if v, _ := serve.tag(key); v != want {
+				t.Errorf("request %d: main.serve's %s is %v, want %v", i, key, v, want)
+			}
+		}
+		for _, s := range spans {
+			if s.SpanID == serve.SpanID {
+				continue
+			}
+			if p := s.parent(); p != serve.SpanID {
+				t.Errorf("request %d: %s's parent is %s, want main.serve's %s", i, s.OperationName, p, serve.SpanID)
+			}
+			// Jaeger keeps microseconds, cut from nanoseconds.
+			if s.StartTime < serve.StartTime-1 || s.StartTime+s.Duration > serve.StartTime+serve.Duration+1 {
+				t.Errorf("request %d: %s [%d, +%d] is not within main.serve [%d, +%d]", i, s.OperationName, s.StartTime, s.Duration, serve.StartTime, serve.Duration)
+			}
+		}
+		if code, _ := byName["main.check"].tag("otel.status_code"); (code == "ERROR") != onHold {
+			t.Errorf("request %d: main.check's span has the status %v; it returned an error: %v", i, code, onHold)
+		}
+		if onHold {
+			continue
+		}
+		customer := fmt.Sprint("c", i%7)
+		if i%4 == 0 {
+			customer = "<panic: runtime error: invalid memory address or nil pointer dereference>"
+		}
+		for key, want := range map[string]any{"order.customer": customer, "order.id": float64(i)} {
+			if v, _ := byName["main.price"].tag(key); v != want {
+				t.Errorf("request %d: main.price's %s is %v, want %v", i, key, v, want)
+			}
 		}
 	}
 }
