@@ -68,14 +68,14 @@ func (g *generator) attributes(fset *token.FileSet, f *file, fd *ast.FuncDecl, s
 		}
 		tv := info.Types[expr]
 		if !tv.IsValue() || tv.IsVoid() {
-			return nil, nil, g.attributeError(a, fd, fmt.Sprintf("%s is not a value", a.Expr), "")
+			return nil, nil, g.attributeError(a, fd, fmt.Sprintf("%s is not a value", a.Expr), "write an expression that has a value: a variable, a field, or a call that returns one")
 		}
 		t := types.Default(tv.Type)
 		if _, isTuple := t.(*types.Tuple); isTuple {
 			return nil, nil, g.attributeError(a, fd, fmt.Sprintf("%s has %d values", a.Expr, t.(*types.Tuple).Len()), "write an expression of one value")
 		}
 		if a.Key == rules.ContextKey && !isString(t) {
-			return nil, nil, g.attributeError(a, fd, fmt.Sprintf("context %s is a %s, not a string", a.Expr, t), `context yields the traceparent header's text, e.g. msg.Headers["traceparent"]`)
+			return nil, nil, g.attributeError(a, fd, fmt.Sprintf("context %s has type %s, not string", a.Expr, t), `context yields the traceparent header's text, e.g. msg.Headers["traceparent"]`)
 		}
 		spelled, conv, ok := g.spell(fset, at, t)
 		if !ok {

@@ -65,7 +65,7 @@ type Exporter struct {
 	// unsampled counts the calls not sent because the trace they joined
 	// was not sampled by its caller.
 	unsampled int
-	errs     errorHandler
+	errs      errorHandler
 }
 
 // call is what the exporter keeps with an open call.

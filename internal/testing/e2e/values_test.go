@@ -29,6 +29,29 @@ func TestValuesNoEscape(t *testing.T) {
 			t.Fatalf("the instrumented build reports no %q:\n%s", boxed, inst)
 		}
 	}
+	sameEscapes(t, plain, inst)
+}
+
+// TestAttributesNoEscape: the rules' attributes of testdata/joined, which
+// the traced branch evaluates in function literals over copies of the
+// parameters, move nothing to the heap that the plain build keeps on the
+// stack, as TestValuesNoEscape checks.
+func TestAttributesNoEscape(t *testing.T) {
+	dir := fixture(t, "joined")
+	bin := filepath.Join(t.TempDir(), "joined")
+	plain := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", ".")
+	inst := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	if !strings.Contains(inst, "func literal does not escape") {
+		t.Fatalf("the instrumented build evaluates no attribute in a function literal:\n%s", inst)
+	}
+	sameEscapes(t, plain, inst)
+}
+
+// sameEscapes checks that the compiler's escape analysis of main.go
+// moved the same variables, and the same values, to the heap in the
+// plain build (its -gcflags=-m output plain) as in the instrumented one.
+func sameEscapes(t *testing.T, plain, inst string) {
+	t.Helper()
 	want, got := movedToHeap(plain), movedToHeap(inst)
 	for _, out := range []string{plain, inst} {
 		if !strings.Contains(out, "./main.go:") {
