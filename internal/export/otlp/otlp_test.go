@@ -718,3 +718,75 @@ func TestLostExit(t *testing.T) {
 		}
 	}
 }
+
+// TestJoin: a root call whose entry passes a W3C traceparent joins that
+// trace under that span, with its tracestate, and its children follow; a
+// traceparent not sampled sends no span of its calls, and Close says so;
+// one that is not valid leaves the call a trace of its own. A rule's
+// attributes keep their names, and the context is no attribute.
+func TestJoin(t *testing.T) {
+	g1, g2, g3 := thread(1), thread(2), thread(3)
+	r := newReceiver(t, http.StatusOK, nil)
+	e := newExporter(t, r)
+	for _, ev := range []*trace.Event{
+		g1.enter("main.serve", 0, str("path", "/a"), str("order.path", "/a"),
+			str(trace.TraceParentKey, "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), str(trace.TraceStateKey, "shop=a,gw=1")),
+		g1.enter("main.price", 1),
+		g1.leave("main.price", 2, 1),
+		g1.leave("main.serve", 3, 3),
+		g2.enter("main.serve", 4, str(trace.TraceParentKey, "00-4bf92f3577b34da6a3ce929d0e0e4737-00f067aa0ba902b8-00")),
+		g2.enter("main.price", 5),
+		g2.leave("main.price", 6, 1),
+		g2.leave("main.serve", 7, 3),
+		g3.enter("main.serve", 8, str(trace.TraceParentKey, "00-00000000000000000000000000000000-00f067aa0ba902b8-01")),
+		g3.leave("main.serve", 9, 1),
+	} {
+		e.Event(ev)
+	}
+	err := e.Close(context.Background())
+	if want := "2 calls joined traces their callers did not sample"; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("Close: %v, want %q", err, want)
+	}
+	spans, _ := r.received()
+	if len(spans) != 3 {
+		t.Fatalf("%d spans received, want 3: the sampled request's two and the invalid one's", len(spans))
+	}
+	var joined, child, alone *tracepb.Span
+	for _, s := range spans {
+		switch {
+		case s.Name == "main.price":
+			child = s
+		case len(s.ParentSpanId) > 0:
+			joined = s
+		default:
+			alone = s
+		}
+	}
+	if joined == nil || child == nil || alone == nil {
+		t.Fatalf("spans %v: want main.serve joined, main.price and main.serve alone", spans)
+	}
+	if got := hex.EncodeToString(joined.TraceId); got != "4bf92f3577b34da6a3ce929d0e0e4736" {
+		t.Errorf("joined main.serve in trace %s", got)
+	}
+	if got := hex.EncodeToString(joined.ParentSpanId); got != "00f067aa0ba902b7" {
+		t.Errorf("joined main.serve's parent %s", got)
+	}
+	if joined.TraceState != "shop=a,gw=1" {
+		t.Errorf("joined main.serve's tracestate %q", joined.TraceState)
+	}
+	if !bytes.Equal(child.TraceId, joined.TraceId) || !bytes.Equal(child.ParentSpanId, joined.SpanId) {
+		t.Errorf("main.price in trace %x under %x, want main.serve's %x under %x", child.TraceId, child.ParentSpanId, joined.TraceId, joined.SpanId)
+	}
+	attrs := attributes(joined.Attributes)
+	if attrs["args.path"] != "/a" || attrs["order.path"] != "/a" {
+		t.Errorf("joined main.serve's attributes %v, want args.path and order.path", attrs)
+	}
+	for key := range attrs {
+		if strings.Contains(key, "trace") {
+			t.Errorf("the trace context is an attribute: %s", key)
+		}
+	}
+	if bytes.Equal(alone.TraceId, joined.TraceId) || len(alone.ParentSpanId) != 0 {
+		t.Errorf("main.serve with an invalid traceparent: trace %x, parent %x; want a trace of its own", alone.TraceId, alone.ParentSpanId)
+	}
+}

@@ -16,10 +16,7 @@ import (
 // instrumented or not; the line directives keep the lines the same (the
 // columns move where probe code joins a line).
 func TestValuesNoEscape(t *testing.T) {
-	dir := fixture(t, "values")
-	bin := filepath.Join(t.TempDir(), "values")
-	plain := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", ".")
-	inst := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	plain, inst := escapeReports(t, "values")
 	if !strings.Contains(inst, "inlining call to usdtAutoWord") {
 		t.Fatalf("the instrumented build passes no value by its address:\n%s", inst)
 	}
@@ -37,14 +34,22 @@ func TestValuesNoEscape(t *testing.T) {
 // parameters, move nothing to the heap that the plain build keeps on the
 // stack, as TestValuesNoEscape checks.
 func TestAttributesNoEscape(t *testing.T) {
-	dir := fixture(t, "joined")
-	bin := filepath.Join(t.TempDir(), "joined")
-	plain := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", ".")
-	inst := goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	plain, inst := escapeReports(t, "joined")
 	if !strings.Contains(inst, "func literal does not escape") {
 		t.Fatalf("the instrumented build evaluates no attribute in a function literal:\n%s", inst)
 	}
 	sameEscapes(t, plain, inst)
+}
+
+// escapeReports builds the fixture name plain and with its rules, and
+// returns what the compiler's escape analysis (-gcflags=-m) said of each.
+func escapeReports(t *testing.T, name string) (plain, inst string) {
+	t.Helper()
+	dir := fixture(t, name)
+	bin := filepath.Join(t.TempDir(), name)
+	plain = goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", ".")
+	inst = goCmd(t, dir, routeA.env(), "build", "-o", bin, "-gcflags=-m", usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	return plain, inst
 }
 
 // sameEscapes checks that the compiler's escape analysis of main.go
