@@ -8,9 +8,11 @@ import (
 	"testing"
 )
 
-// TestValuesNoEscape: a struct, an array, an interface or a time passed
-// to a probe as its address, and a value of a type parameter boxed into
-// an interface for its probe, move nothing to the heap. The compiler's
+// TestValuesNoEscape: a struct, an array, a slice, an interface or a
+// time passed to a probe as its address, and a value of a type parameter
+// boxed into an interface for its probe, move nothing to the heap: not
+// even Later's slice, which a closure it hands on captures, by value only
+// while nothing takes its address. The compiler's
 // escape analysis (-gcflags=-m) reports the same variables moved to the
 // heap, and the same values escaping to it, on the same lines of main.go,
 // instrumented or not; the line directives keep the lines the same (the
