@@ -5,7 +5,7 @@
 // points to ("ptr"), which %+v shows as an address inside a struct or a
 // slice. A test compares the tracer's values with these. A []byte, which
 // Go prints as numbers and encoding/json as base64, the tracer shows as
-// the string it holds: for those the fixture prints that by hand.
+// the string it holds, quoted: for those the fixture prints that by hand.
 package main
 
 import (
@@ -167,7 +167,8 @@ func value(fn, name string, v any) {
 }
 
 // shown prints what the tracer shows of a value that Go prints
-// otherwise, text and JSON written by hand.
+// otherwise, text (unquoted, as the test reads a quoted one) and JSON
+// written by hand.
 func shown(fn, name, text, json string) {
 	fmt.Fprintf(os.Stderr, "want %s %s %s\njson %s %s %s\n", fn, name, text, fn, name, json)
 }
@@ -305,11 +306,11 @@ func main() {
 	shown("main.Chop", "b", "héllo!", `"héllo!"`)
 	shown("main.Chop=", "r1", "héllo", `"héllo"`)
 	Chop([]byte("caf\xe9\x00!"))
-	shown("main.Chop", "b", `caf\xe9\x00!`, `"caf\\xe9\\x00!"`)
-	shown("main.Chop=", "r1", `caf\xe9\x00`, `"caf\\xe9\\x00"`)
+	shown("main.Chop", "b", "caf\xe9\x00!", `"caf\\xe9\\x00!"`)
+	shown("main.Chop=", "r1", "caf\xe9\x00", `"caf\\xe9\\x00"`)
 	Chop([]byte(strings.Repeat("0123456789", 10)))
-	shown("main.Chop", "b", strings.Repeat("0123456789", 6)+"0123...(100 bytes)", `"`+strings.Repeat("0123456789", 6)+`0123...(100 bytes)"`)
-	shown("main.Chop=", "r1", strings.Repeat("0123456789", 6)+"0123...(99 bytes)", `"`+strings.Repeat("0123456789", 6)+`0123...(99 bytes)"`)
+	shown("main.Chop", "b", `"`+strings.Repeat("0123456789", 6)+`0123"...(100 bytes)`, `"`+strings.Repeat("0123456789", 6)+`0123...(100 bytes)"`)
+	shown("main.Chop=", "r1", `"`+strings.Repeat("0123456789", 6)+`0123"...(99 bytes)`, `"`+strings.Repeat("0123456789", 6)+`0123...(99 bytes)"`)
 
 	as := []Addr{{City: "Lyon", Zip: 69001}, {City: "Paris", Zip: 75001}, {City: "Nice"}}
 	cities := Cities(as)
