@@ -563,6 +563,12 @@ func (l list) String() string {
 }
 
 func (l list) JSON() any {
+	if len(l.elems) == 0 && l.len > 0 {
+		// None read (a []T in generic code, or past the budget): an
+		// empty array would say there are none, so its text says how
+		// many, as for a map not read.
+		return l.String()
+	}
 	out := make([]any, len(l.elems))
 	for i, e := range l.elems {
 		out[i] = e.JSON()

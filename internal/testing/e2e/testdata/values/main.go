@@ -144,6 +144,18 @@ func Cities(as []Addr) []string {
 //go:noinline
 func First(as []*Addr) *Addr { return as[0] }
 
+// Total's []T has elements of a size the generic code does not know:
+// the tracer reads its length only.
+//
+//go:noinline
+func Total[T ~int | ~int64](xs []T) T {
+	var t T
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
 // kept holds Later's closure, which captures xs by value as long as
 // nothing takes xs's address.
 var kept func() int
@@ -325,4 +337,8 @@ func main() {
 	l := Later([]int{4, 5})
 	value("main.Later", "xs", []int{4, 5})
 	value("main.Later=", "r1", l)
+
+	tot := Total([]int64{1, 2, 3})
+	shown("main.Total", "xs", "[...(len 3)]", `"[...(len 3)]"`)
+	value("main.Total=", "r1", tot)
 }
