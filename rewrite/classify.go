@@ -52,6 +52,11 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 	if boxed(t) {
 		t = emptyInterface
 	}
+	if byAddress(t) {
+		// The address does not make the value escape: it reaches the
+		// trampoline as a number, and only while traced.
+		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(&" + name + "))"
+	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
 		k, ok := basic[u.Kind()]
@@ -76,10 +81,6 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(" + name + "))"
 	case *types.Map, *types.Chan, *types.Signature:
 		return probe.Pointer, prefix + "Data(" + name + ")"
-	case *types.Struct, *types.Array, *types.Slice, *types.Interface:
-		// The address does not make the value escape: it reaches the
-		// trampoline as a number, and only while traced.
-		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(&" + name + "))"
 	}
 	return probe.Uint64, "0"
 }
@@ -174,13 +175,11 @@ func convertAt(t types.Type) (probe.Kind, read, bool) {
 	if e == "0" {
 		return k, readWord, false
 	}
-	switch u := t.Underlying().(type) {
-	case *types.Basic:
-		if u.Kind() == types.String {
-			return k, readString, true
-		}
-	case *types.Struct, *types.Array, *types.Slice, *types.Interface:
+	if byAddress(t) {
 		return k, readAddr, true
+	}
+	if u, ok := t.Underlying().(*types.Basic); ok && u.Kind() == types.String {
+		return k, readString, true
 	}
 	// The rest is read as the word or narrower integer it is: int, uint
 	// and pointers (maps, channels and funcs too) are 64 bits wide on
