@@ -295,7 +295,7 @@ usdt:BIN:shop:entry__orders__Order__Total { printf("P entry Total g=%ld recv.Qty
 usdt:BIN:shop:exit__orders__Order__Total { printf("P exit Total g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Cents__Minus { printf("P entry Minus g=%ld c=%ld d=%ld\n", arg0, arg1, arg2); }
 usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus g=%ld r=%ld\n", arg0, arg2); }
-usdt:BIN:shop:entry__orders__Sum { printf("P entry Sum g=%ld len=%ld start=%ld\n", arg0, *(int64 *)uptr(arg1 + 8), *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
+usdt:BIN:shop:entry__orders__Sum { printf("P entry Sum g=%ld len=%ld xs[0]=%ld start=%ld\n", arg0, *(int64 *)uptr(arg1 + 8), *(int64 *)uptr(*(uint64 *)uptr(arg1)), *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
 usdt:BIN:shop:exit__orders__Sum { printf("P exit Sum g=%ld r=%ld\n", arg0, *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
 usdt:BIN:shop:entry__orders__Queue__Push { $v = *(uint64 *)uptr(arg2 + 8); printf("P entry Push g=%ld q=%lx v=%r\n", arg0, arg1, buf(*(uint64 *)uptr($v), *(int64 *)uptr($v + 8))); }
 usdt:BIN:shop:exit__orders__Queue__Push { printf("P exit Push g=%ld r=%ld\n", arg0, arg2); }
@@ -340,9 +340,10 @@ var autoDemoWant = []string{
 	"P entry Minus g=G c=100 d=250",
 	"P exit Minus g=G r=-150",
 	// Generic function: a slice is the address of its header, whose
-	// second word is its length; a T the address of an interface{}
-	// holding it, whose data word points to the value.
-	"P entry Sum g=G len=3 start=10",
+	// first word points to its elements and second is its length; a T
+	// the address of an interface{} holding it, whose data word points
+	// to the value.
+	"P entry Sum g=G len=3 xs[0]=1 start=10",
 	"P exit Sum g=G r=16",
 	// Methods of a generic type.
 	"P entry Push g=G q=QUEUE v=first",
