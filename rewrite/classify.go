@@ -33,9 +33,10 @@ var basic = map[types.BasicKind]probe.Kind{
 // it from the variable name. The expression is a string for a string and a
 // uint64 for everything else, extended from a narrower value as its kind's
 // sign says, so that probes of different kinds share fire functions (see
-// asmgen.Symbols). A struct, an array or an interface is passed as the
-// address of the variable that holds it, which the tracer reads through
-// the layout the probe table records (see valueLayout); a value of a
+// asmgen.Symbols). A struct, an array, a slice or an interface is passed
+// as the address of the variable that holds it, which the tracer reads
+// through the layout the probe table records (see generator.arg), and
+// bpftrace a slice's length from its header's second word; a value of a
 // type parameter, as the address of an interface holding it (see boxed):
 // name is then that interface. Complex numbers are passed as a constant 0
 // so that later arguments keep their positions (docs/rules.md, "The probe
@@ -50,6 +51,11 @@ func (g *generator) convert(t types.Type, name string) (probe.Kind, string) {
 func convertNamed(t types.Type, name string, typ func(string) string, prefix string) (probe.Kind, string) {
 	if boxed(t) {
 		t = emptyInterface
+	}
+	if byAddress(t) {
+		// The address does not make the value escape: it reaches the
+		// trampoline as a number, and only while traced.
+		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(&" + name + "))"
 	}
 	switch u := t.Underlying().(type) {
 	case *types.Basic:
@@ -75,12 +81,6 @@ func convertNamed(t types.Type, name string, typ func(string) string, prefix str
 		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(" + name + "))"
 	case *types.Map, *types.Chan, *types.Signature:
 		return probe.Pointer, prefix + "Data(" + name + ")"
-	case *types.Struct, *types.Array, *types.Interface:
-		// The address does not make the value escape: it reaches the
-		// trampoline as a number, and only while traced.
-		return probe.Pointer, prefix + "Word(" + prefix + "Pointer(&" + name + "))"
-	case *types.Slice:
-		return probe.Int64, prefix + "Len(" + name + ")"
 	}
 	return probe.Uint64, "0"
 }
@@ -112,7 +112,7 @@ func byAddress(t types.Type) bool {
 		return false
 	}
 	switch t.Underlying().(type) {
-	case *types.Struct, *types.Array, *types.Interface:
+	case *types.Struct, *types.Array, *types.Slice, *types.Interface:
 		return true
 	}
 	return false
@@ -126,8 +126,7 @@ const (
 	readU8
 	readU16
 	readU32
-	readAddr   // its address: a struct, an array or an interface
-	readLen    // a slice's length
+	readAddr   // its address: a struct, an array, a slice or an interface
 	readString // a string, which a Go fire function copies
 	readBox    // a value of a type parameter, boxed when the probe fires (see boxed)
 )
@@ -152,8 +151,6 @@ func (r read) expr(p string) string {
 	switch r {
 	case readU8, readU16, readU32:
 		return fmt.Sprintf("uint64(*(*uint%d)(%s))", 8<<(r-readU8), p)
-	case readLen:
-		return "(*[3]uint64)(" + p + ")[1]"
 	case readString:
 		return "*(*string)(" + p + ")"
 	case readAddr:
@@ -178,15 +175,11 @@ func convertAt(t types.Type) (probe.Kind, read, bool) {
 	if e == "0" {
 		return k, readWord, false
 	}
-	switch u := t.Underlying().(type) {
-	case *types.Basic:
-		if u.Kind() == types.String {
-			return k, readString, true
-		}
-	case *types.Struct, *types.Array, *types.Interface:
+	if byAddress(t) {
 		return k, readAddr, true
-	case *types.Slice:
-		return k, readLen, true
+	}
+	if u, ok := t.Underlying().(*types.Basic); ok && u.Kind() == types.String {
+		return k, readString, true
 	}
 	// The rest is read as the word or narrower integer it is: int, uint
 	// and pointers (maps, channels and funcs too) are 64 bits wide on

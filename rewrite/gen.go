@@ -92,14 +92,6 @@ func usdtAutoData[T interface{}](v T) uint64 { return *(*uint64)(unsafe.Pointer(
 func usdtAutoData(v interface{}) uint64 { return (*[2]uint64)(unsafe.Pointer(&v))[1] }
 {{end}}
 
-{{if .Generic}}
-// usdtAutoLen is the length of a slice, generic like usdtAutoData.
-func usdtAutoLen[E interface{}](v []E) uint64 { return (*[3]uint64)(unsafe.Pointer(&v))[1] }
-{{else}}
-// usdtAutoLen is the length of the slice v holds.
-func usdtAutoLen(v interface{}) uint64 { return (*[3]uint64)((*[2]unsafe.Pointer)(unsafe.Pointer(&v))[1])[1] }
-{{end}}
-
 func usdtAutoF32(f float32) uint64 { return uint64(*(*uint32)(unsafe.Pointer(&f))) }
 func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 {{range .Fires}}{{if .Bufs}}

@@ -210,6 +210,7 @@ type (
 	Str      string
 	Iface    interface{ M() }
 	Struct   struct{ a, b int }
+	Bytes    []byte
 )
 
 var (
@@ -231,7 +232,8 @@ var (
 	vFunc    func()
 	vAny     any
 	vIface   Iface
-	vSlice   []byte
+	vSlice   []int
+	vBytes   Bytes
 	vArray   [2]int
 	vStruct  Struct
 )
@@ -268,7 +270,8 @@ var (
 		{"vFunc", probe.Pointer, "gData(x)"},
 		{"vAny", probe.Pointer, "gWord(gPointer(&x))"},
 		{"vIface", probe.Pointer, "gWord(gPointer(&x))"},
-		{"vSlice", probe.Int64, "gLen(x)"},
+		{"vSlice", probe.Pointer, "gWord(gPointer(&x))"},
+		{"vBytes", probe.Pointer, "gWord(gPointer(&x))"},
 		{"vArray", probe.Pointer, "gWord(gPointer(&x))"},
 		{"vStruct", probe.Pointer, "gWord(gPointer(&x))"},
 	}
@@ -299,8 +302,8 @@ func TestExitReadsFire(t *testing.T) {
 		{"no results", exitReads{}, 7, []string{"x.site"}, "7"},
 		{"words", exitReads{ptrs: ptrs(2), reads: []read{readWord, readWord}}, 9,
 			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)"}, "9"},
-		{"mixed", exitReads{ptrs: ptrs(3), reads: []read{readU8, readWord, readLen}}, 11,
-			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0501<<22"},
+		{"mixed", exitReads{ptrs: ptrs(3), reads: []read{readU8, readWord, readAddr}}, 11,
+			[]string{"x.site&0x3fffff", "usdtAutoRead(x.site>>22, x.a1)", "usdtAutoRead(x.site>>25, x.a2)", "usdtAutoRead(x.site>>28, x.a3)"}, "11|0401<<22"},
 		{"string", exitReads{ptrs: ptrs(2), reads: []read{readAddr, readString}}, 3,
 			[]string{"x.site", "usdtAutoWord(x.a1)", "*(*string)(x.a2)"}, "3"},
 		{"type parameter", exitReads{ptrs: ptrs(2), reads: []read{readWord, readBox}}, 3,
@@ -407,10 +410,10 @@ type usdtAutoPointer = unsafe.Pointer
 
 var usdtAutoTable struct{ semaphores [1]uint16 }
 
-// usdtAutoWord is used by usdtAutoLen only.
+// usdtAutoWord is used by usdtAutoData only.
 func usdtAutoWord(p unsafe.Pointer) uint64 { return *(*uint64)(unsafe.Pointer(&p)) }
 
-func usdtAutoLen(p unsafe.Pointer) uint64 { return usdtAutoWord(p) }
+func usdtAutoData(p unsafe.Pointer) uint64 { return usdtAutoWord(p) }
 
 // usdtAutoBool is used by nothing.
 func usdtAutoBool(b bool) uint64 {
@@ -435,12 +438,12 @@ func usdtAutoTramp0(site int, a1 *byte)
 func usdtAutoFire1(site int, a1 uint64)
 `
 	g := &generator{prefix: "usdtAuto1"}
-	out, err := g.prune([]byte(support), "if usdtAuto1Table.semaphores[0] != 0 { usdtAuto1Fire1(0, usdtAuto1Len(nil)) }")
+	out, err := g.prune([]byte(support), "if usdtAuto1Table.semaphores[0] != 0 { usdtAuto1Fire1(0, usdtAuto1Data(nil)) }")
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := string(out)
-	for _, kept := range []string{"usdtAutoPointer =", "usdtAutoTable struct", "func usdtAutoWord", "func usdtAutoLen", "func usdtAutoFire1"} {
+	for _, kept := range []string{"usdtAutoPointer =", "usdtAutoTable struct", "func usdtAutoWord", "func usdtAutoData", "func usdtAutoFire1"} {
 		if !strings.Contains(got, kept) {
 			t.Errorf("pruned %q, which is used:\n%s", kept, got)
 		}

@@ -273,12 +273,12 @@ func basicKind(u *types.Basic) Kind {
 }
 
 // Needed reports whether a value of type t, as a probe passes it, has a
-// layout to record: a struct, an array or an interface (passed as its
-// address), a pointer or a map (passed as themselves). Scalars, strings
-// and slices (passed as their length) have none.
+// layout to record: a struct, an array, a slice or an interface (passed
+// as its address), a pointer or a map (passed as themselves). Scalars and
+// strings have none.
 func Needed(t types.Type) bool {
 	switch t.Underlying().(type) {
-	case *types.Struct, *types.Array, *types.Interface, *types.Pointer, *types.Map:
+	case *types.Struct, *types.Array, *types.Slice, *types.Interface, *types.Pointer, *types.Map:
 		return true
 	}
 	return false

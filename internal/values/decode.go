@@ -47,7 +47,18 @@ func (p *Plan) Decode(i int, l *layout.Type, raw uint64, area []byte, names Name
 		}
 		return d.mapValue(l, int(op.Dst)), true
 	}
-	return d.value(l, int(op.Dst)), true
+	v := d.value(l, int(op.Dst))
+	if byteSlice(l) {
+		// Quoted, as a string argument is: bare, the text could hold the
+		// ", " that separates an event's values.
+		switch v := v.(type) {
+		case text:
+			return quotedText(v), true
+		case cutText:
+			return quotedCutText(v), true
+		}
+	}
+	return v, true
 }
 
 type decoder struct {
@@ -154,7 +165,7 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 			return nilSlice{}
 		}
 		n := int(d.word(off + 8))
-		if t.Elem != nil && t.Elem.Kind == layout.Uint && t.Elem.Size == 1 {
+		if byteSlice(t) {
 			return d.str(off)
 		}
 		l := list{len: n}
@@ -182,6 +193,12 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		}
 	}
 	return address(d.word(off))
+}
+
+// byteSlice says t is a []byte, which shows as the string it holds, up
+// to StringMax bytes of it.
+func byteSlice(t *layout.Type) bool {
+	return t.Kind == layout.Slice && t.Elem != nil && t.Elem.Kind == layout.Uint && t.Elem.Size == 1
 }
 
 // sized reports whether a number or a bool can have t's size. A layout
@@ -360,6 +377,18 @@ type cutText struct {
 func (c cutText) String() string { return fmt.Sprintf("%s...(%d bytes)", Escape(c.shown), c.len) }
 func (c cutText) JSON() any      { return fmt.Sprintf("%s...(%d bytes)", JSONText(c.shown), c.len) }
 
+// quotedText is a []byte argument or result, shown as %q shows it.
+type quotedText text
+
+func (t quotedText) String() string { return strconv.Quote(string(t)) }
+func (t quotedText) JSON() any      { return text(t).JSON() }
+
+// quotedCutText is a []byte argument or result read in part.
+type quotedCutText cutText
+
+func (c quotedCutText) String() string { return fmt.Sprintf("%q...(%d bytes)", c.shown, c.len) }
+func (c quotedCutText) JSON() any      { return cutText(c).JSON() }
+
 // Escape escapes the bytes of s that are not valid UTF-8 and the
 // characters strconv.IsPrint rejects, control characters among them, as
 // Go's %q does (\x00, \n, \xff, \u2028), so that a value's text shows what
@@ -534,6 +563,12 @@ func (l list) String() string {
 }
 
 func (l list) JSON() any {
+	if len(l.elems) == 0 && l.len > 0 {
+		// None read (a []T in generic code, or past the budget): an
+		// empty array would say there are none, so its text says how
+		// many, as for a map not read.
+		return l.String()
+	}
 	out := make([]any, len(l.elems))
 	for i, e := range l.elems {
 		out[i] = e.JSON()

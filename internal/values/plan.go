@@ -171,7 +171,7 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 				break
 			}
 			n := min(ElemsMax*t.Elem.Size, OpMax)
-			if t.Elem.Kind == layout.Uint && t.Elem.Size == 1 {
+			if byteSlice(t) {
 				n = StringMax
 			}
 			op := Op{From: FromSlice, Src: uint16(dst), Max: uint16(n - n%t.Elem.Size), Elem: uint16(t.Elem.Size)}

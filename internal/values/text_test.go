@@ -95,6 +95,20 @@ func TestDecodeBadBytes(t *testing.T) {
 			json: `{"P":null,"Name":"` + long[:values.StringMax-1] + `\\xc3...(66 bytes)"}`,
 		},
 		{
+			// A []byte argument or result: quoted, as a string argument
+			// is, where bare its ", " would end the value in an event.
+			name: "bytes argument", v: []byte("caf\xe9, \"ok\"\n"),
+			text: `"caf\xe9, \"ok\"\n"`,
+			json: `"caf\\xe9, \"ok\"\\n"`,
+		},
+		{
+			name: "bytes argument cut", v: []byte(long),
+			text: `"` + long[:values.StringMax-1] + `\xc3"...(66 bytes)`,
+			json: `"` + long[:values.StringMax-1] + `\\xc3...(66 bytes)"`,
+		},
+		{name: "nil bytes argument", v: []byte(nil), text: `[]`, json: `null`},
+		{name: "ints argument", v: []int{7, -8, 9}, text: `[7 -8 9]`, json: `[7,-8,9]`},
+		{
 			// Keys sorted by their bytes, as fmt sorts them.
 			name: "map keys", v: map[string]int{"\xff": 1, "a\tb": 2, "é": 3},
 			text: `map[a\tb:2 é:3 \xff:1]`,

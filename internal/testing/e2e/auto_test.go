@@ -295,19 +295,19 @@ usdt:BIN:shop:entry__orders__Order__Total { printf("P entry Total g=%ld recv.Qty
 usdt:BIN:shop:exit__orders__Order__Total { printf("P exit Total g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Cents__Minus { printf("P entry Minus g=%ld c=%ld d=%ld\n", arg0, arg1, arg2); }
 usdt:BIN:shop:exit__orders__Cents__Minus { printf("P exit Minus g=%ld r=%ld\n", arg0, arg2); }
-usdt:BIN:shop:entry__orders__Sum { printf("P entry Sum g=%ld len=%ld start=%ld\n", arg0, arg1, *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
+usdt:BIN:shop:entry__orders__Sum { printf("P entry Sum g=%ld len=%ld xs[0]=%ld start=%ld\n", arg0, *(int64 *)uptr(arg1 + 8), *(int64 *)uptr(*(uint64 *)uptr(arg1)), *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
 usdt:BIN:shop:exit__orders__Sum { printf("P exit Sum g=%ld r=%ld\n", arg0, *(int64 *)uptr(*(uint64 *)uptr(arg2 + 8))); }
 usdt:BIN:shop:entry__orders__Queue__Push { $v = *(uint64 *)uptr(arg2 + 8); printf("P entry Push g=%ld q=%lx v=%r\n", arg0, arg1, buf(*(uint64 *)uptr($v), *(int64 *)uptr($v + 8))); }
 usdt:BIN:shop:exit__orders__Queue__Push { printf("P exit Push g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Queue__Len { printf("P entry Len g=%ld len(q.items)=%lu\n", arg0, *(uint64 *)uptr(arg1 + 8)); }
 usdt:BIN:shop:exit__orders__Queue__Len { printf("P exit Len g=%ld r=%ld\n", arg0, arg2); }
-usdt:BIN:shop:entry__orders__Tag { printf("P entry Tag g=%ld prefix=%s codes=%ld\n", arg0, str(arg1), arg2); }
+usdt:BIN:shop:entry__orders__Tag { printf("P entry Tag g=%ld prefix=%s codes=%ld\n", arg0, str(arg1), *(int64 *)uptr(arg2 + 8)); }
 usdt:BIN:shop:exit__orders__Tag { printf("P exit Tag g=%ld r=%ld\n", arg0, arg2); }
 usdt:BIN:shop:entry__orders__Check { printf("P entry Check g=%ld s=%s limit=%ld b=%lu\n", arg0, str(arg1), arg2, arg3); }
 usdt:BIN:shop:exit__orders__Check { printf("P exit Check g=%ld r=%lu errnil=%d\n", arg0, arg2, *(uint64 *)uptr(arg3) == 0); }
 usdt:BIN:shop:entry__main__nopNotifier__Notify { printf("P entry Notify g=%ld recv=%d who=%s id=%ld\n", arg0, arg1 != 0, str(arg2), arg3); }
 usdt:BIN:shop:exit__main__nopNotifier__Notify { printf("P exit Notify g=%ld r=%ld errnil=%d\n", arg0, arg2, *(uint64 *)uptr(arg3) == 0); }
-usdt:BIN:shop:entry__orders__FindBin { printf("P entry FindBin g=%ld bins=%ld need=%ld\n", arg0, arg1, arg2); }
+usdt:BIN:shop:entry__orders__FindBin { printf("P entry FindBin g=%ld bins=%ld need=%ld\n", arg0, *(int64 *)uptr(arg1 + 8), arg2); }
 usdt:BIN:shop:exit__orders__FindBin { printf("P exit FindBin g=%ld row=%ld col=%ld\n", arg0, arg2, arg3); }
 usdt:BIN:shop:entry__orders__SplitBill { printf("P entry SplitBill g=%ld total=%ld people=%ld\n", arg0, arg1, arg2); }
 usdt:BIN:shop:exit__orders__SplitBill { printf("P exit SplitBill g=%ld share=%ld errnil=%d\n", arg0, arg2, *(uint64 *)uptr(arg3) == 0); }
@@ -339,9 +339,11 @@ var autoDemoWant = []string{
 	// Value receiver of a basic type.
 	"P entry Minus g=G c=100 d=250",
 	"P exit Minus g=G r=-150",
-	// Generic function: a slice is its length, a T the address of an
-	// interface{} holding it, whose data word points to the value.
-	"P entry Sum g=G len=3 start=10",
+	// Generic function: a slice is the address of its header, whose
+	// first word points to its elements and second is its length; a T
+	// the address of an interface{} holding it, whose data word points
+	// to the value.
+	"P entry Sum g=G len=3 xs[0]=1 start=10",
 	"P exit Sum g=G r=16",
 	// Methods of a generic type.
 	"P entry Push g=G q=QUEUE v=first",
@@ -350,7 +352,7 @@ var autoDemoWant = []string{
 	"P exit Push g=G r=2",
 	"P entry Len g=G len(q.items)=2",
 	"P exit Len g=G r=2",
-	// Variadic: the variadic parameter is a slice.
+	// Variadic: the variadic parameter is a slice, read as any other.
 	"P entry Tag g=G prefix=vip codes=3",
 	"P exit Tag g=G r=2",
 	// Blank parameters and a blank result keep their values and places.

@@ -127,12 +127,12 @@ func TestTraceExampleToolexec(t *testing.T) {
 		t.Fatalf("the example did not print its cache:\n%s", errOut)
 	}
 	isNil := func(v string) bool { return v == "<nil>" }
-	valueLen := func(key string) string {
+	valueOf := func(key string) string {
 		k, err := strconv.Unquote(key)
 		if err != nil {
 			t.Fatalf("key %s is no string", key)
 		}
-		return fmt.Sprint(len("value of " + k))
+		return strconv.Quote("value of " + k)
 	}
 	stacks := map[string][]traceLine{}
 	put := map[string]bool{}
@@ -152,7 +152,7 @@ func TestTraceExampleToolexec(t *testing.T) {
 			if l.label == "main.(*Cache).Put" {
 				key := l.vals[1]
 				put[key] = true
-				if want := []string{l.vals[0], key, valueLen(key), "50000000"}; !slices.Equal(l.vals, want) {
+				if want := []string{l.vals[0], key, valueOf(key), "50000000"}; !slices.Equal(l.vals, want) {
 					t.Errorf("Put%q, want Put%q", l.vals, want)
 				}
 			}
@@ -168,14 +168,14 @@ func TestTraceExampleToolexec(t *testing.T) {
 		switch l.label {
 		case "main.main", "main.(*Cache).Put":
 		case "main.(*Cache).Get":
-			want = []string{valueLen(in.vals[1]), "<nil>"}
-			if l.vals[0] == "0" && !isNil(l.vals[1]) {
+			want = []string{valueOf(in.vals[1]), "<nil>"}
+			if l.vals[0] == "[]" && !isNil(l.vals[1]) {
 				want = l.vals // a miss: a nil slice and an error
 			}
 		case "main.fetch":
-			want = []string{valueLen(in.vals[1]), "<nil>"}
+			want = []string{valueOf(in.vals[1]), "<nil>"}
 		case "main.load":
-			want = []string{valueLen(in.vals[0]), "<nil>"}
+			want = []string{valueOf(in.vals[0]), "<nil>"}
 		}
 		if !slices.Equal(l.vals, want) {
 			t.Errorf("g=%s: %s%q = %q, want %q", l.g, in.label, in.vals, l.vals, want)

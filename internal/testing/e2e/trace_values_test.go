@@ -379,9 +379,8 @@ func jsonInts(t *testing.T, vals []any) []int64 {
 
 // TestTraceExitReads traces exit probes fired by deferred calls, which
 // read the results through their addresses: every kind of read (narrow
-// integers, bools, float bits, slice lengths, interfaces (read through
-// their addresses),
-// pointers), shared by the functions whose results are as many words and
+// integers, bools, float bits, slices and interfaces (read through their
+// addresses), pointers), shared by the functions whose results are as many words and
 // spelled out for strings and for more than three results. Each must pass
 // what the fixture itself sees its calls return.
 func TestTraceExitReads(t *testing.T) {

@@ -15,13 +15,16 @@ import (
 // with structs (nested, embedded, generic), pointers (nil, a cycle),
 // arrays (one past the read budget), maps, interfaces (one holding a
 // struct), the errors of errors.New, fmt.Errorf's %w and os.Open, a time
-// and a duration, and generic functions with a type parameter of int,
-// string and a struct, and prints what Go makes of each value: %+v,
-// encoding/json, and the %+v of what each pointer points to. Every value
+// and a duration, generic functions with a type parameter of int, string
+// and a struct, and slices as arguments and results (nil, empty, past the
+// read budget, of structs, strings and pointers, and []byte, valid UTF-8
+// or not, past its 64 bytes), and prints what Go makes of each value:
+// %+v, encoding/json, and the %+v of what each pointer points to (for a
+// []byte, the text trace shows, written by hand). Every value
 // trace prints, in text and in -json, must be what Go printed, on a
 // normal, a stripped and a position-independent build (whose interfaces'
 // types trace finds where the process loaded it).
-// Where trace cuts a value (an array past the budget) what it shows must
+// Where trace cuts a value (an array or a slice past the budget) what it shows must
 // be the start of Go's; a map of more than 8 entries shows its length.
 func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)

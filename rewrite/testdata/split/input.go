@@ -196,3 +196,18 @@ func FastForever(ch chan int) int {
 		}
 	}
 }
+
+// Evens returns a slice, which its deferred exit probe reads through the
+// result's address.
+func Evens(xs []int) (evens []int) {
+	for _, x := range xs {
+		if x%2 == 0 {
+			evens = append(evens, x)
+		}
+	}
+	return evens
+}
+
+// FastTail's exit probe, at the return, passes the address of a copy of
+// the slice it returns.
+func FastTail(b []byte) []byte { return b[1:] }

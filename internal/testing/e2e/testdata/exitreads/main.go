@@ -58,7 +58,8 @@ func main() {
 		a, b, c := narrow(n)
 		want("narrow", a, b, c)
 		f, u, s := widths(n)
-		want("widths", math.Float32bits(f), u, len(s))
+		// A []byte shows as the string it holds, quoted.
+		want("widths", math.Float32bits(f), u, fmt.Sprintf("%q", s))
 		err, st, p := ifaces(n)
 		// The tracer shows an error's message, an interface of a type
 		// it does not read as its type and its data word, and a

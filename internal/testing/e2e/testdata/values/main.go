@@ -1,9 +1,11 @@
 // Command values calls functions with struct, pointer, map, interface,
-// error and time arguments and results, and prints to stderr, for each value
-// of each call, what Go itself makes of it: %+v ("want"), encoding/json
-// ("json"), and for every pointer in it, the %+v of what it points to
-// ("ptr"), which %+v shows as an address inside a struct. A test
-// compares the tracer's values with these.
+// error, time and slice arguments and results, and prints to stderr, for
+// each value of each call, what Go itself makes of it: %+v ("want"),
+// encoding/json ("json"), and for every pointer in it, the %+v of what it
+// points to ("ptr"), which %+v shows as an address inside a struct or a
+// slice. A test compares the tracer's values with these. A []byte, which
+// Go prints as numbers and encoding/json as base64, the tracer shows as
+// the string it holds, quoted: for those the fixture prints that by hand.
 package main
 
 import (
@@ -12,6 +14,7 @@ import (
 	"fmt"
 	"os"
 	"reflect"
+	"strings"
 	"time"
 )
 
@@ -118,6 +121,51 @@ func Keep[T any](v T) (r T) {
 //go:noinline
 func Hold(x any) any { return x }
 
+//go:noinline
+func Tail(xs []int) []int {
+	if len(xs) == 0 {
+		return xs
+	}
+	return xs[1:]
+}
+
+//go:noinline
+func Chop(b []byte) []byte { return b[:len(b)-1] }
+
+//go:noinline
+func Cities(as []Addr) []string {
+	var cities []string
+	for _, a := range as {
+		cities = append(cities, a.City)
+	}
+	return cities
+}
+
+//go:noinline
+func First(as []*Addr) *Addr { return as[0] }
+
+// Total's []T has elements of a size the generic code does not know:
+// the tracer reads its length only.
+//
+//go:noinline
+func Total[T ~int | ~int64](xs []T) T {
+	var t T
+	for _, x := range xs {
+		t += x
+	}
+	return t
+}
+
+// kept holds Later's closure, which captures xs by value as long as
+// nothing takes xs's address.
+var kept func() int
+
+//go:noinline
+func Later(xs []int) int {
+	kept = func() int { return len(xs) }
+	return kept()
+}
+
 func value(fn, name string, v any) {
 	fmt.Fprintf(os.Stderr, "want %s %s %+v\n", fn, name, v)
 	if err, ok := v.(error); ok {
@@ -130,9 +178,20 @@ func value(fn, name string, v any) {
 	pointers(reflect.ValueOf(v), map[uintptr]bool{})
 }
 
+// shown prints what the tracer shows of a value that Go prints
+// otherwise, text (unquoted, as the test reads a quoted one) and JSON
+// written by hand.
+func shown(fn, name, text, json string) {
+	fmt.Fprintf(os.Stderr, "want %s %s %s\njson %s %s %s\n", fn, name, text, fn, name, json)
+}
+
 // pointers prints what each pointer reachable from v points to.
 func pointers(v reflect.Value, seen map[uintptr]bool) {
 	switch v.Kind() {
+	case reflect.Slice:
+		for i := range v.Len() {
+			pointers(v.Index(i), seen)
+		}
 	case reflect.Pointer:
 		if v.IsNil() || seen[v.Pointer()] {
 			return
@@ -243,4 +302,43 @@ func main() {
 	value("main.Nils", "p", nilAddr)
 	value("main.Nils", "e", nilErr)
 	value("main.Nils=", "r1", ok)
+
+	long := make([]int, 40)
+	for i := range long {
+		long[i] = i * 3
+	}
+	for _, xs := range [][]int{{7, 8, 9, 10}, nil, {}, long} {
+		r := Tail(xs)
+		value("main.Tail", "xs", xs)
+		value("main.Tail=", "r1", r)
+	}
+
+	// Up to 64 bytes of a []byte are read, and the rest counted.
+	Chop([]byte("héllo!"))
+	shown("main.Chop", "b", "héllo!", `"héllo!"`)
+	shown("main.Chop=", "r1", "héllo", `"héllo"`)
+	Chop([]byte("caf\xe9\x00!"))
+	shown("main.Chop", "b", "caf\xe9\x00!", `"caf\\xe9\\x00!"`)
+	shown("main.Chop=", "r1", "caf\xe9\x00", `"caf\\xe9\\x00"`)
+	Chop([]byte(strings.Repeat("0123456789", 10)))
+	shown("main.Chop", "b", `"`+strings.Repeat("0123456789", 6)+`0123"...(100 bytes)`, `"`+strings.Repeat("0123456789", 6)+`0123...(100 bytes)"`)
+	shown("main.Chop=", "r1", `"`+strings.Repeat("0123456789", 6)+`0123"...(99 bytes)`, `"`+strings.Repeat("0123456789", 6)+`0123...(99 bytes)"`)
+
+	as := []Addr{{City: "Lyon", Zip: 69001}, {City: "Paris", Zip: 75001}, {City: "Nice"}}
+	cities := Cities(as)
+	value("main.Cities", "as", as)
+	value("main.Cities=", "r1", cities)
+
+	ptrs := []*Addr{lyon, nil, &as[1]}
+	first := First(ptrs)
+	value("main.First", "as", ptrs)
+	value("main.First=", "r1", first)
+
+	l := Later([]int{4, 5})
+	value("main.Later", "xs", []int{4, 5})
+	value("main.Later=", "r1", l)
+
+	tot := Total([]int64{1, 2, 3})
+	shown("main.Total", "xs", "[...(len 3)]", `"[...(len 3)]"`)
+	value("main.Total=", "r1", tot)
 }
