@@ -155,6 +155,22 @@ func toSite(arch Arch, sites string, goidOffset int64, jump string) string {
 // moves when it calls the site from a frame of its own.
 const ClockWords = 8
 
+// Where a site reached through since finds since's frame, above its stack
+// pointer (amd64's CALL pushed the return address, arm64's frame keeps
+// the link register at 0): SinceMark at SinceMarkAt, the start time the
+// program read at SinceStartAt. The tracer knows by the mark the exit
+// sites that since called, which alone have their start time at hand (a
+// fire function that copies strings, or one with more than ClockWords
+// words, computes the elapsed time in Go), and reads the start time the
+// probe's elapsed time counts from. since clears the mark when the site
+// returns: a stale copy on the stack must not pass a site reached another
+// way for one of since's.
+const (
+	SinceMark    = 0x48871dba0c14d0e7
+	SinceMarkAt  = 8
+	SinceStartAt = SinceMarkAt + 16
+)
+
 // since writes the code the trampolines that read the clock jump to: it
 // keeps the site index and the arguments across a call of
 // runtime.nanotime, turns the start time into the time elapsed since, and
@@ -165,17 +181,19 @@ const ClockWords = 8
 func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 	a := abis[arch]
 	regs := append([]string{a.site}, a.args[:ClockWords]...)
-	mov, first := "MOVQ", 0
+	mov, mark, zero := "MOVQ", SinceMarkAt-8, "$0"
 	if arch == ARM64 {
 		// 0(RSP) holds the return address.
-		mov, first = "MOVD", 8
+		mov, mark, zero = "MOVD", SinceMarkAt, "ZR"
 	}
-	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, 8*len(regs)+first)
+	sp := spReg[arch]
+	first := mark + 8
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, first+8*len(regs))
 	for i, r := range regs {
-		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, spReg[arch])
+		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, sp)
 	}
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
-	start := fmt.Sprintf("%d(%s)", first+8, spReg[arch])
+	start := fmt.Sprintf("%d(%s)", first+8, sp)
 	if arch == ARM64 {
 		// The clock's result is in R0.
 		fmt.Fprintf(b, "\tMOVD %s, %[2]s\n\tSUB %[2]s, R0, %[2]s\n", start, regs[1])
@@ -183,11 +201,13 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 		fmt.Fprintf(b, "\tSUBQ %s, AX\n\tMOVQ AX, %s\n", start, regs[1])
 	}
 	for i := 2; i < len(regs); i++ {
-		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, spReg[arch], regs[i])
+		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, sp, regs[i])
 	}
-	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, spReg[arch], regs[0])
+	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, sp, regs[0])
+	// The site's address goes in the target register next: it is free.
+	fmt.Fprintf(b, "\t%s $%#x, %s\n\t%[1]s %[3]s, %d(%s)\n", mov, uint64(SinceMark), a.target, mark, sp)
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
-	b.WriteString("\tRET\n")
+	fmt.Fprintf(b, "\t%s %s, %d(%s)\n\tRET\n", mov, zero, mark, sp)
 }
 
 // now writes a trampoline with ClockNow: it calls the site, then the clock,

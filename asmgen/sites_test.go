@@ -34,7 +34,7 @@ func TestPlan9Sites(t *testing.T) {
 			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n",
 			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
 			"TEXT usdt∕p_1·tr2<ABIInternal>(SB), 4, $0\n",
-			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $72\n",
+			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $80\n",
 			"\tLEAQ (R12)(AX*8), R12\n",
 			"TEXT usdt∕p_1·sites(SB), 516, $0-0\n",
 			"// 1: p:b\nTEXT usdt∕p_1·sites(SB), 516, $0-0\n\tBYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0x90; ",
@@ -121,59 +121,65 @@ TEXT tr<ABIInternal>(SB), 4, $0
 	RET
 `},
 		{"amd64 since", AMD64, since, `
-TEXT tr<ABIInternal>(SB), 4, $72
-	MOVQ AX, 0(SP)
-	MOVQ BX, 8(SP)
-	MOVQ CX, 16(SP)
-	MOVQ DI, 24(SP)
-	MOVQ SI, 32(SP)
-	MOVQ R8, 40(SP)
-	MOVQ R9, 48(SP)
-	MOVQ R10, 56(SP)
-	MOVQ R11, 64(SP)
+TEXT tr<ABIInternal>(SB), 4, $80
+	MOVQ AX, 8(SP)
+	MOVQ BX, 16(SP)
+	MOVQ CX, 24(SP)
+	MOVQ DI, 32(SP)
+	MOVQ SI, 40(SP)
+	MOVQ R8, 48(SP)
+	MOVQ R9, 56(SP)
+	MOVQ R10, 64(SP)
+	MOVQ R11, 72(SP)
 	CALL runtime·nanotime<ABIInternal>(SB)
-	SUBQ 8(SP), AX
+	SUBQ 16(SP), AX
 	MOVQ AX, BX
-	MOVQ 16(SP), CX
-	MOVQ 24(SP), DI
-	MOVQ 32(SP), SI
-	MOVQ 40(SP), R8
-	MOVQ 48(SP), R9
-	MOVQ 56(SP), R10
-	MOVQ 64(SP), R11
-	MOVQ 0(SP), AX
+	MOVQ 24(SP), CX
+	MOVQ 32(SP), DI
+	MOVQ 40(SP), SI
+	MOVQ 48(SP), R8
+	MOVQ 56(SP), R9
+	MOVQ 64(SP), R10
+	MOVQ 72(SP), R11
+	MOVQ 8(SP), AX
+	MOVQ $0x48871dba0c14d0e7, R12
+	MOVQ R12, 0(SP)
 	LEAQ sites(SB), R12
 	LEAQ (R12)(AX*8), R12
 	MOVQ 152(R14), R13
 	CALL R12
+	MOVQ $0, 0(SP)
 	RET
 `},
 		{"arm64 since", ARM64, since, `
-TEXT tr<ABIInternal>(SB), 4, $80
-	MOVD R0, 8(RSP)
-	MOVD R1, 16(RSP)
-	MOVD R2, 24(RSP)
-	MOVD R3, 32(RSP)
-	MOVD R4, 40(RSP)
-	MOVD R5, 48(RSP)
-	MOVD R6, 56(RSP)
-	MOVD R7, 64(RSP)
-	MOVD R8, 72(RSP)
+TEXT tr<ABIInternal>(SB), 4, $88
+	MOVD R0, 16(RSP)
+	MOVD R1, 24(RSP)
+	MOVD R2, 32(RSP)
+	MOVD R3, 40(RSP)
+	MOVD R4, 48(RSP)
+	MOVD R5, 56(RSP)
+	MOVD R6, 64(RSP)
+	MOVD R7, 72(RSP)
+	MOVD R8, 80(RSP)
 	CALL runtime·nanotime<ABIInternal>(SB)
-	MOVD 16(RSP), R1
+	MOVD 24(RSP), R1
 	SUB R1, R0, R1
-	MOVD 24(RSP), R2
-	MOVD 32(RSP), R3
-	MOVD 40(RSP), R4
-	MOVD 48(RSP), R5
-	MOVD 56(RSP), R6
-	MOVD 64(RSP), R7
-	MOVD 72(RSP), R8
-	MOVD 8(RSP), R0
+	MOVD 32(RSP), R2
+	MOVD 40(RSP), R3
+	MOVD 48(RSP), R4
+	MOVD 56(RSP), R5
+	MOVD 64(RSP), R6
+	MOVD 72(RSP), R7
+	MOVD 80(RSP), R8
+	MOVD 16(RSP), R0
+	MOVD $0x48871dba0c14d0e7, R12
+	MOVD R12, 8(RSP)
 	MOVD $sites(SB), R12
 	ADD R0<<3, R12, R12
 	MOVD 152(g), R13
 	CALL (R12)
+	MOVD ZR, 8(RSP)
 	RET
 `},
 	}

@@ -13,14 +13,23 @@
 // marked Lost.
 //
 // A call's place in time nests in its parent's, whatever the delays of the
-// events: it starts at its entry's event (the entries of one goroutine
-// come in order), or, without one, its exit's time less the elapsed time
-// the exit probe measured, and never before its parent; and it ends no
-// earlier than its start plus that elapsed time, nor than any call it
-// made. Its duration for profiles is what the exit probe measured.
+// events. Where its exit's event carries the start time the program read
+// (trace.Event.Start), the call starts then and ends that plus the
+// elapsed time the exit probe measured, both by the program's own clock:
+// a call read its start before it made any other call, and its end after
+// they returned. Otherwise it starts at its entry's event (the entries of
+// one goroutine come in order), or, without one, its exit's time less the
+// elapsed time, and ends no earlier than its start plus the elapsed time.
+// Either way it starts no earlier than its parent (as the parent stood
+// then) and no later than any call it made, and ends no earlier than its
+// start nor than any call it made: a parent that has the program's times
+// and a child that has not, or a clock read off by a few nanoseconds,
+// cannot put a child outside it. Its duration for profiles is what the
+// exit probe measured.
 package calltree
 
 import (
+	"slices"
 	"time"
 
 	"github.com/go-usdt/usdt/internal/trace"
@@ -47,6 +56,8 @@ type Call struct {
 	Inner time.Duration
 	// Data is the consumer's, for what it keeps with a call.
 	Data any
+	// first is the earliest start of the calls it made that have ended.
+	first time.Time
 }
 
 // Elapsed is the call's duration, as its exit probe measured it; for a
@@ -123,17 +134,18 @@ func (t *Tree) Add(ev *trace.Event) {
 	}
 	if c == nil {
 		start := ev.Time.Add(-ev.Elapsed)
+		if !ev.Start.IsZero() {
+			start = ev.Start
+		}
 		i := len(stack)
 		for i > 0 && stack[i-1].Start.After(start.Add(misplaced)) {
 			i--
 		}
-		c = &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine, Start: start}
+		c = &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine}
 		if i > 0 {
 			c.Parent = stack[i-1]
-			if c.Start.Before(c.Parent.Start) {
-				c.Start = c.Parent.Start
-			}
 		}
+		c.startAt(start)
 		t.begin(c)
 		// The calls that began after c did in c: their exits were lost.
 		if i < len(stack) {
@@ -148,18 +160,35 @@ func (t *Tree) Add(ev *trace.Event) {
 		t.open[g] = stack
 	}
 	c.Exit = ev
-	t.end(c, c.Start.Add(ev.Elapsed))
+	end := c.Start.Add(ev.Elapsed)
+	if !ev.Start.IsZero() {
+		c.startAt(ev.Start)
+		end = ev.Start.Add(ev.Elapsed)
+	}
+	t.end(c, end)
 }
 
-// end ends c no earlier than at, nor than the calls it made.
-func (t *Tree) end(c *Call, at time.Time) {
-	if at.After(c.End) {
-		c.End = at
+// startAt starts c at s, but no earlier than its parent nor later than the
+// calls it made.
+func (c *Call) startAt(s time.Time) {
+	c.Start = s
+	if p := c.Parent; p != nil && c.Start.Before(p.Start) {
+		c.Start = p.Start
 	}
+	if !c.first.IsZero() && c.first.Before(c.Start) {
+		c.Start = c.first
+	}
+}
+
+// end ends c no earlier than at, nor than its start, nor than the calls it
+// made.
+func (t *Tree) end(c *Call, at time.Time) {
+	c.End = slices.MaxFunc([]time.Time{c.End, at, c.Start}, time.Time.Compare)
 	if p := c.Parent; p != nil {
 		p.Inner += c.Elapsed()
-		if c.End.After(p.End) {
-			p.End = c.End
+		p.End = slices.MaxFunc([]time.Time{p.End, c.End}, time.Time.Compare)
+		if p.first.IsZero() || c.Start.Before(p.first) {
+			p.first = c.Start
 		}
 	}
 	if t.End != nil {

@@ -20,6 +20,13 @@ func exit(g uint64, fn string, t, elapsed int) *trace.Event {
 	return &trace.Event{PID: 1, TID: int(g), Goroutine: g, Function: fn, Exit: true, Time: at(t), Elapsed: time.Duration(elapsed) * time.Microsecond}
 }
 
+// exitFrom is an exit whose event carries the start time the program read.
+func exitFrom(g uint64, fn string, t, elapsed, start int) *trace.Event {
+	ev := exit(g, fn, t, elapsed)
+	ev.Start = at(start)
+	return ev
+}
+
 func TestTree(t *testing.T) {
 	tests := []struct {
 		name   string
@@ -89,6 +96,57 @@ func TestTree(t *testing.T) {
 			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(1, "d", 5), exit(1, "a", 9, 9)},
 			want:   "c<b 2-4 2µs, d<b 5-5 0s lost, b<a 1-5 2µs lost, a 0-9 5µs",
 			lost:   2,
+		},
+		{
+			// The program's times: each call started after its entry's
+			// event and ended before its exit's.
+			name: "exact",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "b", 10), exitFrom(1, "b", 30, 15, 12), entry(1, "c", 40), exitFrom(1, "c", 48, 5, 42), exitFrom(1, "a", 100, 95, 2),
+			},
+			want: "b<a 12-27 15µs, c<a 42-47 5µs, a 2-97 75µs",
+		},
+		{
+			// a's exit has no start time (a fire function that copies a
+			// string): it starts at its entry and ends after b, whose
+			// times are the program's.
+			name:   "exact child",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 10), exitFrom(1, "b", 30, 15, 12), exit(1, "a", 30, 26)},
+			want:   "b<a 12-27 15µs, a 0-27 11µs",
+		},
+		{
+			name:   "exact parent",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 10), exit(1, "b", 30, 15), exitFrom(1, "a", 100, 95, 2)},
+			want:   "b<a 10-25 15µs, a 2-97 80µs",
+		},
+		{
+			// b's entry was not seen: its start is the program's all
+			// the same.
+			name:   "exact exit without entry",
+			events: []*trace.Event{entry(1, "a", 0), exitFrom(1, "b", 30, 10, 15), exitFrom(1, "a", 40, 38, 1)},
+			want:   "b<a 15-25 10µs, a 1-39 28µs",
+		},
+		{
+			// a's start time is after b's (a clock read off): a starts
+			// no later than b.
+			name:   "exact parent after its child's start",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 5), exitFrom(1, "b", 20, 10, 5), exit(1, "c", 30, 3), exitFrom(1, "a", 50, 44, 6)},
+			want:   "b<a 5-15 10µs, c<a 27-30 3µs, a 5-50 31µs",
+		},
+		{
+			// b's start by the program's clock is before a's entry event
+			// (the clocks' reads a few nanoseconds apart): b starts no
+			// earlier than a.
+			name:   "exact child before its parent's entry",
+			events: []*trace.Event{entry(1, "a", 10), entry(1, "b", 11), exitFrom(1, "b", 20, 8, 9), exit(1, "a", 30, 20)},
+			want:   "b<a 10-17 8µs, a 10-30 12µs",
+		},
+		{
+			// b's late exit (no start time) ends after a's end by the
+			// program's clock: a ends with b.
+			name:   "exact parent before a late child",
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 10), exit(1, "b", 101, 90), exitFrom(1, "a", 98, 95, 1)},
+			want:   "b<a 10-100 90µs, a 1-100 5µs",
 		},
 		{
 			name: "unpaired entry and usdtgen probe",

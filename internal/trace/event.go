@@ -27,6 +27,11 @@ type Event struct {
 	Paired    bool
 	Goroutine uint64
 	Elapsed   time.Duration // of an exit: since the function's entry
+	// Start is, of an exit whose probe the clock's trampoline fired (see
+	// asmgen.SinceMark), when the call started by the program's own
+	// clock, which Elapsed counts from: it returned at Start+Elapsed.
+	// Zero for other exits, whose program read it out of reach.
+	Start time.Time
 	// Values are the arguments of an entry or of a usdtgen probe, the
 	// results of an exit, as the tracer prints them.
 	Values []Value
@@ -110,6 +115,9 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	}
 	if e.Exit {
 		o = append(o, field{"results", vals}, field{"elapsed_ns", int64(e.Elapsed)})
+		if !e.Start.IsZero() {
+			o = append(o, field{"start", e.Start.Format(time.RFC3339Nano)})
+		}
 	} else {
 		o = append(o, field{"args", vals})
 	}

@@ -34,6 +34,13 @@ func TestEventOutputs(t *testing.T) {
 			text: `13:04:05.123456 g=7 main.load = (r1=14; dropped: r2) 1.5µs`,
 			json: `{"time":"2026-11-26T13:04:05.123456Z","pid":10,"tid":11,"provider":"usdt_main","probe":"exit","function":"main.load","goroutine":7,"results":{"r1":14},"elapsed_ns":1500,"dropped":["r2"]}`,
 		},
+		{
+			name: "exit with its start",
+			ev: Event{Time: at, PID: 10, TID: 11, Provider: "usdt_main", Probe: "exit", Function: "main.load", Exit: true, Goroutine: 7, Elapsed: 1500 * time.Nanosecond,
+				Start: time.Date(2026, 11, 26, 13, 4, 5, 123450001, time.UTC)},
+			text: `13:04:05.123456 g=7 main.load = () 1.5µs`,
+			json: `{"time":"2026-11-26T13:04:05.123456Z","pid":10,"tid":11,"provider":"usdt_main","probe":"exit","function":"main.load","goroutine":7,"results":{},"elapsed_ns":1500,"start":"2026-11-26T13:04:05.123450001Z"}`,
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -45,6 +45,7 @@ var guestTests = []string{
 	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
 	"TestTracePIENeedsCookies", "TestTraceValuesCorpus",
 	"TestTraceStats", "TestTraceStatsInterval", "TestTraceStatsProvider",
+	"TestTraceSpanTimes",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -262,6 +263,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
 	}
 	put("main", "stats", func(t *testing.T) string { return buildMainRules(t, tg, "stats", statsSrc, statsRules) })
+	put("main", "nest", func(t *testing.T) string { return buildMainRules(t, tg, "nest", nestSrc, nestRules) })
 	values := fixture(t, "values")
 	for _, variant := range valuesVariants {
 		put("values", variant.name, func(t *testing.T) string { return buildValues(t, values, tg, variant) })

@@ -64,8 +64,12 @@ func siteEntry(m int, byIP *ebpf.Map, slot int16) asm.Instructions {
 	}, lookupKey(m, asm.R1, slot)...)
 }
 
-// ipRegister names the instruction pointer in ptRegs, per GOARCH.
-var ipRegister = map[string]string{"amd64": "rip", "arm64": "pc"}
+// ipRegister and spRegister name the instruction and the stack pointer in
+// ptRegs, per GOARCH.
+var (
+	ipRegister = map[string]string{"amd64": "rip", "arm64": "pc"}
+	spRegister = map[string]string{"amd64": "rsp", "arm64": "sp"}
+)
 
 // HaveCookies reports whether uprobes carry a BPF cookie here
 // (bpf_get_attach_cookie, Linux 5.15), by which the programs know which

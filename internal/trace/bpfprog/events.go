@@ -2,10 +2,12 @@ package bpfprog
 
 import (
 	"fmt"
+	"runtime"
 
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/asm"
 
+	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -23,10 +25,12 @@ const (
 	// probe passes, as gdb and bpftrace 0.27 show it.
 	StrMax = probe.CStringMax + 1
 
-	// Spec table value: strSlots u32 at 4 (the string slots its events
-	// need: one of strTiers, 0 without strings), then per argument 16 bytes:
+	// Spec table value: exit u8 at 0 (the site is an exit probe's, see
+	// Site.Exit), strSlots u32 at 4 (the string slots its events need: one
+	// of strTiers, 0 without strings), then per argument 16 bytes:
 	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
 	// pad u32, disp s64.
+	specExit     = 0
 	specStrSlots = 4
 	specArgs     = 8
 	specArg      = 16
@@ -39,13 +43,16 @@ const (
 	valTier  = 0xff
 
 	// A record: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
-	// pad u32, args [12]u64, then with strings [strSlots][StrMax]byte, the
-	// slot of argument i at i.
+	// pad u32, args [12]u64, start u64 (an exit's start time as the
+	// program read it, CLOCK_MONOTONIC ns too; 0 where it is not at hand),
+	// then with strings [strSlots][StrMax]byte, the slot of argument i at
+	// i.
 	RecTime    = 0
 	RecPidTgid = 8
 	RecCookie  = 16
 	RecArgs    = 24
-	RecSmall   = 128
+	RecStart   = RecArgs + 8*maxArgs
+	RecSmall   = RecStart + 8
 	RecStrings = RecSmall
 	// A record with values has every string slot, then the value area
 	// from RecVals, with room for an op's largest copy past its end (to
@@ -70,6 +77,9 @@ type Site struct {
 	Strs []bool
 	// Plan is the reads of the arguments' Go values; nil for none.
 	Plan *values.Plan
+	// Exit says the site is a function's exit probe, which asmgen's since
+	// may have called with the call's start time in its frame.
+	Exit bool
 }
 
 // Events are the event program's maps, and the program once loaded.
@@ -103,6 +113,9 @@ func (o *Events) Close() {
 // program reads them.
 func encodeSpec(s Site) []byte {
 	b := make([]byte, specSize)
+	if s.Exit {
+		b[specExit] = 1
+	}
 	for i, a := range s.Args {
 		o := specArgs + specArg*i
 		putArg(b[o:], a)
@@ -287,6 +300,32 @@ func valueReads(name string) asm.Instructions {
 	return insns
 }
 
+// sinceStart stores the record's start time: at an exit site that
+// asmgen's since called, which its mark in since's frame says, the start
+// time there; elsewhere 0, the ring buffer's memory being the last
+// record's. It goes on at label.
+func sinceStart(label string) asm.Instructions {
+	const frameSlot = -40 // the mark to the start time, 24 bytes
+	return asm.Instructions{
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(rEvent, RecStart, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, rSpec, specExit, asm.Byte),
+		asm.JEq.Imm(asm.R1, 0, label),
+		asm.Mov.Reg(asm.R1, asm.RFP),
+		asm.Add.Imm(asm.R1, frameSlot),
+		asm.Mov.Imm(asm.R2, asmgen.SinceStartAt+8-asmgen.SinceMarkAt),
+		asm.LoadMem(asm.R3, rCtx, int16(ptRegs[runtime.GOARCH][spRegister[runtime.GOARCH]]), asm.DWord),
+		asm.Add.Imm(asm.R3, asmgen.SinceMarkAt),
+		// A failed read leaves zeros, which are no mark.
+		asm.FnProbeReadUser.Call(),
+		asm.LoadMem(asm.R1, asm.RFP, frameSlot, asm.DWord),
+		asm.LoadImm(asm.R2, asmgen.SinceMark, asm.DWord),
+		asm.JNE.Reg(asm.R1, asm.R2, label),
+		asm.LoadMem(asm.R1, asm.RFP, frameSlot+asmgen.SinceStartAt-asmgen.SinceMarkAt, asm.DWord),
+		asm.StoreMem(rEvent, RecStart, asm.R1, asm.DWord),
+	}
+}
+
 // strTiers are the string slot counts a program body exists for.
 var strTiers = []int{1, 2, 3, 4, 6, 8, 12}
 
@@ -322,11 +361,16 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 		asm.LoadMem(asm.R1, asm.RFP, keySlot, asm.Word),
 		asm.StoreMem(rEvent, RecCookie, asm.R1, asm.Word),
 	}
+	insns = append(insns, sinceStart(name+"_args")...)
 	for i := range maxArgs {
 		spec := int16(specArgs + specArg*i)
 		next := fmt.Sprintf("%s_next%d", name, i)
+		first := asm.LoadMem(asm.R1, rSpec, spec, asm.Byte)
+		if i == 0 {
+			first = first.WithSymbol(name + "_args")
+		}
 		insns = append(insns,
-			asm.LoadMem(asm.R1, rSpec, spec, asm.Byte),
+			first,
 			asm.JEq.Imm(asm.R1, 0, done),
 		)
 		insns = append(insns, readArg(rSpec, spec, valSlot, asm.R1, next+"_store")...)
