@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/probe"
 )
 
 // bpftraceLimit is bpftrace's default for both BPFTRACE_MAX_PROBES and
@@ -38,14 +39,21 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	if err != nil {
 		return err
 	}
-	type fn struct{ provider, exit, label string }
+	type fn struct{ provider, exit, label, attrs string }
 	var fns []fn
+	entries := map[string]probe.Probe{}
+	for _, n := range notes {
+		if kind, pkg, name, ok := autoprobe.Split(n.Name); ok && kind == "entry" {
+			entries[n.Provider+":"+autoprobe.Name("exit", pkg, name)] = byPC[n.PC]
+		}
+	}
 	for _, n := range notes {
 		kind, pkg, name, ok := autoprobe.Split(n.Name)
 		if !ok || kind != "exit" {
 			continue
 		}
 		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Receiver)}
+		f.attrs = attributeReads(entries[n.Provider+":"+n.Name])
 		if selected(patterns, f.label, autoprobe.Label(pkg, name, ""), f.exit) {
 			fns = append(fns, f)
 		}
@@ -82,8 +90,34 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	fmt.Fprintf(w, "// An exit probe's arg1 is the nanoseconds since the same call's entry: no\n// entry probe, no pairing, recursion and panics included.\n")
 	for _, f := range fns {
 		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[\"%-*s\"] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, width, f.label)
+		if f.attrs != "" {
+			fmt.Fprintf(w, "// %s's attributes, at usdt:%s:%s:%s: %s\n", f.label, bin, f.provider, strings.Replace(f.exit, "exit__", "entry__", 1), f.attrs)
+		}
 	}
 	return nil
+}
+
+// attributeReads says how bpftrace reads the attributes a rule gave an
+// entry probe (its arguments whose names have a namespace, which a Go
+// parameter's cannot), "" when it has none.
+func attributeReads(p probe.Probe) string {
+	var reads []string
+	for i, a := range p.Args {
+		if !strings.Contains(a.Name, ".") || a.Name == "usdt.panic" {
+			continue
+		}
+		read := fmt.Sprintf("arg%d", i)
+		switch {
+		case a.Kind == probe.String:
+			read = "str(" + read + ")"
+		case a.Kind.Signed():
+			read = "(int64)" + read
+		case a.Kind == probe.Pointer && a.Layout != "":
+			read += " (the value's address)"
+		}
+		reads = append(reads, a.Name+" "+read)
+	}
+	return strings.Join(reads, ", ")
 }
 
 // selected reports whether a function passes the patterns: all do when
