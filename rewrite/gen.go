@@ -111,7 +111,7 @@ func usdtAutoTramp{{.N}}({{join .StubParams ", "}})
 {{if .Linkname}}//go:linkname usdtAutoFire{{.N}} {{.Linkname}}
 {{end}}//go:noescape
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
-{{end}}{{end}}{{if .Attributes}}
+{{end}}{{end}}
 // usdtAutoTry evaluates a rule's attribute, and returns what a panic in it
 // said, as "key: message\n", or "": an expression the person tracing
 // wrote must never change what the program does.
@@ -136,7 +136,7 @@ func usdtAutoPanicText(r interface{}) string {
 	}
 	return "panic"
 }
-{{end}}{{if .Read}}
+{{if .Read}}
 // usdtAutoRead reads a result at p for an exit probe: read says how, in
 // its low bits (see rewrite's read type). One fire method, which reads
 // through it, serves every function whose results are as many words
@@ -170,8 +170,6 @@ type supportData struct {
 	Generic bool
 	Fires   []fireFunc
 	Exits   []exitType
-	// Attributes says a rule's attribute is evaluated through usdtAutoTry.
-	Attributes bool
 	// Read says an exit type calls usdtAutoRead, which does Reads.
 	Read     bool
 	ReadMask int
@@ -284,7 +282,6 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Fires:       fires,
 		Generic:     g.generics,
 		Read:        g.sharedReads,
-		Attributes:  g.attrs > 0,
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {
