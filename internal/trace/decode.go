@@ -21,6 +21,8 @@ type decoder struct {
 	// paired are the functions whose exit probe is traced.
 	paired map[string]bool
 	names  *typeNames
+	// area holds a value area that its record ends before.
+	area []byte
 }
 
 func newDecoder(sites []site, pid int, names *typeNames) *decoder {
@@ -50,6 +52,7 @@ func (d *decoder) decode(b []byte) *Event {
 	}
 	s := &d.sites[idx]
 	vals := make([]value, len(s.args))
+	area := d.valueArea(s, b)
 	for i, a := range s.args {
 		vals[i] = value{raw: le.Uint64(b[bpfprog.RecArgs+8*i:]), signed: a.Signed, size: a.Size}
 		if s.kinds != nil {
@@ -63,7 +66,7 @@ func (d *decoder) decode(b []byte) *Event {
 			v := string(str)
 			vals[i].str = &v
 		}
-		vals[i].val = s.decodeValue(i, vals[i].raw, b, d.names.of(tgid))
+		vals[i].val = s.decodeValue(i, vals[i].raw, area, d.names.of(tgid))
 	}
 	ev := &Event{
 		Time: time.Unix(0, int64(le.Uint64(b[bpfprog.RecTime:]))+int64(d.mono)),

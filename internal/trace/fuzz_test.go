@@ -132,9 +132,17 @@ func record(t testing.TB, sites []site, i int, args []uint64) []byte {
 		if err != nil {
 			t.Skipf("cannot read this process's memory: %v", err)
 		}
-		copy(b[bpfprog.RecVals:], area)
+		copy(b[bpfprog.ValsAt(sites[i].strs):], area)
 	}
 	return b
+}
+
+// valsAt is where the value area of record rec is, by its site's strings.
+func valsAt(sites []site, rec []byte) int {
+	if i := int(le.Uint32(rec[bpfprog.RecCookie:])); i < len(sites) {
+		return bpfprog.ValsAt(sites[i].strs)
+	}
+	return bpfprog.RecVals
 }
 
 // sink keeps the values of the seeds' events reachable while they are
@@ -156,10 +164,11 @@ func mapWord(m any) uint64 {
 // decoded to values, "..." or addresses: never a panic.
 //
 // The inputs are a record, and the value area of the record of an event
-// with values that starts with its bytes (the area is at bpfprog.RecVals, past
-// the argument strings; splitting it off keeps the inputs as short as
-// what they hold), and the layout of the last site's argument, as a
-// probe table may have it.
+// with values that starts with its bytes (the area is at bpfprog.ValsAt,
+// past the argument strings; splitting it off keeps the inputs as short
+// as what they hold), and the layout of the last site's argument, as a
+// probe table may have it. Each record is decoded as given, as the
+// program sends it up to its last byte read, and with the area placed.
 func FuzzRecord(f *testing.F) {
 	exe, err := os.Executable()
 	if err != nil {
@@ -188,7 +197,8 @@ func FuzzRecord(f *testing.F) {
 	ids := map[int64]bool{1: true, 9: false}
 	sink = append(sink, name, next, o, byName, errArg, anyArg, when, ids)
 	add := func(rec []byte, lay string) {
-		f.Add(bytes.TrimRight(rec[:bpfprog.RecVals], "\x00"), bytes.TrimRight(rec[bpfprog.RecVals:], "\x00"), lay)
+		at := valsAt(sites, rec)
+		f.Add(bytes.TrimRight(rec[:at], "\x00"), bytes.TrimRight(rec[at:], "\x00"), lay)
 	}
 	// The usdtgen probe's strings are its copies', which the program
 	// reads at the addresses the probe passes.
@@ -234,8 +244,8 @@ func FuzzRecord(f *testing.F) {
 			s.plan = values.NewPlan(s.layouts, groups)
 		}
 		full := make([]byte, bpfprog.RecEnd)
-		copy(full[:bpfprog.RecVals], rec)
-		copy(full[bpfprog.RecVals:], area)
+		copy(full, rec)
+		copy(full[valsAt(sites, full):], area)
 		for _, b := range [][]byte{rec, full} {
 			ev := d.decode(b)
 			if ev == nil {

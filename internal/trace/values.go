@@ -154,13 +154,36 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 	return 0, fmt.Errorf("%s maps no segment of %s", maps, path)
 }
 
-// decodeValue decodes argument i of an event b of site s, whose raw value
-// is raw, when the site reads its value.
-func (s *site) decodeValue(i int, raw uint64, b []byte, names values.Namer) values.Value {
-	if s.plan == nil || s.layouts[i] == nil || len(b) < bpfprog.RecEnd {
+// valueArea is the value area of record b of site s, nil for a site
+// without values. The program sends a record up to its farthest read, so
+// the rest of the area is zeros here.
+func (d *decoder) valueArea(s *site, b []byte) []byte {
+	if s.plan == nil {
 		return nil
 	}
-	v, ok := s.plan.Decode(i, s.layouts[i], raw, b[bpfprog.RecVals:bpfprog.RecEnd], names)
+	at := bpfprog.ValsAt(s.strs)
+	const size = bpfprog.RecEnd - bpfprog.RecVals
+	if len(b) >= at+size {
+		return b[at : at+size]
+	}
+	if d.area == nil {
+		d.area = make([]byte, size)
+	}
+	n := 0
+	if len(b) > at {
+		n = copy(d.area, b[at:])
+	}
+	clear(d.area[n:])
+	return d.area
+}
+
+// decodeValue decodes argument i of an event of site s, whose raw value is
+// raw, from the event's value area, when the site reads its value.
+func (s *site) decodeValue(i int, raw uint64, area []byte, names values.Namer) values.Value {
+	if s.plan == nil || s.layouts[i] == nil || area == nil {
+		return nil
+	}
+	v, ok := s.plan.Decode(i, s.layouts[i], raw, area, names)
 	if !ok {
 		return nil
 	}

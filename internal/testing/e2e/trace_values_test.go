@@ -383,29 +383,45 @@ func jsonInts(t *testing.T, vals []any) []int64 {
 // addresses), pointers), shared by the functions whose results are as many words and
 // spelled out for strings and for more than three results. Each must pass
 // what the fixture itself sees its calls return.
+//
+// Then again through the smallest ring buffer, 4K, the fixture pausing
+// after each round of calls: a record with values takes the bytes its
+// reads filled, so a round's ten records fit, where the program's whole
+// scratch record (bpfprog.RecEnd, 5.7K) would fit none.
 func TestTraceExitReads(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t)
-	out, errOut, err := usdtTrace(t, "--", buildFixtureRules(t, "exitreads"))
-	if err != nil {
-		t.Fatalf("trace: %v\n%s", err, errOut)
-	}
-	var want, got []string
-	for _, line := range strings.Split(errOut, "\n") {
-		if w, ok := strings.CutPrefix(line, "want "); ok {
-			want = append(want, w)
-		}
-	}
-	for _, l := range parseTrace(t, out) {
-		if l.exit {
-			got = append(got, strings.Join(append([]string{l.label}, l.vals...), " "))
-		}
-	}
-	if len(want) != 20 {
-		t.Fatalf("the fixture printed %d calls, want 20:\n%s", len(want), errOut)
-	}
-	if !slices.Equal(got, want) {
-		t.Errorf("exit probes passed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	bin := buildFixtureRules(t, "exitreads")
+	for _, tc := range []struct {
+		name string
+		args []string
+	}{
+		{"default", []string{"--", bin}},
+		{"buffer-4K", []string{"-buffer", "4K", "--", bin, "paced"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, errOut, err := usdtTrace(t, tc.args...)
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, errOut)
+			}
+			var want, got []string
+			for _, line := range strings.Split(errOut, "\n") {
+				if w, ok := strings.CutPrefix(line, "want "); ok {
+					want = append(want, w)
+				}
+			}
+			for _, l := range parseTrace(t, out) {
+				if l.exit {
+					got = append(got, strings.Join(append([]string{l.label}, l.vals...), " "))
+				}
+			}
+			if len(want) != 20 {
+				t.Fatalf("the fixture printed %d calls, want 20:\n%s", len(want), errOut)
+			}
+			if !slices.Equal(got, want) {
+				t.Errorf("exit probes passed\n%s\nwant\n%s\ntrace said:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), errOut)
+			}
+		})
 	}
 }
 

@@ -17,6 +17,13 @@ import (
 // site's uprobe carries its index as the BPF cookie; the program looks the
 // site's argument specs up in an array map under it, reads every argument
 // from pt_regs or user memory, and sends a record.
+//
+// A record without Go values has a size of its tier (a string slot is a
+// whole StrMax). One with values is built in a per-CPU scratch map and
+// sent with as many bytes as its reads filled: the verifier wants a
+// reservation's size constant, and a reservation of the largest record a
+// plan can fill (RecEnd, near 6K) would take the ring buffer's room of
+// 40 records of a call's usual few hundred bytes.
 
 const (
 	maxArgs = probe.MaxArgs
@@ -26,11 +33,14 @@ const (
 	StrMax = probe.CStringMax + 1
 
 	// Spec table value: exit u8 at 0 (the site is an exit probe's, see
-	// Site.Exit), strSlots u32 at 4 (the string slots its events need: one
-	// of strTiers, 0 without strings), then per argument 16 bytes:
+	// Site.Exit), valsAt u16 at 2 (a site with values: where its records'
+	// value area begins, ValsAt), strSlots u32 at 4 (the string slots its
+	// events need: one of strTiers, 0 without strings), then per argument
+	// 16 bytes:
 	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
 	// pad u32, disp s64.
 	specExit     = 0
+	specValsAt   = 2
 	specStrSlots = 4
 	specArgs     = 8
 	specArg      = 16
@@ -54,10 +64,11 @@ const (
 	RecStart   = RecArgs + 8*maxArgs
 	RecSmall   = RecStart + 8
 	RecStrings = RecSmall
-	// A record with values has every string slot, then the value area
-	// from RecVals, with room for an op's largest copy past its end (to
-	// RecEnd): the verifier checks where a copy can end, not where the
-	// plan puts it.
+	// A record with values has the string slots up to its site's last
+	// string argument, then the value area from ValsAt, at most RecVals.
+	// It is built in a scratch buffer of RecEnd bytes, with room for an
+	// op's largest copy past the area's end: the verifier checks where a
+	// copy can end, not where the plan puts it.
 	RecVals  = RecStrings + StrMax*maxArgs
 	RecEnd   = RecVals + values.AreaSize + values.OpMax
 	whereReg = 1
@@ -82,9 +93,23 @@ type Site struct {
 	Exit bool
 }
 
+// ValsAt is where the value area of a record of a site with values
+// begins, strs saying which of its arguments are strings.
+func ValsAt(strs []bool) int {
+	slots := 0
+	for i, s := range strs {
+		if s {
+			slots = i + 1
+		}
+	}
+	return RecStrings + StrMax*slots
+}
+
 // Events are the event program's maps, and the program once loaded.
 type Events struct {
 	specs, ring, lost *ebpf.Map
+	// scratch is where a record with values is built (see ValsAt).
+	scratch *ebpf.Map
 	// byIP finds the sites on a kernel without BPF cookies (see
 	// siteEntry); nil on one with them.
 	byIP *ebpf.Map
@@ -99,7 +124,7 @@ type Events struct {
 
 // Close closes the maps, the program and the tasks.
 func (o *Events) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.byIP} {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.scratch, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -128,6 +153,7 @@ func encodeSpec(s Site) []byte {
 		return b
 	}
 	b[specStrSlots] = valTier
+	le.PutUint16(b[specValsAt:], uint16(ValsAt(s.Strs)))
 	for i, op := range s.Plan.Ops {
 		o := b[specOps+specOp*i:]
 		o[0], o[1] = byte(op.From), op.Arg
@@ -165,6 +191,10 @@ func NewEvents(sites []Site, ring int) (*Events, error) {
 		return nil, err
 	}
 	if o.lost, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_lost", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	if o.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: RecEnd, MaxEntries: 1}); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -254,12 +284,24 @@ func (o *Events) program() asm.Instructions {
 	return insns
 }
 
+// Registers and stack the value reads keep: where the value area begins,
+// and the end of the farthest copy into it.
+const (
+	rVals   = asm.R9
+	endSlot = -48
+)
+
 // valueReads carries out the site's value reads (values.Op) into the
 // event's value area, in order: a read from a pointer an earlier one
 // brought in finds it there. A read from a nil pointer, or one that
 // faults, leaves zeros; the decoder knows a nil pointer by its value.
 func valueReads(name string) asm.Instructions {
-	insns := asm.Instructions{asm.Mov.Imm(asm.R0, 0).WithSymbol(name + "_ops")}
+	insns := asm.Instructions{
+		asm.LoadMem(rVals, rSpec, specValsAt, asm.Half).WithSymbol(name + "_ops"),
+		asm.JGT.Imm(rVals, RecVals, "out"),
+		asm.Add.Reg(rVals, rEvent),
+		asm.Mov.Imm(asm.R0, 0),
+	}
 	for i := range values.MaxOps {
 		op := int16(specOps + specOp*i)
 		next := fmt.Sprintf("%s_op%d", name, i)
@@ -276,11 +318,11 @@ func valueReads(name string) asm.Instructions {
 			asm.Ja.Label(next+"_read"),
 			asm.LoadMem(asm.R2, rSpec, op+2, asm.Half).WithSymbol(next+"_mem"),
 			asm.JGT.Imm(asm.R2, values.AreaSize-16, next),
-			asm.Add.Reg(asm.R2, rEvent),
-			asm.LoadMem(asm.R3, asm.R2, RecVals, asm.DWord),
+			asm.Add.Reg(asm.R2, rVals),
+			asm.LoadMem(asm.R3, asm.R2, 0, asm.DWord),
 			asm.JNE.Imm(asm.R1, int32(values.FromSlice), next+"_read"),
 			// A slice or a string: as many bytes as it has, up to max.
-			asm.LoadMem(asm.R5, asm.R2, RecVals+8, asm.DWord),
+			asm.LoadMem(asm.R5, asm.R2, 8, asm.DWord),
 			asm.LoadMem(asm.R0, rSpec, op+8, asm.Half),
 			asm.Mul.Reg(asm.R5, asm.R0),
 			asm.JGE.Reg(asm.R5, asm.R4, next+"_read"),
@@ -290,8 +332,13 @@ func valueReads(name string) asm.Instructions {
 			asm.JGT.Imm(asm.R4, values.OpMax, next),
 			asm.LoadMem(asm.R1, rSpec, op+4, asm.Half),
 			asm.JGT.Imm(asm.R1, values.AreaSize, next),
-			asm.Add.Reg(asm.R1, rEvent),
-			asm.Add.Imm(asm.R1, RecVals),
+			// The record is sent up to the end of its farthest copy.
+			asm.Mov.Reg(asm.R5, asm.R1),
+			asm.Add.Reg(asm.R5, asm.R4),
+			asm.LoadMem(asm.R0, asm.RFP, endSlot, asm.DWord),
+			asm.JGE.Reg(asm.R0, asm.R5, next+"_copy"),
+			asm.StoreMem(asm.RFP, endSlot, asm.R5, asm.DWord),
+			asm.Add.Reg(asm.R1, rVals).WithSymbol(next+"_copy"),
 			asm.Mov.Reg(asm.R2, asm.R4),
 			asm.FnProbeReadUser.Call(),
 			asm.Mov.Imm(asm.R0, 0).WithSymbol(next),
@@ -339,20 +386,34 @@ func strSlots(n int) int {
 	panic(fmt.Sprintf("%d string slots", n))
 }
 
-// body reads the arguments into an event with strs string slots.
+// body reads the arguments into an event with strs string slots, or for
+// "vals" into one with the values the site's plan reads.
 func (o *Events) body(name string, strs int, events int) asm.Instructions {
-	const keySlot, valSlot = -8, -16
-	size, done := RecStrings+StrMax*strs, name+"_done"
+	const keySlot, zeroSlot, valSlot = -8, -4, -16
 	vals := name == "vals"
+	var insns asm.Instructions
+	done := name + "_done"
 	if vals {
-		size, done = RecEnd, name+"_ops"
+		done = name + "_ops"
+		insns = asm.Instructions{
+			asm.LoadMapPtr(asm.R1, o.scratch.FD()).WithSymbol(name),
+			asm.Mov.Reg(asm.R2, asm.RFP),
+			asm.Add.Imm(asm.R2, zeroSlot),
+			asm.FnMapLookupElem.Call(),
+			asm.JEq.Imm(asm.R0, 0, "out"),
+			asm.Mov.Imm(asm.R1, 0),
+			asm.StoreMem(asm.RFP, endSlot, asm.R1, asm.DWord),
+		}
+	} else {
+		insns = asm.Instructions{
+			asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
+			asm.Mov.Imm(asm.R2, int32(RecStrings+StrMax*strs)),
+			asm.Mov.Imm(asm.R3, 0),
+			asm.FnRingbufReserve.Call(),
+			asm.JEq.Imm(asm.R0, 0, "lost"),
+		}
 	}
-	insns := asm.Instructions{
-		asm.LoadMapPtr(asm.R1, events).WithSymbol(name),
-		asm.Mov.Imm(asm.R2, int32(size)),
-		asm.Mov.Imm(asm.R3, 0),
-		asm.FnRingbufReserve.Call(),
-		asm.JEq.Imm(asm.R0, 0, "lost"),
+	insns = append(insns,
 		asm.Mov.Reg(rEvent, asm.R0),
 		asm.FnKtimeGetNs.Call(),
 		asm.StoreMem(rEvent, RecTime, asm.R0, asm.DWord),
@@ -360,7 +421,7 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 		asm.StoreMem(rEvent, RecPidTgid, asm.R0, asm.DWord),
 		asm.LoadMem(asm.R1, asm.RFP, keySlot, asm.Word),
 		asm.StoreMem(rEvent, RecCookie, asm.R1, asm.Word),
-	}
+	)
 	insns = append(insns, sinceStart(name+"_args")...)
 	for i := range maxArgs {
 		spec := int16(specArgs + specArg*i)
@@ -396,15 +457,33 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 	// a wake-up per record (the default while the reader keeps up) costs
 	// the traced thread more than the rest of the program does. The
 	// reader polls meanwhile.
-	return append(insns,
+	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_done"),
 		asm.Mov.Imm(asm.R2, bpfRBAvailData),
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(asm.R2, bpfRBNoWakeup),
 		asm.JLT.Imm(asm.R0, o.wakeAt, name+"_submit"),
 		asm.Mov.Imm(asm.R2, bpfRBForceWakeup),
-		asm.Mov.Reg(asm.R1, rEvent).WithSymbol(name+"_submit"),
-		asm.FnRingbufSubmit.Call(),
-		asm.Ja.Label("out"),
+	)
+	if !vals {
+		return append(insns,
+			asm.Mov.Reg(asm.R1, rEvent).WithSymbol(name+"_submit"),
+			asm.FnRingbufSubmit.Call(),
+			asm.Ja.Label("out"),
+		)
+	}
+	return append(insns,
+		asm.Mov.Reg(asm.R4, asm.R2).WithSymbol(name+"_submit"),
+		asm.LoadMem(asm.R3, rSpec, specValsAt, asm.Half),
+		asm.JGT.Imm(asm.R3, RecVals, "out"),
+		asm.LoadMem(asm.R0, asm.RFP, endSlot, asm.DWord),
+		asm.Add.Reg(asm.R3, asm.R0),
+		asm.JLE.Imm(asm.R3, RecEnd, name+"_send"),
+		asm.Mov.Imm(asm.R3, RecEnd),
+		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_send"),
+		asm.Mov.Reg(asm.R2, rEvent),
+		asm.FnRingbufOutput.Call(),
+		asm.JEq.Imm(asm.R0, 0, "out"),
+		asm.Ja.Label("lost"),
 	)
 }
