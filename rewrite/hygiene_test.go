@@ -58,6 +58,16 @@ var (
 	importCfgErr  error
 )
 
+// TestMain removes the import configuration the tests shared, which
+// outlives any one test's temporary directory.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if importCfg != "" {
+		os.Remove(importCfg)
+	}
+	os.Exit(code)
+}
+
 // stdImportCfg returns an import configuration, as the go command gives
 // the compiler, for the standard packages the corpus programs import.
 func stdImportCfg(t testing.TB) string {
