@@ -12,6 +12,12 @@
 // their exit (an event lost, or a panic through them) and end there,
 // marked Lost.
 //
+// Where the goroutine's events were lost (trace.Event.AfterLoss), the
+// calls it had open may have returned in the gap without a sign: a call
+// that begins under one of them before any has been seen to end since is
+// marked Uncertain, its parent a guess. An exit seen of a call open
+// through the gap shows that it and the calls it was in were still open.
+//
 // A call's place in time nests in its parent's, whatever the delays of the
 // events. Where its exit's event carries the start time the program read
 // (trace.Event.Start), the call starts then and ends that plus the
@@ -51,6 +57,11 @@ type Call struct {
 	// call it was in returned: its End is the last end of the calls it
 	// made, or its Start.
 	Lost bool
+	// Uncertain is set on a call that began under a call that was open
+	// when events of the goroutine were lost, and not seen to end since:
+	// that call may have returned in the gap, and this one be its
+	// sibling's or a caller's.
+	Uncertain bool
 	// Inner is the time spent in the calls it made that have ended: its
 	// elapsed time less Inner is its own.
 	Inner time.Duration
@@ -58,6 +69,9 @@ type Call struct {
 	Data any
 	// first is the earliest start of the calls it made that have ended.
 	first time.Time
+	// gap is set while it is open through a loss of its goroutine's
+	// events, until an exit shows it was.
+	gap bool
 }
 
 // Elapsed is the call's duration, as its exit probe measured it; for a
@@ -90,8 +104,9 @@ type Tree struct {
 	// last is the goroutine whose automatic probe fired last on a
 	// thread, which OnThread goes by.
 	last map[thread]goroutine
-	// lost counts the calls ended Lost, per goroutine.
-	lost map[goroutine]int
+	// lost counts the calls ended Lost, and uncertain those marked
+	// Uncertain, per goroutine.
+	lost, uncertain map[goroutine]int
 }
 
 // misplaced is how far before the innermost open call an exit-only call
@@ -112,12 +127,18 @@ func (t *Tree) Add(ev *trace.Event) {
 	g := goroutine{ev.PID, ev.Goroutine}
 	t.last[thread{ev.PID, ev.TID}] = g
 	stack := t.open[g]
+	if ev.AfterLoss {
+		for _, c := range stack {
+			c.gap = true
+		}
+	}
 	if !ev.Exit {
 		if ev.Paired {
 			c := &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine, Entry: ev, Start: ev.Time}
 			if len(stack) > 0 {
 				c.Parent = stack[len(stack)-1]
 			}
+			t.guess(g, c)
 			t.open[g] = append(stack, c)
 			t.begin(c)
 		}
@@ -129,6 +150,10 @@ func (t *Tree) Add(ev *trace.Event) {
 			c = stack[i]
 			t.abandon(g, stack[i+1:])
 			stack = stack[:i]
+			// c was open all along, and so were the calls it was in.
+			for x := c; x.Parent != nil && !x.Uncertain; x = x.Parent {
+				x.Parent.gap = false
+			}
 			break
 		}
 	}
@@ -145,6 +170,7 @@ func (t *Tree) Add(ev *trace.Event) {
 		if i > 0 {
 			c.Parent = stack[i-1]
 		}
+		t.guess(g, c)
 		c.startAt(start)
 		t.begin(c)
 		// The calls that began after c did in c: their exits were lost.
@@ -208,6 +234,27 @@ func (t *Tree) abandon(g goroutine, above []*Call) {
 		t.lost[g]++
 		t.end(c, c.Start)
 	}
+}
+
+// guess marks c Uncertain where its parent is open through a loss.
+func (t *Tree) guess(g goroutine, c *Call) {
+	if c.Parent == nil || !c.Parent.gap {
+		return
+	}
+	c.Uncertain = true
+	if t.uncertain == nil {
+		t.uncertain = map[goroutine]int{}
+	}
+	t.uncertain[g]++
+}
+
+// Uncertain reports how many calls were marked Uncertain, and on how many
+// goroutines.
+func (t *Tree) Uncertain() (calls, goroutines int) {
+	for _, n := range t.uncertain {
+		calls += n
+	}
+	return calls, len(t.uncertain)
 }
 
 // Lost reports how many calls were ended Lost, and on how many

@@ -20,6 +20,12 @@ func exit(g uint64, fn string, t, elapsed int) *trace.Event {
 	return &trace.Event{PID: 1, TID: int(g), Goroutine: g, Function: fn, Exit: true, Time: at(t), Elapsed: time.Duration(elapsed) * time.Microsecond}
 }
 
+// afterLoss marks ev as the first of its goroutine's events after a loss.
+func afterLoss(ev *trace.Event) *trace.Event {
+	ev.AfterLoss = true
+	return ev
+}
+
 // exitFrom is an exit whose event carries the start time the program read.
 func exitFrom(g uint64, fn string, t, elapsed, start int) *trace.Event {
 	ev := exit(g, fn, t, elapsed)
@@ -32,9 +38,10 @@ func TestTree(t *testing.T) {
 		name   string
 		events []*trace.Event
 		// want are the calls as they end: function<parent start-end self.
-		want string
-		open int
-		lost int // calls ended lost
+		want      string
+		open      int
+		lost      int // calls ended lost
+		uncertain int // calls marked uncertain
 	}{
 		{
 			name: "nested",
@@ -149,6 +156,47 @@ func TestTree(t *testing.T) {
 			want:   "b<a 10-100 90µs, a 1-100 5µs",
 		},
 		{
+			// b returned in the gap (its exit lost): d, a's, is taken
+			// for b's, its parent a guess, until a's exit ends b lost.
+			name: "call after a loss",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "b", 1), afterLoss(entry(1, "d", 5)), exit(1, "d", 6, 1), exit(1, "a", 9, 9),
+			},
+			want:      "d<b 5-6 1µs uncertain, b<a 1-6 4µs lost, a 0-9 4µs",
+			lost:      1,
+			uncertain: 1,
+		},
+		{
+			// b's exit shows it open through the gap, and a with it: c,
+			// after, is surely b's, then e surely a's.
+			name: "exit seen after a loss",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "b", 1), afterLoss(entry(1, "c", 5)), exit(1, "c", 6, 1), entry(1, "x", 7), exit(1, "x", 8, 1), exit(1, "b", 9, 8), entry(1, "e", 10), exit(1, "e", 11, 1), exit(1, "a", 12, 12),
+			},
+			want:      "c<b 5-6 1µs uncertain, x<b 7-8 1µs uncertain, b<a 1-9 6µs, e<a 10-11 1µs, a 0-12 3µs",
+			uncertain: 2,
+		},
+		{
+			// The loss hid a's exit and a new call's entry: f's exit
+			// without its entry is a guess under the open b.
+			name: "exit without entry after a loss",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "b", 1), afterLoss(exit(1, "f", 9, 2)), exit(1, "b", 10, 9),
+			},
+			want:      "f<b 7-9 2µs uncertain, b<a 1-10 7µs",
+			open:      1,
+			uncertain: 1,
+		},
+		{
+			// A loss on goroutine 2 leaves goroutine 1's calls alone.
+			name: "loss on another goroutine",
+			events: []*trace.Event{
+				entry(1, "a", 0), afterLoss(entry(2, "b", 1)), entry(1, "c", 2), exit(1, "c", 3, 1), exit(1, "a", 4, 4),
+			},
+			want: "c<a 2-3 1µs, a 0-4 3µs",
+			open: 1,
+		},
+		{
 			name: "unpaired entry and usdtgen probe",
 			events: []*trace.Event{
 				{PID: 1, Goroutine: 1, Function: "a", Time: at(0)},
@@ -175,6 +223,9 @@ func TestTree(t *testing.T) {
 				if c.Lost {
 					s += " lost"
 				}
+				if c.Uncertain {
+					s += " uncertain"
+				}
 				got = append(got, s)
 			}
 			for _, ev := range tt.events {
@@ -188,6 +239,9 @@ func TestTree(t *testing.T) {
 			}
 			if n, _ := tree.Lost(); n != tt.lost {
 				t.Errorf("%d calls lost, want %d", n, tt.lost)
+			}
+			if n, _ := tree.Uncertain(); n != tt.uncertain {
+				t.Errorf("%d calls uncertain, want %d", n, tt.uncertain)
 			}
 		})
 	}

@@ -69,8 +69,9 @@ func (d *decoder) decode(b []byte) *Event {
 		vals[i].val = s.decodeValue(i, vals[i].raw, area, d.names.of(tgid))
 	}
 	ev := &Event{
-		Time: time.Unix(0, int64(le.Uint64(b[bpfprog.RecTime:]))+int64(d.mono)),
-		PID:  tgid, TID: tid, Provider: s.Provider, Probe: s.Name,
+		AfterLoss: s.fn != "" && le.Uint32(b[bpfprog.RecFlags:])&bpfprog.RecAfterLoss != 0,
+		Time:      time.Unix(0, int64(le.Uint64(b[bpfprog.RecTime:]))+int64(d.mono)),
+		PID:       tgid, TID: tid, Provider: s.Provider, Probe: s.Name,
 		Function: s.fn, Exit: s.exit, Paired: s.fn != "" && !s.exit && d.paired[s.fn],
 		Dropped: s.dropped,
 	}

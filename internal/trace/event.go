@@ -27,6 +27,10 @@ type Event struct {
 	Paired    bool
 	Goroutine uint64
 	Elapsed   time.Duration // of an exit: since the function's entry
+	// AfterLoss is set on an automatic probe's event when events of its
+	// goroutine were lost (the ring buffer full) just before it: the
+	// calls the goroutine had open may have returned in that gap.
+	AfterLoss bool
 	// Start is, of an exit whose probe the clock's trampoline fired (see
 	// asmgen.SinceMark), when the call started by the program's own
 	// clock, which Elapsed counts from: it returned at Start+Elapsed.
@@ -123,6 +127,9 @@ func (e *Event) MarshalJSON() ([]byte, error) {
 	}
 	if len(e.Dropped) > 0 {
 		o = append(o, field{"dropped", e.Dropped})
+	}
+	if e.AfterLoss {
+		o = append(o, field{"after_loss", true})
 	}
 	return json.Marshal(o)
 }

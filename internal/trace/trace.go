@@ -93,7 +93,7 @@ func Run(opt Options) error {
 	names, namesErr := describeValues(sites, opt.Binary)
 	progSites := make([]bpfprog.Site, len(sites))
 	for i, s := range sites {
-		progSites[i] = bpfprog.Site{Addr: s.addr, Args: s.args, Strs: s.strs, Plan: s.plan, Exit: s.exit}
+		progSites[i] = bpfprog.Site{Addr: s.addr, Args: s.args, Strs: s.strs, Plan: s.plan, Exit: s.exit, Goroutine: s.fn != "" && len(s.args) > 0}
 	}
 	ring := opt.Buffer
 	if ring == 0 {

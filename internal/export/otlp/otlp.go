@@ -250,6 +250,9 @@ func (e *Exporter) end(c *calltree.Call) {
 	} else {
 		attrs = append(attrs, attribute.Bool("usdt.lost_exit", true))
 	}
+	if c.Uncertain {
+		attrs = append(attrs, attribute.Bool("usdt.parent_uncertain", true))
+	}
 	attrs = append(attrs, valueAttributes("results.", results)...)
 	if d.dropped > 0 {
 		attrs = append(attrs, attribute.Int64("usdt.dropped_children", d.dropped))
@@ -296,6 +299,9 @@ func (e *Exporter) Close(ctx context.Context) error {
 	}
 	if n, gs := e.tree.Lost(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their spans (usdt.lost_exit) end with the last call they made", n, gs))
+	}
+	if n, gs := e.tree.Uncertain(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines began after events of theirs were lost: their spans' parents (usdt.parent_uncertain) may be calls that had returned", n, gs))
 	}
 	if err != nil {
 		msgs = append(msgs, fmt.Sprintf("OpenTelemetry shutdown: %v", err))

@@ -672,16 +672,22 @@ func TestIDs(t *testing.T) {
 
 // TestLostExit checks that a call whose exit event was lost still gets a
 // span, marked, inside its parent's, so that the spans of the calls it
-// made are not orphans, and that Close says how many.
+// made are not orphans, and that Close says how many. main.emit, which
+// handle called after parse returned in the loss, is taken for parse's
+// child: its span says its parent is uncertain.
 func TestLostExit(t *testing.T) {
 	g := thread(1)
 	r := newReceiver(t, http.StatusOK, nil)
 	e := newExporter(t, r)
+	emit := g.enter("main.emit", 5)
+	emit.AfterLoss = true
 	for _, ev := range []*trace.Event{
 		g.enter("main.handle", 0),
 		g.enter("main.parse", 1),
 		g.enter("main.token", 2),
 		g.leave("main.token", 4, 2),
+		emit,
+		g.leave("main.emit", 6, 1),
 		g.leave("main.handle", 10, 10),
 	} {
 		e.Event(ev)
@@ -689,6 +695,9 @@ func TestLostExit(t *testing.T) {
 	err := e.Close(context.Background())
 	if err == nil || !strings.Contains(err.Error(), "1 calls on 1 goroutines lost their exit event") {
 		t.Errorf("Close: %v, want it to count the lost exit", err)
+	}
+	if err == nil || !strings.Contains(err.Error(), "1 calls on 1 goroutines began after events of theirs were lost") {
+		t.Errorf("Close: %v, want it to count the uncertain parent", err)
 	}
 	spans, _ := r.received()
 	byName := map[string]*tracepb.Span{}
@@ -708,7 +717,8 @@ func TestLostExit(t *testing.T) {
 	}
 	for _, w := range []wantSpan{
 		{name: "main.token", parent: "main.parse", start: us(2), end: us(4), attrs: with("token", nil)},
-		{name: "main.parse", parent: "main.handle", start: us(1), end: us(4), attrs: with("parse", map[string]any{"usdt.lost_exit": true})},
+		{name: "main.emit", parent: "main.parse", start: us(5), end: us(6), attrs: with("emit", map[string]any{"usdt.parent_uncertain": true})},
+		{name: "main.parse", parent: "main.handle", start: us(1), end: us(6), attrs: with("parse", map[string]any{"usdt.lost_exit": true})},
 		{name: "main.handle", start: us(0), end: us(10), attrs: with("handle", nil)},
 	} {
 		if s := byName[w.name]; s == nil {

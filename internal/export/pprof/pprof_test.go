@@ -284,7 +284,9 @@ type failingWriter struct{}
 
 func (failingWriter) Write([]byte) (int, error) { return 0, errors.New("disk full") }
 
-func TestWriteFails(t *testing.T) {
+// selfProfile is a profile of this test binary's functions.
+func selfProfile(t *testing.T) *Profile {
+	t.Helper()
 	self, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -293,8 +295,41 @@ func TestWriteFails(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return p
+}
+
+func TestWriteFails(t *testing.T) {
+	p := selfProfile(t)
 	p.Event(fn{outerName, thisPkg, 1}.leave(10, 10))
 	if err := p.Write(failingWriter{}); err == nil || !strings.Contains(err.Error(), "disk full") {
 		t.Errorf("Write to a failing writer: %v, want disk full", err)
+	}
+}
+
+// TestLossComments checks that the profile says how many calls lost their
+// exit event and how many began after a loss, their callers a guess: b
+// returned in the loss, and c, a's, is taken for b's.
+func TestLossComments(t *testing.T) {
+	p := selfProfile(t)
+	a, b, c := fn{"main.a", "main", 1}, fn{"main.b", "main", 1}, fn{"main.c", "main", 1}
+	after := c.enter(5)
+	after.AfterLoss = true
+	for _, ev := range []*trace.Event{a.enter(0), b.enter(1), after, c.leave(6, 1), a.leave(9, 9)} {
+		p.Event(ev)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	prof, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{
+		"1 calls on 1 goroutines lost their exit event: their time is what the calls they made took",
+		"1 calls on 1 goroutines began after events of theirs were lost: their callers in the stacks may be calls that had returned",
+	}
+	if got := prof.Comments[1:]; !slices.Equal(got, want) {
+		t.Errorf("comments %q, want %q", got, want)
 	}
 }

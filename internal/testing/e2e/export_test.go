@@ -238,7 +238,7 @@ func (s jaegerSpan) parent() string {
 func (j jaeger) traces(t *testing.T, service string, want int) map[string][]jaegerSpan {
 	var got map[string][]jaegerSpan
 	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(300 * time.Millisecond) {
-		resp, err := http.Get(j.api + "/api/traces?service=" + service + "&limit=1000&lookback=1h")
+		resp, err := http.Get(j.api + "/api/traces?service=" + service + "&limit=10000&lookback=1h")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,6 +6,8 @@ package e2e
 
 import (
 	"encoding/json"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -253,4 +255,68 @@ func spanCount(traces map[string][]jaegerSpan) int {
 		n += len(tr)
 	}
 	return n
+}
+
+// nestCallers are the functions that call each of nestSrc's.
+var nestCallers = map[string]string{"main.step": "main.request", "main.work": "main.step", "main.label": "main.request"}
+
+// TestTraceOTLPLosses traces nestSrc through the smallest ring buffer, 4K,
+// which loses events, and reads its spans back from Jaeger: every span
+// lies within its parent's, and one whose parent is not its caller (the
+// calls it was taken to be in returned unseen) says its parent is
+// uncertain, as trace's count at the end says of that many.
+func TestTraceOTLPLosses(t *testing.T) {
+	requireBPF(t)
+	j := startJaeger(t)
+	bin := buildMainRules(t, target{}, "nest", nestSrc, nestRules)
+	_, errOut, err := usdtTrace(t, "-buffer", "4K", "-otlp", j.otlp, "-service", "nest-lost", "--", bin)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	if !regexp.MustCompile(`lost \d+ events: the ring buffer \(4K\) was full`).MatchString(errOut) {
+		t.Skipf("no event was lost through a 4K buffer on this machine, which the test needs:\n%s", errOut)
+	}
+	uncertain := 0
+	if m := regexp.MustCompile(`(\d+) calls on \d+ goroutines began after events of theirs were lost`).FindStringSubmatch(errOut); m != nil {
+		uncertain, _ = strconv.Atoi(m[1])
+	}
+	// Jaeger takes the spans in batches: wait until it has them all.
+	var traces map[string][]jaegerSpan
+	for n, deadline := -1, time.Now().Add(30*time.Second); time.Now().Before(deadline); time.Sleep(time.Second) {
+		traces = j.traces(t, "nest-lost", 1)
+		if spanCount(traces) == n {
+			break
+		}
+		n = spanCount(traces)
+	}
+	marked, wrong := 0, 0
+	for id, tr := range traces {
+		spans := map[string]jaegerSpan{}
+		for _, s := range tr {
+			spans[s.SpanID] = s
+		}
+		for _, s := range tr {
+			_, isUncertain := s.tag("usdt.parent_uncertain")
+			if isUncertain {
+				marked++
+			}
+			p, ok := spans[s.parent()]
+			if !ok {
+				continue
+			}
+			if s.StartTime < p.StartTime || s.StartTime+s.Duration > p.StartTime+p.Duration+1 {
+				t.Errorf("trace %s: %s [%d, +%d] is not within %s [%d, +%d]", id, s.OperationName, s.StartTime, s.Duration, p.OperationName, p.StartTime, p.Duration)
+			}
+			if nestCallers[s.OperationName] != p.OperationName {
+				wrong++
+				if !isUncertain {
+					t.Errorf("trace %s: %s is a child of %s, which never calls it, and its parent is not marked uncertain", id, s.OperationName, p.OperationName)
+				}
+			}
+		}
+	}
+	if marked != uncertain {
+		t.Errorf("%d spans are marked usdt.parent_uncertain, trace counted %d:\n%s", marked, uncertain, errOut)
+	}
+	t.Logf("%d spans in %d traces; %d under a function that does not call them, %d marked uncertain\n%s", spanCount(traces), len(traces), wrong, marked, errOut)
 }

@@ -33,17 +33,18 @@ const (
 	StrMax = probe.CStringMax + 1
 
 	// Spec table value: exit u8 at 0 (the site is an exit probe's, see
-	// Site.Exit), valsAt u16 at 2 (a site with values: where its records'
+	// Site.Exit), goroutine u8 at 1 (Site.Goroutine), valsAt u16 at 2 (a site with values: where its records'
 	// value area begins, ValsAt), strSlots u32 at 4 (the string slots its
 	// events need: one of strTiers, 0 without strings), then per argument
 	// 16 bytes:
 	// where u8 (0 none, 1 register, 2 memory), isString u8, regOff u16,
 	// pad u32, disp s64.
-	specExit     = 0
-	specValsAt   = 2
-	specStrSlots = 4
-	specArgs     = 8
-	specArg      = 16
+	specExit      = 0
+	specGoroutine = 1
+	specValsAt    = 2
+	specStrSlots  = 4
+	specArgs      = 8
+	specArg       = 16
 	// Then the site's value reads (values.Op), 16 bytes each: from u8,
 	// arg u8, src u16, dst u16, max u16, elem u16, pad. A site with
 	// any has strSlots valTier.
@@ -53,13 +54,14 @@ const (
 	valTier  = 0xff
 
 	// A record: time u64 (CLOCK_MONOTONIC ns), pid_tgid u64, cookie u32,
-	// pad u32, args [12]u64, start u64 (an exit's start time as the
+	// flags u32 (RecAfterLoss), args [12]u64, start u64 (an exit's start time as the
 	// program read it, CLOCK_MONOTONIC ns too; 0 where it is not at hand),
 	// then with strings [strSlots][StrMax]byte, the slot of argument i at
 	// i.
 	RecTime    = 0
 	RecPidTgid = 8
 	RecCookie  = 16
+	RecFlags   = 20
 	RecArgs    = 24
 	RecStart   = RecArgs + 8*maxArgs
 	RecSmall   = RecStart + 8
@@ -73,6 +75,9 @@ const (
 	RecEnd   = RecVals + values.AreaSize + values.OpMax
 	whereReg = 1
 	whereMem = 2
+	// RecAfterLoss, in a record's flags, says that events of its
+	// goroutine (a site's with Site.Goroutine) were lost just before it.
+	RecAfterLoss = 1
 	// DefaultRing is the ring buffer's size when the tracer names none.
 	DefaultRing = 32 << 20
 )
@@ -91,6 +96,10 @@ type Site struct {
 	// Exit says the site is a function's exit probe, which asmgen's since
 	// may have called with the call's start time in its frame.
 	Exit bool
+	// Goroutine says argument 0 is the goroutine's id, as an automatic
+	// probe's is: its records say where the goroutine's events were lost
+	// (RecAfterLoss).
+	Goroutine bool
 }
 
 // ValsAt is where the value area of a record of a site with values
@@ -108,6 +117,9 @@ func ValsAt(strs []bool) int {
 // Events are the event program's maps, and the program once loaded.
 type Events struct {
 	specs, ring, lost *ebpf.Map
+	// losses holds the goroutines (tgid u64, id u64) whose last event was
+	// lost, until their next one is sent.
+	losses *ebpf.Map
 	// scratch is where a record with values is built (see ValsAt).
 	scratch *ebpf.Map
 	// byIP finds the sites on a kernel without BPF cookies (see
@@ -124,7 +136,7 @@ type Events struct {
 
 // Close closes the maps, the program and the tasks.
 func (o *Events) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.scratch, o.byIP} {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.losses, o.scratch, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -140,6 +152,9 @@ func encodeSpec(s Site) []byte {
 	b := make([]byte, specSize)
 	if s.Exit {
 		b[specExit] = 1
+	}
+	if s.Goroutine {
+		b[specGoroutine] = 1
 	}
 	for i, a := range s.Args {
 		o := specArgs + specArg*i
@@ -194,6 +209,11 @@ func NewEvents(sites []Site, ring int) (*Events, error) {
 		o.Close()
 		return nil, err
 	}
+	// LRU: a goroutine that exits after a loss leaves its mark behind.
+	if o.losses, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_losses", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 4, MaxEntries: 1 << 14}); err != nil {
+		o.Close()
+		return nil, err
+	}
 	if o.scratch, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_scratch", Type: ebpf.PerCPUArray, KeySize: 4, ValueSize: RecEnd, MaxEntries: 1}); err != nil {
 		o.Close()
 		return nil, err
@@ -244,16 +264,31 @@ const (
 
 func (o *Events) program() asm.Instructions {
 	specs, events := o.specs.FD(), o.ring.FD()
-	const keySlot, zeroSlot = -8, -4
+	const keySlot, zeroSlot, valSlot = -8, -4, -16
 	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
 	if o.tasks != nil {
 		insns = append(insns, filterTasks(o.tasks.m.FD())...)
 	}
-	insns = append(insns, asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word))
-	insns = append(insns, siteEntry(specs, o.byIP, keySlot)...)
 	insns = append(insns,
-		asm.Mov.Reg(rSpec, asm.R0),
-		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word),
+		asm.StoreImm(asm.RFP, zeroSlot, 0, asm.Word),
+		asm.Mov.Imm(asm.R1, 0),
+		asm.StoreMem(asm.RFP, lossKeySlot, asm.R1, asm.DWord),
+		asm.StoreMem(asm.RFP, lossKeySlot+8, asm.R1, asm.DWord),
+	)
+	insns = append(insns, siteEntry(specs, o.byIP, keySlot)...)
+	insns = append(insns, asm.Mov.Reg(rSpec, asm.R0))
+	// The goroutine, whose losses its next record reports.
+	insns = append(insns,
+		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte),
+		asm.JEq.Imm(asm.R1, 0, "tiers"),
+		asm.FnGetCurrentPidTgid.Call(),
+		asm.RSh.Imm(asm.R0, 32),
+		asm.StoreMem(asm.RFP, lossKeySlot, asm.R0, asm.DWord),
+	)
+	insns = append(insns, readArg(rSpec, specArgs, valSlot, asm.R1, "goroutine")...)
+	insns = append(insns,
+		asm.StoreMem(asm.RFP, lossKeySlot+8, asm.R1, asm.DWord),
+		asm.LoadMem(asm.R1, rSpec, specStrSlots, asm.Word).WithSymbol("tiers"),
 	)
 	for _, n := range strTiers {
 		insns = append(insns, asm.JEq.Imm(asm.R1, int32(n), fmt.Sprintf("strs%d", n)))
@@ -270,7 +305,18 @@ func (o *Events) program() asm.Instructions {
 	}
 	insns = append(insns, o.body("vals", maxArgs, events)...)
 	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, o.lost.FD()).WithSymbol("lost"),
+		// The goroutine's next record says this one was lost.
+		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte).WithSymbol("lost"),
+		asm.JEq.Imm(asm.R1, 0, "count"),
+		asm.StoreImm(asm.RFP, keySlot, 1, asm.Word),
+		asm.LoadMapPtr(asm.R1, o.losses.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, lossKeySlot),
+		asm.Mov.Reg(asm.R3, asm.RFP),
+		asm.Add.Imm(asm.R3, keySlot),
+		asm.Mov.Imm(asm.R4, 0),
+		asm.FnMapUpdateElem.Call(),
+		asm.LoadMapPtr(asm.R1, o.lost.FD()).WithSymbol("count"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, zeroSlot),
 		asm.FnMapLookupElem.Call(),
@@ -285,10 +331,12 @@ func (o *Events) program() asm.Instructions {
 }
 
 // Registers and stack the value reads keep: where the value area begins,
-// and the end of the farthest copy into it.
+// and the end of the farthest copy into it; and the stack slot of the
+// key of a goroutine's losses (tgid u64, goroutine id u64).
 const (
-	rVals   = asm.R9
-	endSlot = -48
+	rVals       = asm.R9
+	endSlot     = -48
+	lossKeySlot = -64
 )
 
 // valueReads carries out the site's value reads (values.Op) into the
@@ -457,8 +505,24 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 	// a wake-up per record (the default while the reader keeps up) costs
 	// the traced thread more than the rest of the program does. The
 	// reader polls meanwhile.
+	// The record's flags: whether the goroutine's last event was lost.
 	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_done"),
+		asm.StoreImm(rEvent, RecFlags, 0, asm.Word).WithSymbol(name+"_done"),
+		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte),
+		asm.JEq.Imm(asm.R1, 0, name+"_wake"),
+		asm.LoadMapPtr(asm.R1, o.losses.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, lossKeySlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
+		asm.StoreImm(rEvent, RecFlags, RecAfterLoss, asm.Word),
+		asm.LoadMapPtr(asm.R1, o.losses.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, lossKeySlot),
+		asm.FnMapDeleteElem.Call(),
+	)
+	insns = append(insns,
+		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_wake"),
 		asm.Mov.Imm(asm.R2, bpfRBAvailData),
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(asm.R2, bpfRBNoWakeup),
