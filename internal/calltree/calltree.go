@@ -150,9 +150,13 @@ func (t *Tree) Add(ev *trace.Event) {
 			c = stack[i]
 			t.abandon(g, stack[i+1:])
 			stack = stack[:i]
-			// c was open all along, and so were the calls it was in.
-			for x := c; x.Parent != nil && !x.Uncertain; x = x.Parent {
-				x.Parent.gap = false
+			// c was open all along, and so were the calls it was in;
+			// unless an outer call of c's function is open too: then
+			// the exit may be its, c's lost in the gap.
+			if !slices.ContainsFunc(stack, func(o *Call) bool { return o.Function == c.Function }) {
+				for x := c; x.Parent != nil && !x.Uncertain; x = x.Parent {
+					x.Parent.gap = false
+				}
 			}
 			break
 		}

@@ -177,6 +177,18 @@ func TestTree(t *testing.T) {
 			uncertain: 2,
 		},
 		{
+			// f recurses; an exit of f after the loss may be the outer
+			// call's, the inner one's lost: it shows nothing open, and
+			// g, after, stays a guess.
+			name: "recursion after a loss",
+			events: []*trace.Event{
+				entry(1, "a", 0), entry(1, "f", 1), entry(1, "f", 2), afterLoss(exit(1, "f", 5, 3)), entry(1, "g", 6), exit(1, "g", 7, 1), exit(1, "a", 9, 9),
+			},
+			want:      "f<f 2-5 3µs, g<f 6-7 1µs uncertain, f<a 1-7 2µs lost, a 0-9 3µs",
+			lost:      1,
+			uncertain: 1,
+		},
+		{
 			// The loss hid a's exit and a new call's entry: f's exit
 			// without its entry is a guess under the open b.
 			name: "exit without entry after a loss",
