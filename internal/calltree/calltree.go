@@ -104,8 +104,8 @@ type Tree struct {
 	// last is the goroutine whose automatic probe fired last on a
 	// thread, which OnThread goes by.
 	last map[thread]goroutine
-	// lost counts the calls ended Lost, and uncertain those marked
-	// Uncertain, per goroutine.
+	// lost counts the calls ended Lost, and uncertain the calls ended
+	// that were marked Uncertain, per goroutine.
 	lost, uncertain map[goroutine]int
 }
 
@@ -138,7 +138,7 @@ func (t *Tree) Add(ev *trace.Event) {
 			if len(stack) > 0 {
 				c.Parent = stack[len(stack)-1]
 			}
-			t.guess(g, c)
+			guess(c)
 			t.open[g] = append(stack, c)
 			t.begin(c)
 		}
@@ -174,7 +174,7 @@ func (t *Tree) Add(ev *trace.Event) {
 		if i > 0 {
 			c.Parent = stack[i-1]
 		}
-		t.guess(g, c)
+		guess(c)
 		c.startAt(start)
 		t.begin(c)
 		// The calls that began after c did in c: their exits were lost.
@@ -213,6 +213,12 @@ func (c *Call) startAt(s time.Time) {
 // end ends c no earlier than at, nor than its start, nor than the calls it
 // made.
 func (t *Tree) end(c *Call, at time.Time) {
+	if c.Uncertain {
+		if t.uncertain == nil {
+			t.uncertain = map[goroutine]int{}
+		}
+		t.uncertain[goroutine{c.PID, c.Goroutine}]++
+	}
 	c.End = slices.MaxFunc([]time.Time{c.End, at, c.Start}, time.Time.Compare)
 	if p := c.Parent; p != nil {
 		p.Inner += c.Elapsed()
@@ -241,19 +247,12 @@ func (t *Tree) abandon(g goroutine, above []*Call) {
 }
 
 // guess marks c Uncertain where its parent is open through a loss.
-func (t *Tree) guess(g goroutine, c *Call) {
-	if c.Parent == nil || !c.Parent.gap {
-		return
-	}
-	c.Uncertain = true
-	if t.uncertain == nil {
-		t.uncertain = map[goroutine]int{}
-	}
-	t.uncertain[g]++
+func guess(c *Call) {
+	c.Uncertain = c.Parent != nil && c.Parent.gap
 }
 
-// Uncertain reports how many calls were marked Uncertain, and on how many
-// goroutines.
+// Uncertain reports how many calls that ended were marked Uncertain, and
+// on how many goroutines.
 func (t *Tree) Uncertain() (calls, goroutines int) {
 	for _, n := range t.uncertain {
 		calls += n

@@ -118,8 +118,11 @@ func ValsAt(strs []bool) int {
 type Events struct {
 	specs, ring, lost *ebpf.Map
 	// losses holds the goroutines (tgid u64, id u64) whose last event was
-	// lost, until their next one is sent.
-	losses *ebpf.Map
+	// lost, until their next one is sent; marks counts the notes made
+	// less those taken out, so that a record looks for its goroutine's
+	// only while there may be one: while nothing is lost, an event pays
+	// an array lookup, not a hash lookup.
+	losses, marks *ebpf.Map
 	// scratch is where a record with values is built (see ValsAt).
 	scratch *ebpf.Map
 	// byIP finds the sites on a kernel without BPF cookies (see
@@ -136,7 +139,7 @@ type Events struct {
 
 // Close closes the maps, the program and the tasks.
 func (o *Events) Close() {
-	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.losses, o.scratch, o.byIP} {
+	for _, c := range []interface{ Close() error }{o.prog, o.specs, o.ring, o.lost, o.losses, o.marks, o.scratch, o.byIP} {
 		if c != nil {
 			c.Close()
 		}
@@ -211,6 +214,10 @@ func NewEvents(sites []Site, ring int) (*Events, error) {
 	}
 	// LRU: a goroutine that exits after a loss leaves its mark behind.
 	if o.losses, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_losses", Type: ebpf.LRUHash, KeySize: 16, ValueSize: 4, MaxEntries: 1 << 14}); err != nil {
+		o.Close()
+		return nil, err
+	}
+	if o.marks, err = ebpf.NewMap(&ebpf.MapSpec{Name: "usdt_marks", Type: ebpf.Array, KeySize: 4, ValueSize: 8, MaxEntries: 1}); err != nil {
 		o.Close()
 		return nil, err
 	}
@@ -316,6 +323,13 @@ func (o *Events) program() asm.Instructions {
 		asm.Add.Imm(asm.R3, keySlot),
 		asm.Mov.Imm(asm.R4, 0),
 		asm.FnMapUpdateElem.Call(),
+		asm.LoadMapPtr(asm.R1, o.marks.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, zeroSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, "count"),
+		asm.Mov.Imm(asm.R1, 1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
 		asm.LoadMapPtr(asm.R1, o.lost.FD()).WithSymbol("count"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, zeroSlot),
@@ -510,6 +524,13 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 		asm.StoreImm(rEvent, RecFlags, 0, asm.Word).WithSymbol(name+"_done"),
 		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte),
 		asm.JEq.Imm(asm.R1, 0, name+"_wake"),
+		asm.LoadMapPtr(asm.R1, o.marks.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, zeroSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, name+"_wake"),
 		asm.LoadMapPtr(asm.R1, o.losses.FD()),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, lossKeySlot),
@@ -520,6 +541,13 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, lossKeySlot),
 		asm.FnMapDeleteElem.Call(),
+		asm.LoadMapPtr(asm.R1, o.marks.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, zeroSlot),
+		asm.FnMapLookupElem.Call(),
+		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
+		asm.Mov.Imm(asm.R1, -1),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
 	)
 	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_wake"),
