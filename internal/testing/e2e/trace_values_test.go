@@ -385,7 +385,8 @@ func jsonInts(t *testing.T, vals []any) []int64 {
 // what the fixture itself sees its calls return.
 //
 // Then again through the smallest ring buffer, 4K, the fixture pausing
-// after each round of calls: a record with values takes the bytes its
+// 200 ms after each round of calls, which trace reads long before the
+// next: a record with values takes the bytes its
 // reads filled, so a round's ten records fit, where the program's whole
 // scratch record (bpfprog.RecEnd, 5.7K) would fit none.
 func TestTraceExitReads(t *testing.T) {

@@ -1,7 +1,7 @@
 // Command exitreads returns results of every kind an exit probe reads
 // through their addresses, and prints each call's results on stderr as
 // usdt-toolexec trace prints them ("want main.f v1 v2 ..."), for
-// TestTraceExitReads to compare. With the argument "paced" it waits 50 ms
+// TestTraceExitReads to compare. With the argument "paced" it waits 200 ms
 // after each round of calls, for a tracer that reads events slowly.
 package main
 
@@ -79,7 +79,7 @@ func main() {
 		l, k := label(n)
 		want("label", fmt.Sprintf("%q", l), k)
 		if len(os.Args) > 1 && os.Args[1] == "paced" {
-			time.Sleep(50 * time.Millisecond)
+			time.Sleep(200 * time.Millisecond)
 		}
 	}
 }
