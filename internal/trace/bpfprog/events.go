@@ -271,7 +271,7 @@ const (
 
 func (o *Events) program() asm.Instructions {
 	specs, events := o.specs.FD(), o.ring.FD()
-	const keySlot, zeroSlot, valSlot = -8, -4, -16
+	const keySlot, valSlot = -8, -16
 	insns := asm.Instructions{asm.Mov.Reg(rCtx, asm.R1)}
 	if o.tasks != nil {
 		insns = append(insns, filterTasks(o.tasks.m.FD())...)
@@ -323,13 +323,9 @@ func (o *Events) program() asm.Instructions {
 		asm.Add.Imm(asm.R3, keySlot),
 		asm.Mov.Imm(asm.R4, 0),
 		asm.FnMapUpdateElem.Call(),
-		asm.LoadMapPtr(asm.R1, o.marks.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, zeroSlot),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, "count"),
-		asm.Mov.Imm(asm.R1, 1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+	)
+	insns = append(insns, o.addMarks(1, "count")...)
+	insns = append(insns,
 		asm.LoadMapPtr(asm.R1, o.lost.FD()).WithSymbol("count"),
 		asm.Mov.Reg(asm.R2, asm.RFP),
 		asm.Add.Imm(asm.R2, zeroSlot),
@@ -344,13 +340,36 @@ func (o *Events) program() asm.Instructions {
 	return insns
 }
 
+// mapCall calls the map helper fn on m with the key at slot of the
+// stack.
+func mapCall(m *ebpf.Map, fn asm.BuiltinFunc, slot int16) asm.Instructions {
+	return asm.Instructions{
+		asm.LoadMapPtr(asm.R1, m.FD()),
+		asm.Mov.Reg(asm.R2, asm.RFP),
+		asm.Add.Imm(asm.R2, int32(slot)),
+		fn.Call(),
+	}
+}
+
+// addMarks adds delta to the count of loss notes out, and goes on at
+// label.
+func (o *Events) addMarks(delta int32, label string) asm.Instructions {
+	return append(mapCall(o.marks, asm.FnMapLookupElem, zeroSlot),
+		asm.JEq.Imm(asm.R0, 0, label),
+		asm.Mov.Imm(asm.R1, delta),
+		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
+	)
+}
+
 // Registers and stack the value reads keep: where the value area begins,
-// and the end of the farthest copy into it; and the stack slot of the
-// key of a goroutine's losses (tgid u64, goroutine id u64).
+// and the end of the farthest copy into it; the stack slot of the key of
+// a goroutine's losses (tgid u64, goroutine id u64); and of a u32 0, the
+// key of the one-element maps.
 const (
 	rVals       = asm.R9
 	endSlot     = -48
 	lossKeySlot = -64
+	zeroSlot    = -4
 )
 
 // valueReads carries out the site's value reads (values.Op) into the
@@ -451,7 +470,7 @@ func strSlots(n int) int {
 // body reads the arguments into an event with strs string slots, or for
 // "vals" into one with the values the site's plan reads.
 func (o *Events) body(name string, strs int, events int) asm.Instructions {
-	const keySlot, zeroSlot, valSlot = -8, -4, -16
+	const keySlot, valSlot = -8, -16
 	vals := name == "vals"
 	var insns asm.Instructions
 	done := name + "_done"
@@ -515,42 +534,32 @@ func (o *Events) body(name string, strs int, events int) asm.Instructions {
 	if vals {
 		insns = append(insns, valueReads(name)...)
 	}
+	// The record's flags: whether the goroutine's last event was lost.
+	wake := name + "_wake"
+	insns = append(insns,
+		asm.StoreImm(rEvent, RecFlags, 0, asm.Word).WithSymbol(name+"_done"),
+		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte),
+		asm.JEq.Imm(asm.R1, 0, wake),
+	)
+	insns = append(insns, mapCall(o.marks, asm.FnMapLookupElem, zeroSlot)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, wake),
+		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
+		asm.JEq.Imm(asm.R1, 0, wake),
+	)
+	insns = append(insns, mapCall(o.losses, asm.FnMapLookupElem, lossKeySlot)...)
+	insns = append(insns,
+		asm.JEq.Imm(asm.R0, 0, wake),
+		asm.StoreImm(rEvent, RecFlags, RecAfterLoss, asm.Word),
+	)
+	insns = append(insns, mapCall(o.losses, asm.FnMapDeleteElem, lossKeySlot)...)
+	insns = append(insns, o.addMarks(-1, wake)...)
 	// A record wakes the reader only once the buffer holds wakeAt bytes:
 	// a wake-up per record (the default while the reader keeps up) costs
 	// the traced thread more than the rest of the program does. The
 	// reader polls meanwhile.
-	// The record's flags: whether the goroutine's last event was lost.
 	insns = append(insns,
-		asm.StoreImm(rEvent, RecFlags, 0, asm.Word).WithSymbol(name+"_done"),
-		asm.LoadMem(asm.R1, rSpec, specGoroutine, asm.Byte),
-		asm.JEq.Imm(asm.R1, 0, name+"_wake"),
-		asm.LoadMapPtr(asm.R1, o.marks.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, zeroSlot),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
-		asm.LoadMem(asm.R1, asm.R0, 0, asm.DWord),
-		asm.JEq.Imm(asm.R1, 0, name+"_wake"),
-		asm.LoadMapPtr(asm.R1, o.losses.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, lossKeySlot),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
-		asm.StoreImm(rEvent, RecFlags, RecAfterLoss, asm.Word),
-		asm.LoadMapPtr(asm.R1, o.losses.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, lossKeySlot),
-		asm.FnMapDeleteElem.Call(),
-		asm.LoadMapPtr(asm.R1, o.marks.FD()),
-		asm.Mov.Reg(asm.R2, asm.RFP),
-		asm.Add.Imm(asm.R2, zeroSlot),
-		asm.FnMapLookupElem.Call(),
-		asm.JEq.Imm(asm.R0, 0, name+"_wake"),
-		asm.Mov.Imm(asm.R1, -1),
-		asm.StoreXAdd(asm.R0, asm.R1, asm.DWord),
-	)
-	insns = append(insns,
-		asm.LoadMapPtr(asm.R1, events).WithSymbol(name+"_wake"),
+		asm.LoadMapPtr(asm.R1, events).WithSymbol(wake),
 		asm.Mov.Imm(asm.R2, bpfRBAvailData),
 		asm.FnRingbufQuery.Call(),
 		asm.Mov.Imm(asm.R2, bpfRBNoWakeup),
