@@ -44,3 +44,30 @@ func TestOffsetMatchesRunningGoroutine(t *testing.T) {
 		<-done
 	}
 }
+
+// TestPOffsetsFindRunningP follows g.m.p from this goroutine's g: the P
+// found must be running (its status, after its id, is _Prunning) and have
+// an id below GOMAXPROCS, on every P the goroutines land on.
+func TestPOffsetsFindRunningP(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	off, err := POffsets(goroot(t), runtime.GOARCH)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const running = 1 // runtime._Prunning
+	procs := runtime.GOMAXPROCS(0)
+	for range 8 {
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			m := *(*unsafe.Pointer)(unsafe.Add(getg(), off.GM))
+			p := *(*unsafe.Pointer)(unsafe.Add(m, off.MP))
+			id := *(*int32)(unsafe.Add(p, off.ID))
+			status := *(*uint32)(unsafe.Add(p, off.ID+4))
+			if id < 0 || int(id) >= procs || status != running {
+				t.Errorf("P at offsets %+v: id %d of %d Ps, status %d", off, id, procs, status)
+			}
+		}()
+		<-done
+	}
+}

@@ -28,30 +28,77 @@ import (
 // Offset returns the offset of g.goid for goarch in the runtime under
 // goroot.
 func Offset(goroot, goarch string) (int64, error) {
+	offs, err := cached(goroot, goarch, "goid", []string{"g.goid"})
+	if err != nil {
+		return 0, err
+	}
+	return offs[0], nil
+}
+
+// P is where the runtime keeps the P a goroutine runs on: the word of
+// runtime.g that points to its M, the word of runtime.m that points to
+// its P, and runtime.p's 32-bit id. The in-process ring (internal/ring)
+// gives each P a buffer of its own by that id.
+type P struct{ GM, MP, ID int64 }
+
+// POffsets returns where the P's id is, for goarch in the runtime under
+// goroot.
+func POffsets(goroot, goarch string) (P, error) {
+	offs, err := cached(goroot, goarch, "p", []string{"g.m", "m.p", "p.id"})
+	if err != nil {
+		return P{}, err
+	}
+	return P{offs[0], offs[1], offs[2]}, nil
+}
+
+// cached returns the offsets of fields ("type.field"), from the disk
+// cache when this toolchain's runtime was type-checked before.
+func cached(goroot, goarch, name string, fields []string) ([]int64, error) {
 	runtime2, err := os.ReadFile(filepath.Join(goroot, "src", "runtime", "runtime2.go"))
 	if err != nil {
-		return 0, fmt.Errorf("reading the runtime's source: %w", err)
+		return nil, fmt.Errorf("reading the runtime's source: %w", err)
 	}
 	version, _ := os.ReadFile(filepath.Join(goroot, "VERSION"))
 	h := sha256.New()
 	fmt.Fprintf(h, "%s\x00%s\x00%s\x00", goroot, goarch, version)
 	h.Write(runtime2)
-	key := hex.EncodeToString(h.Sum(nil)[:16])
+	key := name + "-" + hex.EncodeToString(h.Sum(nil)[:16])
 
-	if data, ok := diskcache.Get("goid-" + key); ok {
-		if off, err := strconv.ParseInt(strings.TrimSpace(string(data)), 10, 64); err == nil {
-			return off, nil
+	if data, ok := diskcache.Get(key); ok {
+		if offs, err := parse(string(data), len(fields)); err == nil {
+			return offs, nil
 		}
 	}
-	off, err := compute(goroot, goarch)
+	offs, err := compute(goroot, goarch, fields)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
-	diskcache.Put("goid-"+key, []byte(strconv.FormatInt(off, 10)+"\n"))
-	return off, nil
+	var text []string
+	for _, o := range offs {
+		text = append(text, strconv.FormatInt(o, 10))
+	}
+	diskcache.Put(key, []byte(strings.Join(text, " ")+"\n"))
+	return offs, nil
 }
 
-func compute(goroot, goarch string) (int64, error) {
+func parse(text string, n int) ([]int64, error) {
+	words := strings.Fields(text)
+	if len(words) != n {
+		return nil, fmt.Errorf("%d offsets cached, want %d", len(words), n)
+	}
+	offs := make([]int64, n)
+	for i, w := range words {
+		var err error
+		if offs[i], err = strconv.ParseInt(w, 10, 64); err != nil {
+			return nil, err
+		}
+	}
+	return offs, nil
+}
+
+// compute type-checks the runtime and returns the offsets of fields,
+// each a word-sized integer or pointer but p.id, an int32.
+func compute(goroot, goarch string, fields []string) ([]int64, error) {
 	ctxt := build.Default
 	ctxt.GOROOT = goroot
 	ctxt.GOARCH = goarch
@@ -64,32 +111,49 @@ func compute(goroot, goarch string) (int64, error) {
 
 	pkg, err := importer.ForCompiler(token.NewFileSet(), "source", nil).Import("runtime")
 	if err != nil {
-		return 0, fmt.Errorf("type-checking the runtime: %w", err)
+		return nil, fmt.Errorf("type-checking the runtime: %w", err)
 	}
-	obj := pkg.Scope().Lookup("g")
+	sizes := types.SizesFor("gc", goarch)
+	if sizes == nil {
+		return nil, fmt.Errorf("unknown GOARCH %s", goarch)
+	}
+	offs := make([]int64, len(fields))
+	for i, name := range fields {
+		typ, field, _ := strings.Cut(name, ".")
+		if offs[i], err = offsetOf(pkg, sizes, typ, field); err != nil {
+			return nil, err
+		}
+	}
+	return offs, nil
+}
+
+// offsetOf is the offset of runtime.typ's field, which must be a 64-bit
+// word (a 32-bit one for p.id): assembly loads it with one instruction.
+func offsetOf(pkg *types.Package, sizes types.Sizes, typ, field string) (int64, error) {
+	obj := pkg.Scope().Lookup(typ)
 	if obj == nil {
-		return 0, fmt.Errorf("runtime has no type g")
+		return 0, fmt.Errorf("runtime has no type %s", typ)
 	}
 	st, ok := obj.Type().Underlying().(*types.Struct)
 	if !ok {
-		return 0, fmt.Errorf("runtime.g is not a struct")
+		return 0, fmt.Errorf("runtime.%s is not a struct", typ)
 	}
 	fields := make([]*types.Var, st.NumFields())
 	for i := range fields {
 		fields[i] = st.Field(i)
 	}
-	sizes := types.SizesFor("gc", goarch)
-	if sizes == nil {
-		return 0, fmt.Errorf("unknown GOARCH %s", goarch)
+	want := int64(8)
+	if typ == "p" {
+		want = 4
 	}
 	offsets := sizes.Offsetsof(fields)
 	for i, f := range fields {
-		if f.Name() == "goid" {
-			if b, ok := f.Type().Underlying().(*types.Basic); !ok || sizes.Sizeof(b) != 8 {
-				return 0, fmt.Errorf("runtime.g.goid is %s, not a 64-bit integer", f.Type())
+		if f.Name() == field {
+			if size := sizes.Sizeof(f.Type()); size != want {
+				return 0, fmt.Errorf("runtime.%s.%s is %s, %d bytes, not %d", typ, field, f.Type(), size, want)
 			}
 			return offsets[i], nil
 		}
 	}
-	return 0, fmt.Errorf("runtime.g has no goid field")
+	return 0, fmt.Errorf("runtime.%s has no %s field", typ, field)
 }
