@@ -8,6 +8,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/internal/ring"
 )
 
 // Symbols names what Plan9Sites defines for a package, in Go's notation
@@ -27,6 +28,9 @@ type Symbols struct {
 	Table string
 	// Since is the code the trampolines that read the clock share.
 	Since string
+	// Record is the code that writes the trampolines' events into the
+	// in-process ring.
+	Record string
 }
 
 // Trampoline is an entry point of probes, which Go declares as
@@ -40,6 +44,11 @@ type Symbols struct {
 type Trampoline struct {
 	Symbol string
 	Clock  Clock
+	// Words is how many words it takes after the site index, and
+	// Strings which of them (a bit each, the first word's lowest) point
+	// to a C string that the ring copies.
+	Words   int
+	Strings uint64
 }
 
 // Clock is what a trampoline does with runtime.nanotime. A trampoline
@@ -134,9 +143,15 @@ func asmName(symbol string) (string, error) {
 
 // trampoline writes the trampoline, which loads the goroutine id from
 // runtime.g at goidOffset and jumps to the site its first argument
-// numbers.
-func trampoline(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
+// numbers. With record, it first writes the event to the ring while a
+// ring tracer records.
+func trampoline(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string, words int, strs uint64) {
+	// NOFRAME even where it calls record: the assembler would otherwise
+	// save BP in a frame that the jump to the site never unwinds.
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
+	if record != "" {
+		toRecord(b, record, words, strs)
+	}
 	b.WriteString(toSite(arch, sites, goidOffset, "JMP"))
 }
 
@@ -178,7 +193,11 @@ const (
 // before the return, and a site reached by a call is as safe for the
 // kernel's optimized uprobe as one reached by a jump (nothing below SP
 // is live).
-func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
+//
+// With record, a trampoline passes its count of words in R12, and since
+// writes the event to the ring, with the time it read, while a ring
+// tracer records.
+func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string) {
 	a := abis[arch]
 	regs := append([]string{a.site}, a.args[:ClockWords]...)
 	mov, mark, zero := "MOVQ", SinceMarkAt-8, "$0"
@@ -188,9 +207,17 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 	}
 	sp := spReg[arch]
 	first := mark + 8
-	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, first+8*len(regs))
+	words := first + 8*len(regs)
+	frame := words
+	if record != "" {
+		frame += 8
+	}
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, frame)
 	for i, r := range regs {
 		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, sp)
+	}
+	if record != "" {
+		fmt.Fprintf(b, "\tMOVQ R12, %d(SP)\n", words)
 	}
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
 	start := fmt.Sprintf("%d(%s)", first+8, sp)
@@ -198,12 +225,18 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 		// The clock's result is in R0.
 		fmt.Fprintf(b, "\tMOVD %s, %[2]s\n\tSUB %[2]s, R0, %[2]s\n", start, regs[1])
 	} else {
+		if record != "" {
+			b.WriteString("\tMOVQ AX, DX\n")
+		}
 		fmt.Fprintf(b, "\tSUBQ %s, AX\n\tMOVQ AX, %s\n", start, regs[1])
 	}
 	for i := 2; i < len(regs); i++ {
 		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, sp, regs[i])
 	}
 	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, sp, regs[0])
+	if record != "" {
+		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n\tXORL R13, R13\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, record)
+	}
 	// The site's address goes in the target register next: it is free.
 	fmt.Fprintf(b, "\t%s $%#x, %s\n\t%[1]s %[3]s, %d(%s)\n", mov, uint64(SinceMark), a.target, mark, sp)
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
@@ -211,11 +244,23 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
 }
 
 // now writes a trampoline with ClockNow: it calls the site, then the clock,
-// whose result it returns.
-func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64) {
+// whose result it returns. With record, while a ring tracer records, it
+// writes the event first and returns the time record read instead: the
+// entry's time in the ring is the start its exit counts from.
+func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string, words int) {
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
+	if record != "" {
+		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJEQ ring\n", ringSym(), ring.Recording)
+	}
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
+	if record != "" {
+		// The site keeps DX: it is a NOP, and a uprobe restores every
+		// register.
+		fmt.Fprintf(b, "ring:\n\tMOVQ $%d, R12\n\tXORL R13, R13\n\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\n", words, record)
+		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
+		b.WriteString("\tMOVQ DX, AX\n\tRET\n")
+	}
 }
 
 // spReg is the hardware stack pointer's name in Plan9 assembly.
@@ -228,7 +273,8 @@ var spReg = map[Arch]string{AMD64: "SP", ARM64: "RSP"}
 // out, with each stub address pointing into the sites. goidOffset is where
 // runtime.g holds the goroutine id. Each probe's first argument is the
 // goroutine id.
-func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, probes []probe.Probe) ([]byte, probetable.Layout, error) {
+func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes []probe.Probe) ([]byte, probetable.Layout, error) {
+	goidOffset := rt.Goid
 	sc, ok := siteCode[arch]
 	if !ok {
 		return nil, probetable.Layout{}, fmt.Errorf("asmgen: no probe sites for GOARCH=%s", arch)
@@ -247,6 +293,13 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, p
 	if err != nil {
 		return nil, probetable.Layout{}, err
 	}
+	var record string
+	if rt.withRing(arch) {
+		if record, err = asmName(syms.Record); err != nil {
+			return nil, probetable.Layout{}, err
+		}
+		ringDecl(&b)
+	}
 	clock := false
 	for _, t := range syms.Trampolines {
 		tramp, err := asmName(t.Symbol)
@@ -255,16 +308,23 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, goidOffset int64, p
 		}
 		switch t.Clock {
 		case ClockSince:
-			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n\tJMP %s<ABIInternal>(SB)\n", tramp, flagNOSPLIT|flagNOFRAME, core)
+			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", tramp, flagNOSPLIT|flagNOFRAME)
+			if record != "" {
+				fmt.Fprintf(&b, "\tMOVQ $%d, R12\n", t.Words)
+			}
+			fmt.Fprintf(&b, "\tJMP %s<ABIInternal>(SB)\n", core)
 			clock = true
 		case ClockNow:
-			now(&b, arch, tramp, sites, goidOffset)
+			now(&b, arch, tramp, sites, goidOffset, record, t.Words)
 		default:
-			trampoline(&b, arch, tramp, sites, goidOffset)
+			trampoline(&b, arch, tramp, sites, goidOffset, record, t.Words, t.Strings)
 		}
 	}
 	if clock {
-		since(&b, arch, core, sites, goidOffset)
+		since(&b, arch, core, sites, goidOffset, record)
+	}
+	if record != "" {
+		recordFunc(&b, record, sites, rt)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, p := range probes {

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
@@ -29,6 +30,7 @@ func TestPlan9Sites(t *testing.T) {
 		want   []string // lines the file must contain
 		err    string
 		syms   *Symbols // replaces syms
+		rt     Runtime
 	}{
 		{"amd64", AMD64, []probe.Probe{p("a", probe.Int64, probe.String), p("b", probe.Int64, probe.String)}, []string{
 			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n",
@@ -40,14 +42,28 @@ func TestPlan9Sites(t *testing.T) {
 			"// 1: p:b\nTEXT usdt∕p_1·sites(SB), 516, $0-0\n\tBYTE $0x90; BYTE $0x0f; BYTE $0x1f; BYTE $0x44; BYTE $0x00; BYTE $0x00; BYTE $0xc3; BYTE $0xcc; BYTE $0x90; ",
 			"DATA usdt∕p_1·tab+32(SB)/8, $usdt∕p_1·sites+0(SB)\n", // the first site's address, alone
 			"GLOBL usdt∕p_1·tab(SB), 16, $",
-		}, "", nil},
+		}, "", nil, Runtime{Goid: 152}},
+		{"amd64 ring", AMD64, []probe.Probe{p("a", probe.Int64, probe.Int64)}, []string{
+			"GLOBL usdt∕ring·ctl(SB), 18, $",
+			// Each trampoline tests the ring before its site.
+			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJNE fire\n\tMOVQ $2, R12\n\tMOVQ $0, R13\n\tXORL DX, DX\n\tCALL usdt∕p_1·rec<ABIInternal>(SB)\nfire:\n",
+			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tMOVQ $1, R12\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
+			"TEXT usdt∕p_1·tr2<ABIInternal>(SB), 4, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJEQ ring\n",
+			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $88\n",
+			"TEXT usdt∕p_1·rec<ABIInternal>(SB), 4, $96\n",
+			// The P's id, through g.m and m.p.
+			"\tMOVQ 48(R14), R13\n\tMOVQ 200(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX 0(R13), R13\n",
+		}, "", &Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0", Words: 2}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince, Words: 1}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow, Words: 3}},
+			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since", Record: "usdt/p_1.rec"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
+		{"arm64 without the ring", ARM64, []probe.Probe{p("a", probe.Int64)}, []string{"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD"}, "",
+			nil, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
 		{"arm64", ARM64, []probe.Probe{p("a", probe.Int64, probe.String), p("b", probe.Int64, probe.String)}, []string{
 			"\tADD R0<<3, R12, R12\n",
 			"DATA usdt∕p_1·tab+32(SB)/8, $usdt∕p_1·sites+0(SB)\n",
-		}, "", nil},
-		{"no goroutine id", AMD64, []probe.Probe{p("a", probe.String, probe.Int64)}, nil, "p:a needs the goroutine id first", nil},
-		{"too many arguments", AMD64, []probe.Probe{p("a", slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)...)}, nil, "at most 12 arguments", nil},
-		{"unspellable", AMD64, nil, nil, `"usdt/go-x.sites" has '-'`, &Symbols{Sites: "usdt/go-x.sites", Table: "t", Since: "s"}},
+		}, "", nil, Runtime{Goid: 152}},
+		{"no goroutine id", AMD64, []probe.Probe{p("a", probe.String, probe.Int64)}, nil, "p:a needs the goroutine id first", nil, Runtime{}},
+		{"too many arguments", AMD64, []probe.Probe{p("a", slices.Repeat([]probe.Kind{probe.Int64}, probe.MaxArgs+1)...)}, nil, "at most 12 arguments", nil, Runtime{}},
+		{"unspellable", AMD64, nil, nil, `"usdt/go-x.sites" has '-'`, &Symbols{Sites: "usdt/go-x.sites", Table: "t", Since: "s"}, Runtime{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,7 +71,7 @@ func TestPlan9Sites(t *testing.T) {
 			if tt.syms != nil {
 				syms = *tt.syms
 			}
-			src, l, err := Plan9Sites(tt.arch, "", "pkg", syms, 152, tt.probes)
+			src, l, err := Plan9Sites(tt.arch, "", "pkg", syms, tt.rt, tt.probes)
 			if tt.err != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.err) {
 					t.Fatalf("err = %v, want %q", err, tt.err)
@@ -87,6 +103,19 @@ func TestPlan9Sites(t *testing.T) {
 	}
 }
 
+// The trampolines without the ring.
+func plain(b *bytes.Buffer, arch Arch, name, sites string, goid int64) {
+	trampoline(b, arch, name, sites, goid, "", 0, 0)
+}
+
+func nowNoRing(b *bytes.Buffer, arch Arch, name, sites string, goid int64) {
+	now(b, arch, name, sites, goid, "", 0)
+}
+
+func sinceNoRing(b *bytes.Buffer, arch Arch, name, sites string, goid int64) {
+	since(b, arch, name, sites, goid, "")
+}
+
 // TestTrampolines checks the trampolines' code: the arguments stay where
 // the caller's register ABI put them; those that read the clock keep them
 // across its call, in a frame, and call the site from it.
@@ -97,21 +126,21 @@ func TestTrampolines(t *testing.T) {
 		emit func(*bytes.Buffer, Arch, string, string, int64)
 		code string
 	}{
-		{"amd64", AMD64, trampoline, `
+		{"amd64", AMD64, plain, `
 TEXT tr<ABIInternal>(SB), 516, $0
 	LEAQ sites(SB), R12
 	LEAQ (R12)(AX*8), R12
 	MOVQ 152(R14), R13
 	JMP R12
 `},
-		{"arm64", ARM64, trampoline, `
+		{"arm64", ARM64, plain, `
 TEXT tr<ABIInternal>(SB), 516, $0
 	MOVD $sites(SB), R12
 	ADD R0<<3, R12, R12
 	MOVD 152(g), R13
 	JMP (R12)
 `},
-		{"amd64 now", AMD64, now, `
+		{"amd64 now", AMD64, nowNoRing, `
 TEXT tr<ABIInternal>(SB), 4, $0
 	LEAQ sites(SB), R12
 	LEAQ (R12)(AX*8), R12
@@ -120,7 +149,7 @@ TEXT tr<ABIInternal>(SB), 4, $0
 	CALL runtime·nanotime<ABIInternal>(SB)
 	RET
 `},
-		{"amd64 since", AMD64, since, `
+		{"amd64 since", AMD64, sinceNoRing, `
 TEXT tr<ABIInternal>(SB), 4, $80
 	MOVQ AX, 8(SP)
 	MOVQ BX, 16(SP)
@@ -151,7 +180,7 @@ TEXT tr<ABIInternal>(SB), 4, $80
 	MOVQ $0, 0(SP)
 	RET
 `},
-		{"arm64 since", ARM64, since, `
+		{"arm64 since", ARM64, sinceNoRing, `
 TEXT tr<ABIInternal>(SB), 4, $88
 	MOVD R0, 16(RSP)
 	MOVD R1, 24(RSP)

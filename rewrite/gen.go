@@ -241,6 +241,12 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 			f.Result = "int64"
 		}
 		fires[i] = f
+		tramps[i].Words = len(f.StubParams) - 1
+		for j, k := range sig.kinds {
+			if k == probe.String {
+				tramps[i].Strings |= 1 << j
+			}
+		}
 		// Without a Go fire function to do it, the trampoline reads the
 		// clock.
 		if len(f.Bufs) == 0 {
@@ -267,7 +273,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		}
 		syms.Trampolines[i].Symbol = fmt.Sprintf("%s.%s%s%d", cfg.ImportPath, g.prefix, name, i)
 	}
-	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, cfg.GoidOffset, g.probes)
+	asm, layout, err := asmgen.Plan9Sites(arch, notice, cfg.MatchPath, syms, asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}, g.probes)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -352,7 +358,7 @@ func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
 	for i := range tramps {
 		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
 	}
-	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since"}
+	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since", Record: ns + "record"}
 }
 
 // ownPrefix reports whether importPath is its package's symbol prefix and

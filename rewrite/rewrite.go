@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/rules"
 )
@@ -55,6 +56,10 @@ type Config struct {
 	GoVersion  string
 	Rules      *rules.Rules
 	GoidOffset int64
+	// P is where the runtime keeps a goroutine's P, which the
+	// trampolines need to write to the in-process ring; nil builds
+	// trampolines without it.
+	P *goidoff.P
 	// OutDir is the directory the rewritten and generated files are named
 	// in (see Result.Sources).
 	OutDir string

@@ -123,6 +123,12 @@ func (inv Invocation) compile() error {
 	if cfg.GoidOffset, err = goidoff.Offset(goroot, goarch); err != nil {
 		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", f.pkg, err)
 	}
+	// Without the P's offsets the probes still work, with no ring.
+	if p, err := goidoff.POffsets(goroot, goarch); err == nil {
+		cfg.P = &p
+	} else if inv.Verbose {
+		fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: no in-process ring: %v\n", f.pkg, err)
+	}
 	res, err := rewrite.Package(cfg)
 	if err != nil {
 		return err

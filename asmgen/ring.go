@@ -1,0 +1,200 @@
+package asmgen
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/go-usdt/usdt/internal/goidoff"
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/ring"
+)
+
+// Runtime is what the generated code reads of Go's runtime: where g keeps
+// the goroutine id and, for the in-process ring (package ring), how to
+// reach the P a goroutine runs on. A nil P builds trampolines without the
+// ring.
+type Runtime struct {
+	Goid int64
+	P    *goidoff.P
+}
+
+// ringArches are those whose trampolines write to the ring.
+var ringArches = map[Arch]bool{AMD64: true}
+
+// withRing reports whether a package's trampolines write to the ring.
+func (rt Runtime) withRing(arch Arch) bool { return rt.P != nil && ringArches[arch] }
+
+const flagDUPOK = 2
+
+// ringDecl declares the ring's buffer: every instrumented package does, and
+// the linker keeps one copy (DUPOK). It is BSS, and NOPTR so that the
+// collector never scans it: a program never traced through it touches
+// none of its pages.
+func ringDecl(b *bytes.Buffer) {
+	fmt.Fprintf(b, "\nGLOBL %s(SB), %d, $%d\n", ringSym(), flagDUPOK|flagNOPTR, ring.Size)
+}
+
+func ringSym() string {
+	name, err := asmName(ring.Symbol)
+	if err != nil {
+		panic(err) // a constant
+	}
+	return name
+}
+
+// toRecord is a trampoline's test of the ring, before it goes to the
+// site: while a ring tracer records, it calls record with the count of its
+// words in R12, which of them are C strings in R13 (a bit each) and DX
+// zero (record reads the clock).
+func toRecord(b *bytes.Buffer, record string, words int, strs uint64) {
+	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n\tMOVQ $%d, R13\n\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, strs, record)
+}
+
+// ringWrite writes the word in R10 at the head (DI) of the buffer at R9,
+// masked by R8: a record may wrap around the buffer's end.
+const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tADDQ $8, DI\n"
+
+// recordFrame is where record keeps the registers it is called with: the
+// site index and the argument registers, then the time, the count of
+// words and the strings' bits.
+const (
+	recordTime    = 8 * 9
+	recordWords   = recordTime + 8
+	recordStrings = recordWords + 8
+	recordFrame   = recordStrings + 8
+)
+
+// wordTo loads word i (in idx) of the trampoline's arguments into dst:
+// from record's frame for the eight in registers, else from the caller's
+// stack, past record's return address and the trampoline's.
+func wordTo(b *bytes.Buffer, idx, dst, label string) {
+	fmt.Fprintf(b, "\tCMPQ %[1]s, $8\n\tJCC %[3]sstack\n\tMOVQ 8(SP)(%[1]s*8), %[2]s\n\tJMP %[3]shave\n%[3]sstack:\n\tLEAQ caller+8(FP), %[2]s\n\tMOVQ -64(%[2]s)(%[1]s*8), %[2]s\n%[3]shave:\n", idx, dst, label)
+}
+
+// strlenTo counts into DX the bytes of the C string at SI, at most
+// probe.CStringMax, which is where its buffer ends with a NUL anyway.
+func strlenTo(b *bytes.Buffer, label string) {
+	fmt.Fprintf(b, "\tXORL DX, DX\n%[1]s:\n\tCMPB (SI)(DX*1), $0\n\tJEQ %[1]send\n\tINCQ DX\n\tCMPQ DX, $%[2]d\n\tJCS %[1]s\n%[1]send:\n", label, probe.CStringMax)
+}
+
+// recordFunc writes the code that writes an event into the P's buffer of
+// the ring. It is called, not jumped to, with the trampoline's registers
+// (the site index in AX, the words in the argument registers and, past
+// eight, on the caller's stack), the count of words in R12, which words
+// are pointers to C strings in R13 and the time in DX, or 0 to read the
+// clock. It returns them all as it found them, DX holding the event's
+// time.
+//
+// A string is copied when the probe fires: the fire function's buffer is
+// gone by the time the tracer reads. It follows the words, its length in
+// a word of its own, then its bytes in whole words.
+//
+// No atomic operation is needed to write: assembly is never preempted,
+// so the goroutine keeps its P, and only the P's goroutine writes its
+// buffer. The head is stored after the record, and amd64 keeps stores in
+// order, so a tracer that reads the head reads whole records below it.
+//
+// When the tracer's lease has run out, the tracer is gone (killed, or
+// stopped for longer than the lease): the first writer to see it (the
+// compare-and-swap decides) takes the semaphores the tracer incremented
+// back down and sets the ring off, so the program returns to its
+// untraced speed.
+func recordFunc(b *bytes.Buffer, name, sites string, rt Runtime) {
+	ctl := ringSym()
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, recordFrame)
+	regs := append([]string{"AX"}, abis[AMD64].args...)
+	for i, r := range regs {
+		fmt.Fprintf(b, "\tMOVQ %s, %d(SP)\n", r, 8*i)
+	}
+	fmt.Fprintf(b, "\tMOVQ R12, %d(SP)\n\tMOVQ R13, %d(SP)\n", recordWords, recordStrings)
+	fmt.Fprintf(b, "\tTESTQ DX, DX\n\tJNE timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\ntimed:\n")
+	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
+	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
+	// The P's id in R13.
+	fmt.Fprintf(b, "\tMOVQ %d(R14), R13\n\tMOVQ %d(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX %d(R13), R13\n", rt.P.GM, rt.P.MP, rt.P.ID)
+	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC noslot\n", ctl, ring.SlotsAt)
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ring.ModeAt, ring.Counts)
+	// The record's size in CX: its words, then each string's length and
+	// bytes.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), CX\n\tLEAQ %d(CX), CX\n\tSHLQ $3, CX\n", recordWords, ring.RecordWords)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ sized\n\tXORL R11, R11\nsize:\n\tBTQ R11, R12\n\tJCC sizenext\n", recordStrings)
+	wordTo(b, "R11", "SI", "size")
+	strlenTo(b, "sizelen")
+	fmt.Fprintf(b, "\tADDQ $15, DX\n\tANDQ $~7, DX\n\tADDQ DX, CX\nsizenext:\n\tINCQ R11\n\tCMPQ R11, %d(SP)\n\tJCS size\nsized:\n", recordWords)
+	// The P's header in BX; room for the record below the tracer's tail?
+	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ring.HeaderSize), ctl, ring.HeadersAt)
+	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ring.HeadAt, ring.TailAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\n", ctl, ring.SizeAt)
+	// The buffer in R9, the mask in R8.
+	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.DataAt)
+	// The site's address, the count of words and which are strings; the
+	// goroutine; the time.
+	fmt.Fprintf(b, "\tMOVQ 0(SP), AX\n\tLEAQ %s(SB), R10\n\tLEAQ (R10)(AX*8), R10\n", sites)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n", recordWords, ring.CountShift, recordStrings, ring.StringsShift)
+	b.WriteString(ringWrite)
+	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n", rt.Goid)
+	b.WriteString(ringWrite)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordTime)
+	b.WriteString(ringWrite)
+	// The words, from the registers the frame keeps, then from the
+	// caller's stack.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n", recordWords)
+	for i := 1; i < len(regs); i++ {
+		fmt.Fprintf(b, "\tTESTQ R12, R12\n\tJEQ words\n\tMOVQ %d(SP), R10\n", 8*i)
+		b.WriteString(ringWrite)
+		b.WriteString("\tDECQ R12\n")
+	}
+	b.WriteString("\tTESTQ R12, R12\n\tJEQ words\n\tLEAQ caller+8(FP), R13\nstack:\n\tMOVQ (R13), R10\n")
+	b.WriteString(ringWrite)
+	b.WriteString("\tADDQ $8, R13\n\tDECQ R12\n\tJNE stack\nwords:\n")
+	// The strings.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tXORL CX, CX\nstrings:\n\tBTQ CX, R12\n\tJCC strnext\n", recordStrings)
+	wordTo(b, "CX", "SI", "str")
+	strlenTo(b, "strlen")
+	b.WriteString("\tMOVQ DX, R10\n")
+	b.WriteString(ringWrite)
+	b.WriteString("\tADDQ $7, DX\n\tSHRQ $3, DX\n\tJEQ strnext\nstrcopy:\n\tMOVQ (SI), R10\n")
+	b.WriteString(ringWrite)
+	fmt.Fprintf(b, "\tADDQ $8, SI\n\tDECQ DX\n\tJNE strcopy\nstrnext:\n\tINCQ CX\n\tCMPQ CX, %d(SP)\n\tJCS strings\n", recordWords)
+	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ring.HeadAt)
+	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ring.LostAt)
+	countCalls(b, sites)
+	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ring.NoSlotAt)
+	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ring.Recording, ring.Expiring, ctl, ring.OnAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ring.ListLenAt, ring.ListAt)
+	b.WriteString("clean:\n\tMOVQ (R13), R10\n\tLOCK\n\tDECW (R10)\n\tADDQ $8, R13\n\tDECQ R12\n\tJNE clean\n")
+	fmt.Fprintf(b, "off:\n\tMOVQ $0, %s+%d(SB)\n", ctl, ring.OnAt)
+	b.WriteString("done:\n")
+	for i, r := range regs {
+		fmt.Fprintf(b, "\tMOVQ %d(SP), %s\n", 8*i, r)
+	}
+	fmt.Fprintf(b, "\tMOVQ %d(SP), DX\n\tRET\n", recordTime)
+}
+
+// countCalls writes record's counting, for a tracer that wants only
+// counts (-stats): the site's entry in the tracer's table says where its
+// counters are in the P's, and whether the call adds its elapsed time
+// (the first word) to a total and to the bucket of its bit length, or
+// counts one. A site the table lacks counts nothing. The P's id is in
+// R13.
+func countCalls(b *bytes.Buffer, sites string) {
+	ctl := ringSym()
+	b.WriteString("count:\n")
+	// The site's address in R10, the table in R9, its mask in R8.
+	fmt.Fprintf(b, "\tMOVQ 0(SP), AX\n\tLEAQ %s(SB), R10\n\tLEAQ (R10)(AX*8), R10\n", sites)
+	fmt.Fprintf(b, "\tMOVQ R10, R11\n\tSHRQ $3, R11\n\tMOVQ %s+%d(SB), R8\n\tLEAQ %[1]s+%[3]d(SB), R9\n", ctl, ring.TableMaskAt, ring.DataAt)
+	b.WriteString("lookup:\n\tANDQ R8, R11\n\tMOVQ R11, CX\n\tSHLQ $4, CX\n\tMOVQ (R9)(CX*1), SI\n\tCMPQ SI, R10\n\tJEQ found\n\tTESTQ SI, SI\n\tJEQ done\n\tINCQ R11\n\tJMP lookup\n")
+	// The site's counters in DI: the P's, then the site's first.
+	fmt.Fprintf(b, "found:\n\tMOVQ 8(R9)(CX*1), SI\n\tMOVQ %s+%d(SB), DI\n\tIMULQ R13, DI\n\tADDQ %[1]s+%[3]d(SB), DI\n\tLEAQ %[1]s(SB), AX\n\tADDQ AX, DI\n", ctl, ring.CountersSizeAt, ring.CountersAt)
+	b.WriteString("\tMOVQ SI, CX\n\tSHRQ $1, CX\n\tLEAQ (DI)(CX*8), DI\n\tTESTQ $1, SI\n\tJNE elapsed\n\tINCQ (DI)\n\tJMP done\n")
+	fmt.Fprintf(b, "elapsed:\n\tMOVQ 8(SP), AX\n\tADDQ AX, (DI)\n\tXORL CX, CX\n\tTESTQ AX, AX\n\tJEQ bucket\n\tBSRQ AX, CX\n\tINCQ CX\n\tCMPQ CX, $%d\n\tJLS bucket\n\tMOVQ $%[1]d, CX\n", ring.HistBuckets-1)
+	b.WriteString("bucket:\n\tINCQ 8(DI)(CX*8)\n\tJMP done\n")
+}
+
+func log2(n int) int {
+	k := 0
+	for 1<<k < n {
+		k++
+	}
+	return k
+}

@@ -1,0 +1,95 @@
+// Package ring is the in-process transport: while a tracer records this
+// way, an enabled probe's trampoline writes its event into a buffer in
+// the program's own memory, one per P, and returns, with no trap. The
+// tracer finds the buffer by its symbol, turns the probes on and reads the
+// events through /proc/PID/mem, as the user who owns the process: no BPF,
+// no tracefs, no perf events.
+//
+// The buffer is one zero-filled (BSS) symbol, Symbol, that every
+// instrumented package's assembly declares (DUPOK, so the linker keeps
+// one): a program that is never traced this way touches none of its pages.
+// Its layout, little-endian words:
+//
+//	OnAt       1 while a tracer records; the trampolines write only then.
+//	           2 while a writer turns the probes off for a dead tracer.
+//	UntilAt    the tracer's lease, a runtime.nanotime (CLOCK_MONOTONIC)
+//	           time: a writer that fires after it turns every probe in
+//	           the list off and sets OnAt to 0 (see asmgen's record).
+//	SlotsAt    how many Ps have a buffer, at most MaxSlots
+//	SizeAt     the bytes of each P's buffer, a power of two
+//	NoSlotAt   events dropped because their P has no buffer
+//	ListLenAt  how many semaphores the list holds
+//	ModeAt     Events, or Counts: then a writer writes no record but
+//	           counts the call, in its P's counters, as -stats prints them
+//	TableMaskAt, CountersAt, CountersSizeAt
+//	           with Counts: the sites' table, at DataAt, has TableMaskAt+1
+//	           entries of two words, the site's address (0: a free entry)
+//	           and its first counter times two, plus one for a site that
+//	           adds its elapsed time (the first word) to a total and a
+//	           histogram (1 + HistBuckets counters) rather than counting
+//	           one; a site's entry is the first free or matching one from
+//	           its address / 8, masked. Each P's counters, CountersSizeAt
+//	           bytes, follow at CountersAt.
+//	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
+//	           ever growing), the count of events dropped on a full
+//	           buffer, and at TailAt, the bytes the tracer has read
+//	ListAt     the addresses of the semaphores the tracer incremented
+//	DataAt     the Ps' buffers, back to back
+//
+// A record is RecordWords words, then its arguments: the site's address
+// with the count of words and which of them are strings, the goroutine
+// id, the time (runtime.nanotime), then the words the trampoline was
+// passed after the site index, then, for each word that points to a C
+// string, a word of its length and its bytes in whole words. A record
+// may wrap around its buffer's end.
+package ring
+
+const (
+	Symbol = "usdt/ring.ctl"
+
+	OnAt      = 0
+	UntilAt   = 8
+	SlotsAt   = 16
+	SizeAt    = 24
+	NoSlotAt  = 32
+	ListLenAt = 40
+	ModeAt    = 48
+	// With Counts.
+	TableMaskAt    = 56
+	CountersAt     = 64
+	CountersSizeAt = 72
+
+	HeadersAt  = 4096
+	HeaderSize = 64
+	HeadAt     = 0
+	LostAt     = 8
+	TailAt     = 32
+	MaxSlots   = 256
+
+	ListAt  = HeadersAt + MaxSlots*HeaderSize
+	MaxList = 1 << 16
+	DataAt  = ListAt + 8*MaxList
+	// DataMax is the room for every P's buffer.
+	DataMax = 64 << 20
+	Size    = DataAt + DataMax
+
+	// On values.
+	Recording = 1
+	Expiring  = 2
+
+	// Modes.
+	Events = 0
+	Counts = 1
+	// HistBuckets are a timed site's buckets after its total: bucket b
+	// counts the elapsed times e with bits.Len64(e) == b, the last all
+	// longer ones.
+	HistBuckets = 64
+
+	RecordWords = 3
+	// A record's first word holds the site's address in its low 48
+	// bits, the count of words at CountShift (4 bits), and at
+	// StringsShift a bit per word that points to a C string, whose
+	// length and bytes follow the words.
+	CountShift   = 48
+	StringsShift = 52
+)
