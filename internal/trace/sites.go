@@ -47,6 +47,9 @@ type site struct {
 	// tells the sites apart (see siteEntry).
 	offset, refCtr uint64
 	addr           uint64
+	// sem is the semaphore's link-time address, which the ring
+	// transport turns the probe on by; 0 for a probe without one.
+	sem uint64
 	// nopPair says the site is a nopPair, which atNop5 may attach to at
 	// offset+1.
 	nopPair bool
@@ -119,6 +122,7 @@ func readSites(file string) ([]site, error) {
 		}
 		s.addr = n.PC + adjust
 		if n.Semaphore != 0 {
+			s.sem = n.Semaphore + adjust
 			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
 				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)
 			}

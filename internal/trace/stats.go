@@ -47,13 +47,13 @@ func runStats(opt Options, selected []site, pidfd int) error {
 	for !f.stopped() {
 		<-tick.C
 		if opt.Interval > 0 && !time.Now().Before(next) {
-			if err := p.print(objs); err != nil {
+			if err := p.print(objs.Read); err != nil {
 				return err
 			}
 			next = next.Add(opt.Interval)
 		}
 	}
-	if err := p.print(objs); err != nil {
+	if err := p.print(objs.Read); err != nil {
 		return err
 	}
 	if n := objs.RecursionMisses(); n > 0 {
@@ -153,10 +153,10 @@ type statPrinter struct {
 	since time.Time
 }
 
-// print prints what counters counted since the last print: with
+// print prints what the counters read counted since the last print: with
 // -interval, under a line that gives the interval's end and length.
-func (p *statPrinter) print(counters *bpfprog.Counters) error {
-	cur, err := counters.Read()
+func (p *statPrinter) print(read func() ([]uint64, error)) error {
+	cur, err := read()
 	if err != nil {
 		return fmt.Errorf("reading the counts: %w", err)
 	}

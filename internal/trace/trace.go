@@ -43,6 +43,12 @@ type Options struct {
 	// Buffer is the size of the ring buffer the events come through, a
 	// power of two; 0 for bpfprog.DefaultRing.
 	Buffer int
+	// Transport is how the events reach the tracer; TransportAuto when
+	// empty.
+	Transport Transport
+	// transportWhy is why the trace goes through its transport, which
+	// -v says after it attached.
+	transportWhy string
 	// Events, when set, receives every event, in the order they are read,
 	// from one goroutine; then only JSON prints them.
 	Events func(*Event)
@@ -83,6 +89,14 @@ func Run(opt Options) error {
 		return err
 	}
 	describe(sites)
+	ctl, useRing, why, err := chooseTransport(opt, sites)
+	if err != nil {
+		return err
+	}
+	opt.transportWhy = why
+	if useRing {
+		return runRing(opt, sites, ctl, exited)
+	}
 	raiseMemlock()
 	if err := needCookies(opt.Binary); err != nil {
 		return err
@@ -178,6 +192,8 @@ type follower struct {
 	done    chan struct{}
 	waitErr error
 	pidfd   int // -1 without -p
+	// resume lets a command started stopped run; nil when it runs.
+	resume func() error
 }
 
 // follow attaches the program load makes to the sites, then starts the
@@ -196,6 +212,7 @@ func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd i
 	f := &follower{links: links, ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v, %s\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond), where)
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport bpf: %s\n", opt.transportWhy)
 	}
 	if len(opt.Command) > 0 {
 		f.cmd = exec.Command(opt.Binary, opt.Command[1:]...)
@@ -242,6 +259,11 @@ func (f *follower) exit() error {
 func (f *follower) Close() {
 	f.stop()
 	f.detach()
+	if f.resume != nil && f.cmd != nil {
+		// Never resumed: the trace failed to start.
+		f.cmd.Process.Kill()
+		f.resume()
+	}
 }
 
 // detach takes the program off the sites: no event comes after.

@@ -22,8 +22,8 @@ import (
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -37,6 +37,13 @@ link (Linux 6.6+), single with one uprobe per probe, auto (the default)
 with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
 trace that lost events says so at the end.
+
+-transport ring has the probes write their events into a buffer in the
+program's own memory, with no trap, as any user who may ptrace the
+program (-buffer is then each P's share, 4M by default); bpf attaches a
+BPF program, which needs root. Without it, trace records in the process
+when it does not run as root and the binary has a ring (amd64), and
+through BPF otherwise.
 
 -otlp sends every traced call of an automatic probe as an OpenTelemetry
 span to the collector at URL (its base URL, as OTEL_EXPORTER_OTLP_ENDPOINT
@@ -97,6 +104,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	fs.DurationVar(&opt.Interval, "interval", 0, "")
 	fs.BoolVar(&opt.Verbose, "v", false, "")
 	attach := fs.String("attach", string(trace.AttachAuto), "")
+	transport := fs.String("transport", string(trace.TransportAuto), "")
 	fs.Var((*bufferSize)(&opt.Buffer), "buffer", "")
 	var exp Exports
 	exp.flags(fs)
@@ -108,7 +116,11 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	}
 	opt.Patterns = fs.Args()
 	opt.Attach = trace.Attach(*attach)
+	opt.Transport = trace.Transport(*transport)
 	switch {
+	case !slices.Contains([]trace.Transport{trace.TransportAuto, trace.TransportBPF, trace.TransportRing}, opt.Transport):
+		fmt.Fprintf(stderr, "usdt-toolexec trace: -transport %s: want ring, bpf or auto\n", *transport)
+		return 2
 	case !slices.Contains([]trace.Attach{trace.AttachAuto, trace.AttachMulti, trace.AttachSingle}, opt.Attach):
 		fmt.Fprintf(stderr, "usdt-toolexec trace: -attach %s: want multi, single or auto\n", *attach)
 		return 2

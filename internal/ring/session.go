@@ -1,0 +1,464 @@
+package ring
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Lease is how long a tracer's word keeps the ring on: a tracer renews
+// it more often than that (Renew), and a program whose tracer died (or
+// stopped) turns its probes off by itself at the first fire after it.
+const Lease = time.Second
+
+// DefaultSize is each P's buffer unless the tracer is asked for another.
+const DefaultSize = 4 << 20
+
+// Address returns where the executable f has the ring, at link time; ok
+// is false for a binary built without it (by an older usdt-toolexec, for
+// an architecture without it, or stripped of its symbols).
+func Address(f *elf.File) (addr uint64, ok bool) {
+	syms, err := f.Symbols()
+	if err != nil {
+		return 0, false
+	}
+	for _, s := range syms {
+		if s.Name == Symbol && s.Size >= Size {
+			return s.Value, true
+		}
+	}
+	return 0, false
+}
+
+// Record is one event as a probe wrote it.
+type Record struct {
+	Site      uint64 // the site's address in the process
+	Goroutine uint64
+	Time      int64 // runtime.nanotime: CLOCK_MONOTONIC
+	Words     []uint64
+	// Strings holds, for each word that points to a C string, its bytes
+	// as the probe copied them; nil for the other words.
+	Strings [][]byte
+}
+
+// Session is a ring trace of one process.
+type Session struct {
+	pid   int
+	mem   *os.File
+	ctl   uint64 // the ring's address in the process
+	slots int
+	size  uint64
+	sems  []uint64 // the semaphores this session incremented
+	tails []uint64
+	buf   []byte
+	// With Count: where the counters are, relative to the ring, how
+	// many bytes each P has, and how many counters.
+	counters, countersSize uint64
+	nCounters              int
+}
+
+// Open takes the ring of process pid, whose executable has it at ctl
+// plus bias, for a trace with slots buffers of size bytes (a power of two).
+// It fails when the process may not be traced by this user, naming why, and
+// when another tracer records through the ring.
+func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
+	if slots < 1 || slots > MaxSlots || size < 4096 || size&(size-1) != 0 || slots*size > DataMax {
+		return nil, fmt.Errorf("a ring of %d buffers of %d bytes does not fit: %d buffers of at most %d bytes in all, each a power of two", slots, size, MaxSlots, DataMax)
+	}
+	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
+	if err != nil {
+		return nil, accessError(pid, err)
+	}
+	s := &Session{pid: pid, mem: mem, ctl: ctl, slots: slots, size: uint64(size), tails: make([]uint64, slots)}
+	on, err := s.word(OnAt)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	if on != 0 {
+		mem.Close()
+		return nil, fmt.Errorf("process %d: another tracer records through its ring", pid)
+	}
+	hdrs := make([]byte, slots*HeaderSize)
+	err = errors.Join(
+		s.write(HeadersAt, hdrs),
+		s.setWord(SlotsAt, uint64(slots)),
+		s.setWord(SizeAt, uint64(size)),
+		s.setWord(NoSlotAt, 0),
+		s.setWord(ListLenAt, 0),
+		s.setWord(ModeAt, Events),
+		s.Renew(),
+		s.setWord(OnAt, Recording),
+	)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Enable turns the probes of these semaphores (addresses in the process)
+// on: the list the program takes them down by, should this tracer die,
+// comes first, and counts them only once they are all up.
+func (s *Session) Enable(sems []uint64) error {
+	if len(s.sems)+len(sems) > MaxList {
+		return fmt.Errorf("%d semaphores to turn on, the ring's list holds %d", len(s.sems)+len(sems), MaxList)
+	}
+	list := make([]byte, 8*len(sems))
+	for i, a := range sems {
+		binary.LittleEndian.PutUint64(list[8*i:], a)
+	}
+	if err := s.write(ListAt+uint64(8*len(s.sems)), list); err != nil {
+		return err
+	}
+	for _, a := range sems {
+		if err := s.addSemaphore(a, 1); err != nil {
+			return err
+		}
+		s.sems = append(s.sems, a)
+	}
+	return s.setWord(ListLenAt, uint64(len(s.sems)))
+}
+
+func (s *Session) addSemaphore(addr uint64, d uint16) error {
+	var b [2]byte
+	if _, err := s.mem.ReadAt(b[:], int64(addr)); err != nil {
+		return s.memError(err)
+	}
+	binary.LittleEndian.PutUint16(b[:], binary.LittleEndian.Uint16(b[:])+d)
+	if _, err := s.mem.WriteAt(b[:], int64(addr)); err != nil {
+		return s.memError(err)
+	}
+	return nil
+}
+
+// Site is a site the program counts the calls of, in Counts mode.
+type Site struct {
+	Addr  uint64 // in the process
+	First int    // its first counter
+	Timed bool   // it adds its elapsed time, in 1 + HistBuckets counters
+}
+
+// Count has the program count the calls of sites in counters of its own,
+// one set of n per P, instead of writing records: Counters sums them.
+// Call it before Enable.
+func (s *Session) Count(sites []Site, n int) error {
+	entries := 1
+	for entries < 2*len(sites) {
+		entries *= 2
+	}
+	table := make([]byte, 16*entries)
+	mask := uint64(entries - 1)
+	for _, site := range sites {
+		i := site.Addr >> 3 & mask
+		for binary.LittleEndian.Uint64(table[16*i:]) != 0 {
+			i = (i + 1) & mask
+		}
+		v := uint64(site.First) << 1
+		if site.Timed {
+			v |= 1
+		}
+		binary.LittleEndian.PutUint64(table[16*i:], site.Addr)
+		binary.LittleEndian.PutUint64(table[16*i+8:], v)
+	}
+	counters := (DataAt + uint64(len(table)) + 63) &^ 63
+	size := uint64(8*n+63) &^ 63
+	if counters+uint64(s.slots)*size > Size {
+		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-DataAt, DataMax)
+	}
+	s.counters, s.countersSize, s.nCounters = counters, size, n
+	return errors.Join(
+		s.write(DataAt, table),
+		s.write(counters, make([]byte, uint64(s.slots)*size)),
+		s.setWord(TableMaskAt, mask),
+		s.setWord(CountersAt, counters),
+		s.setWord(CountersSizeAt, size),
+		s.setWord(ModeAt, Counts),
+	)
+}
+
+// Counters returns the counters of Count, summed over the Ps.
+func (s *Session) Counters() ([]uint64, error) {
+	sum := make([]uint64, s.nCounters)
+	b := make([]byte, uint64(s.slots)*s.countersSize)
+	if err := s.read(s.ctl+s.counters, b); err != nil {
+		return nil, err
+	}
+	for p := range s.slots {
+		at := uint64(p) * s.countersSize
+		for i := range sum {
+			sum[i] += binary.LittleEndian.Uint64(b[at+8*uint64(i):])
+		}
+	}
+	return sum, nil
+}
+
+// Renew extends the lease. An error says that the program turned the
+// ring off itself: the lease had run out.
+func (s *Session) Renew() error {
+	if len(s.sems) > 0 {
+		if on, err := s.word(OnAt); err != nil || on != Recording {
+			return errors.Join(err, fmt.Errorf("process %d turned its probes off: this tracer did not renew its lease within %v", s.pid, Lease))
+		}
+	}
+	return s.setWord(UntilAt, uint64(monotonic()+Lease.Nanoseconds()))
+}
+
+// Stop turns the probes off and the ring with them; Read then returns
+// what the buffers still hold. A process that has exited is stopped.
+func (s *Session) Stop() error {
+	on, err := s.word(OnAt)
+	if err != nil || on != Recording {
+		// Gone, or the program took its probes down itself.
+		s.sems = nil
+		return nil
+	}
+	err = errors.Join(s.setWord(ListLenAt, 0), s.setWord(OnAt, 0))
+	for _, a := range s.sems {
+		err = errors.Join(err, s.addSemaphore(a, 0xffff))
+	}
+	s.sems = nil
+	return err
+}
+
+// Close ends the session; Stop first.
+func (s *Session) Close() error { return s.mem.Close() }
+
+// Lost returns the events dropped so far: buffers full, or Ps without
+// one (GOMAXPROCS raised past the slots).
+func (s *Session) Lost() (uint64, error) {
+	n, err := s.word(NoSlotAt)
+	for i := range s.slots {
+		l, lerr := s.word(HeadersAt + uint64(i*HeaderSize) + LostAt)
+		n += l
+		err = errors.Join(err, lerr)
+	}
+	return n, err
+}
+
+// Read calls fn with every record written since the last Read, P by P,
+// and frees their room. The Record and its Words are reused. busy says
+// that a buffer was more than a quarter full: the reader should not wait
+// before it reads again.
+func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
+	var rec Record
+	for i := range s.slots {
+		hdr := HeadersAt + uint64(i*HeaderSize)
+		head, err := s.word(hdr + HeadAt)
+		if err != nil {
+			return busy, err
+		}
+		tail := s.tails[i]
+		if head == tail {
+			continue
+		}
+		if head-tail > s.size || head < tail {
+			return busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
+		}
+		n := head - tail
+		busy = busy || n > s.size/4
+		if uint64(cap(s.buf)) < n {
+			s.buf = make([]byte, n)
+		}
+		buf := s.buf[:n]
+		base := s.ctl + DataAt + uint64(i)*s.size
+		at := tail & (s.size - 1)
+		first := min(n, s.size-at)
+		if err := s.read(base+at, buf[:first]); err != nil {
+			return busy, err
+		}
+		if first < n {
+			if err := s.read(base, buf[first:]); err != nil {
+				return busy, err
+			}
+		}
+		for len(buf) > 0 {
+			size, ok := parse(buf, &rec)
+			if !ok {
+				return busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
+			}
+			fn(&rec)
+			buf = buf[size:]
+		}
+		s.tails[i] = head
+		if err := s.setWord(hdr+TailAt, head); err != nil {
+			return busy, err
+		}
+	}
+	return busy, nil
+}
+
+// parse reads the record at the start of buf into rec, and returns its
+// size; ok is false when buf ends before it does.
+func parse(buf []byte, rec *Record) (size int, ok bool) {
+	if len(buf) < 8*RecordWords {
+		return 0, false
+	}
+	w0 := binary.LittleEndian.Uint64(buf)
+	count := int(w0 >> CountShift & 0xf)
+	strs := w0 >> StringsShift
+	size = 8 * (RecordWords + count)
+	if size > len(buf) {
+		return 0, false
+	}
+	rec.Site = w0 & (1<<CountShift - 1)
+	rec.Goroutine = binary.LittleEndian.Uint64(buf[8:])
+	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
+	rec.Words = rec.Words[:0]
+	rec.Strings = rec.Strings[:0]
+	for k := range count {
+		rec.Words = append(rec.Words, binary.LittleEndian.Uint64(buf[8*(RecordWords+k):]))
+		rec.Strings = append(rec.Strings, nil)
+	}
+	for k := range count {
+		if strs&(1<<k) == 0 {
+			continue
+		}
+		if size+8 > len(buf) {
+			return 0, false
+		}
+		n := binary.LittleEndian.Uint64(buf[size:])
+		end := size + 8 + int((n+7)&^7)
+		if n > uint64(len(buf)) || end > len(buf) {
+			return 0, false
+		}
+		rec.Strings[k] = buf[size+8 : size+8+int(n)]
+		size = end
+	}
+	return size, true
+}
+
+func (s *Session) word(off uint64) (uint64, error) {
+	var b [8]byte
+	if err := s.read(s.ctl+off, b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+func (s *Session) setWord(off, v uint64) error {
+	var b [8]byte
+	binary.LittleEndian.PutUint64(b[:], v)
+	return s.write(off, b[:])
+}
+
+func (s *Session) read(addr uint64, b []byte) error {
+	_, err := s.mem.ReadAt(b, int64(addr))
+	return s.memError(err)
+}
+
+func (s *Session) write(off uint64, b []byte) error {
+	_, err := s.mem.WriteAt(b, int64(s.ctl+off))
+	return s.memError(err)
+}
+
+// memError says that the process is gone, for the errors an exited
+// process's memory gives.
+func (s *Session) memError(err error) error {
+	if err == nil {
+		return nil
+	}
+	// Memory an exited process no longer has reads as its end.
+	if errors.Is(err, io.EOF) || errors.Is(err, unix.ESRCH) || errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("process %d: %w: %w", s.pid, ErrExited, err)
+	}
+	return fmt.Errorf("process %d: %w", s.pid, err)
+}
+
+// ErrExited is the error of a session whose process has exited.
+var ErrExited = errors.New("the process has exited")
+
+// accessError explains why this user may not trace process pid, for the
+// error opening its memory gave.
+func accessError(pid int, err error) error {
+	if !errors.Is(err, os.ErrPermission) {
+		return fmt.Errorf("process %d: %w", pid, err)
+	}
+	var st unix.Stat_t
+	if unix.Stat(fmt.Sprintf("/proc/%d", pid), &st) == nil && int(st.Uid) != os.Geteuid() && os.Geteuid() != 0 {
+		return fmt.Errorf("process %d belongs to user %d: tracing another user's process needs CAP_SYS_PTRACE (run it with sudo), or -transport bpf as root", pid, st.Uid)
+	}
+	if b, rerr := os.ReadFile("/proc/sys/kernel/yama/ptrace_scope"); rerr == nil {
+		switch scope := strings.TrimSpace(string(b)); scope {
+		case "1":
+			return fmt.Errorf("process %d: %w: Yama's ptrace_scope is 1, so only a parent may read a process's memory; run the program under the tracer (trace -- CMD), or as root: echo 0 > /proc/sys/kernel/yama/ptrace_scope", pid, err)
+		case "2", "3":
+			return fmt.Errorf("process %d: %w: Yama's ptrace_scope is %s, which needs CAP_SYS_PTRACE (run it with sudo)", pid, err, scope)
+		}
+	}
+	if dumpable(pid) == "0" {
+		return fmt.Errorf("process %d: %w: the process is not dumpable (it changed its credentials, or set PR_SET_DUMPABLE to 0), which needs CAP_SYS_PTRACE", pid, err)
+	}
+	return fmt.Errorf("process %d: %w: reading its memory needs ptrace access (CAP_SYS_PTRACE, or the same user)", pid, err)
+}
+
+// dumpable is the process's dumpable flag as /proc/PID/status cannot
+// give it; empty when unknown. The owner of /proc/PID is root for a
+// process that is not dumpable.
+func dumpable(pid int) string {
+	var st unix.Stat_t
+	if unix.Stat(fmt.Sprintf("/proc/%d/mem", pid), &st) != nil {
+		return ""
+	}
+	if st.Uid == 0 && os.Geteuid() != 0 {
+		return "0"
+	}
+	return ""
+}
+
+// Bias is how far process pid loaded the executable at path from its
+// link-time addresses: 0 unless it is position-independent.
+func Bias(pid int, f *elf.File) (uint64, error) {
+	if f.Type != elf.ET_DYN {
+		return 0, nil
+	}
+	var first *elf.Prog
+	for _, p := range f.Progs {
+		if p.Type == elf.PT_LOAD {
+			first = p
+			break
+		}
+	}
+	if first == nil {
+		return 0, errors.New("the executable has no loadable segment")
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
+	if err != nil {
+		return 0, accessError(pid, err)
+	}
+	maps, err := os.Open(fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return 0, accessError(pid, err)
+	}
+	defer maps.Close()
+	sc := bufio.NewScanner(maps)
+	for sc.Scan() {
+		f := strings.Fields(sc.Text())
+		if len(f) < 6 || f[5] != exe {
+			continue
+		}
+		start, _, _ := strings.Cut(f[0], "-")
+		lo, err1 := strconv.ParseUint(start, 16, 64)
+		off, err2 := strconv.ParseUint(f[2], 16, 64)
+		if err1 == nil && err2 == nil && off == first.Off&^(first.Align-1) {
+			return lo - (first.Vaddr &^ (first.Align - 1)), nil
+		}
+	}
+	return 0, fmt.Errorf("process %d has no mapping of %s", pid, exe)
+}
+
+// monotonic is CLOCK_MONOTONIC, runtime.nanotime's clock, in ns.
+func monotonic() int64 {
+	var ts unix.Timespec
+	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
+	return ts.Nano()
+}

@@ -1,0 +1,337 @@
+package trace
+
+import (
+	"bufio"
+	"context"
+	"debug/elf"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"syscall"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
+)
+
+// Transport is how the events of the probes reach the tracer.
+type Transport string
+
+const (
+	// TransportAuto is the ring where the binary has one and this user
+	// cannot load BPF programs (not root), else BPF.
+	TransportAuto Transport = "auto"
+	// TransportBPF attaches a BPF program to every site: every fire is
+	// a trap.
+	TransportBPF Transport = "bpf"
+	// TransportRing has the probes write their events into a buffer in
+	// the program's memory (package ring): no trap, no root.
+	TransportRing Transport = "ring"
+)
+
+// chooseTransport returns where the binary has the ring, whether the
+// trace goes through it, and why, for -v.
+func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why string, err error) {
+	automatic := 0
+	for _, s := range sites {
+		if s.fn != "" {
+			automatic++
+		}
+	}
+	f, err := elf.Open(opt.Binary)
+	if err != nil {
+		return 0, false, "", err
+	}
+	defer f.Close()
+	ctl, has := ring.Address(f)
+	switch {
+	case opt.Transport == TransportBPF:
+		return 0, false, "as -transport bpf asks", nil
+	case opt.Transport == TransportRing && !has:
+		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec for amd64, unstripped, or trace it with -transport bpf", opt.Binary)
+	case opt.Transport == TransportRing && automatic == 0:
+		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules, and no selected probe is one: trace usdtgen's probes with -transport bpf")
+	case opt.Transport == TransportRing:
+		return ctl, true, "as -transport ring asks", nil
+	case !has:
+		return 0, false, "the binary has no in-process ring", nil
+	case automatic == 0:
+		return 0, false, "the ring records no usdtgen probe, and no selected probe is automatic", nil
+	case os.Geteuid() != 0:
+		return ctl, true, "BPF needs root, and the binary has an in-process ring", nil
+	}
+	return 0, false, "running as root (-transport ring records in the process)", nil
+}
+
+// runRing traces through the ring of the process: it turns the selected
+// probes on, reads their events every pollEvery and renews its lease,
+// and at the end turns them off again.
+func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
+	var all []site
+	for _, s := range selected {
+		if s.fn != "" {
+			all = append(all, s)
+		}
+	}
+	if n := len(selected) - len(all); n > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d usdtgen probes not traced: the ring records automatic probes only (-transport bpf traces both)\n", n)
+	}
+	sites := all
+	if opt.Stats {
+		sites = statSites(all)
+	}
+	bySite := make(map[uint64]int, len(sites))
+	var sems []uint64
+	seen := map[uint64]bool{}
+	for i, s := range sites {
+		bySite[s.addr] = i
+		if s.sem != 0 && !seen[s.sem] {
+			seen[s.sem] = true
+			sems = append(sems, s.sem)
+		}
+	}
+	f, hold, err := startRing(opt, pidfd)
+	if err != nil {
+		return err
+	}
+	pid := hold.Pid
+	defer hold.Drained()
+	defer f.Close()
+	var count func(*ring.Session, uint64) error
+	if opt.Stats {
+		count = func(s *ring.Session, bias uint64) error {
+			l := newStatLayout(sites)
+			cs := make([]ring.Site, len(sites))
+			for i, site := range sites {
+				cs[i] = ring.Site{Addr: site.addr + bias, First: l.first[i], Timed: l.timed[i]}
+			}
+			return s.Count(cs, l.slots)
+		}
+	}
+	s, err := openRing(opt, pid, ctl, sems, f, count)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	if opt.Verbose {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d: they record in its own memory\n", len(sites), pid)
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport ring: %s\n", opt.transportWhy)
+	}
+
+	rec := make([]byte, bpfprog.RecStrings+bpfprog.StrMax*probe.MaxArgs)
+	handle := func(*ring.Record) {}
+	var finish func()
+	var l statLayout
+	if !opt.Stats {
+		names, _ := describeValues(sites, opt.Binary)
+		d, p := newDecoder(sites, pid, names), newPrinter(opt)
+		// The ring copies no value behind a pointer yet: an argument
+		// shows as the word it is.
+		d.noValues = true
+		names.of(pid)
+		handle = func(r *ring.Record) {
+			i, ok := bySite[r.Site-s.bias]
+			if !ok {
+				return
+			}
+			clear(rec)
+			le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
+			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32|uint64(pid))
+			le.PutUint32(rec[bpfprog.RecCookie:], uint32(i))
+			le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
+			for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {
+				le.PutUint64(rec[bpfprog.RecArgs+8*(k+1):], w)
+				if str := r.Strings[k]; str != nil {
+					// NUL-terminated in its slot, as the BPF program
+					// copies a string.
+					copy(rec[bpfprog.RecStrings+bpfprog.StrMax*(k+1):], str[:min(len(str), bpfprog.StrMax-1)])
+				}
+			}
+			if sites[i].exit && len(r.Words) > 0 {
+				le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
+			}
+			if ev := d.decode(rec); ev != nil {
+				p.print(ev)
+			}
+		}
+		finish = func() { p.w.Flush(); p.finish() }
+		defer p.w.Flush()
+	} else {
+		l = newStatLayout(sites)
+	}
+	var final []uint64
+	read := func() ([]uint64, error) {
+		if final != nil {
+			return final, nil
+		}
+		return s.Counters()
+	}
+	sp := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
+	next := sp.since.Add(opt.Interval)
+	renewed := time.Now()
+	tick := time.NewTicker(pollEvery)
+	defer tick.Stop()
+	var readErr error
+	exiting, busy := false, false
+	for !exiting && !f.stopped() {
+		if !busy {
+			select {
+			case <-tick.C:
+			case <-hold.Exiting:
+				exiting = true
+			}
+		}
+		if busy, readErr = s.Read(handle); readErr != nil {
+			break
+		}
+		if time.Since(renewed) > ring.Lease/4 {
+			if readErr = s.Renew(); readErr != nil {
+				break
+			}
+			renewed = time.Now()
+		}
+		if opt.Stats && opt.Interval > 0 && !time.Now().Before(next) {
+			if err := sp.print(read); err != nil {
+				return err
+			}
+			next = next.Add(opt.Interval)
+		}
+	}
+	exited := errors.Is(readErr, ring.ErrExited)
+	// The losses and counts are in the program's memory: read while it
+	// lasts.
+	lost, _ := s.Lost()
+	if opt.Stats {
+		final, _ = s.Counters()
+	}
+	if exiting {
+		hold.Drained()
+		if f.cmd != nil {
+			<-f.done
+		}
+	} else if !exited {
+		// Off first, then what is left: a program still firing would
+		// otherwise keep the buffers full.
+		if err := s.Stop(); err != nil && !errors.Is(err, ring.ErrExited) {
+			return err
+		}
+		if _, err := s.Read(handle); err != nil && !errors.Is(err, ring.ErrExited) {
+			return err
+		}
+		if n, err := s.Lost(); err == nil {
+			lost = n
+		}
+		if opt.Stats {
+			final, _ = s.Counters()
+		}
+	}
+	if !opt.Stats {
+		finish()
+	} else if final == nil {
+		return fmt.Errorf("process %d: the counts were lost with its memory: it ended without stopping at its exit", pid)
+	} else if err := sp.print(read); err != nil {
+		return err
+	}
+	if lost > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the in-process ring (%s per P) was full; -buffer makes it larger\n", lost, SizeText(int(s.size)))
+	}
+	if readErr != nil && !exited {
+		return readErr
+	}
+	return f.exit()
+}
+
+// ringSession is a ring.Session and the load bias of its executable.
+type ringSession struct {
+	*ring.Session
+	bias uint64
+	size uint64
+}
+
+// openRing opens the ring of process pid and turns the semaphores sems
+// (link-time addresses) on; a command started stopped goes on then.
+//
+// With count, the program counts the calls itself (ring.Counts).
+func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, count func(*ring.Session, uint64) error) (*ringSession, error) {
+	ef, err := elf.Open(opt.Binary)
+	if err != nil {
+		return nil, err
+	}
+	defer ef.Close()
+	bias, err := ring.Bias(pid, ef)
+	if err != nil {
+		return nil, err
+	}
+	size := opt.Buffer
+	if size == 0 {
+		size = ring.DefaultSize
+	}
+	slots := min(ring.MaxSlots, max(runtime.NumCPU(), 8), ring.DataMax/size)
+	s, err := ring.Open(pid, ctl+bias, slots, size)
+	if err != nil {
+		return nil, err
+	}
+	if count != nil {
+		if err := count(s, bias); err != nil {
+			s.Stop()
+			s.Close()
+			return nil, err
+		}
+	}
+	abs := make([]uint64, len(sems))
+	for i, a := range sems {
+		abs[i] = a + bias
+	}
+	if err := s.Enable(abs); err != nil {
+		s.Stop()
+		s.Close()
+		return nil, err
+	}
+	if f.resume != nil {
+		if err := f.resume(); err != nil {
+			s.Stop()
+			s.Close()
+			return nil, err
+		}
+	}
+	return &ringSession{Session: s, bias: bias, size: uint64(size)}, nil
+}
+
+// startRing starts the command, stopped before its first instruction
+// until the ring is on, or holds the process of -p, so that the events of
+// either's last fires are read before its memory goes (ring.Hold).
+func startRing(opt Options, pidfd int) (*follower, *ring.Hold, error) {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	f := &follower{ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
+	if len(opt.Command) == 0 {
+		h, err := ring.Seize(opt.PID)
+		if err != nil {
+			stop()
+			return nil, nil, err
+		}
+		return f, h, nil
+	}
+	f.cmd = exec.Command(opt.Binary, opt.Command[1:]...)
+	f.cmd.Args[0] = opt.Command[0]
+	f.cmd.Stdin, f.cmd.Stdout, f.cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
+	h, err := ring.Start(f.cmd)
+	if err != nil {
+		stop()
+		return nil, nil, err
+	}
+	f.resume = func() error {
+		f.resume = nil
+		h.Resume()
+		go func() {
+			<-h.Done
+			f.waitErr = f.cmd.Wait()
+			close(f.done)
+		}()
+		return nil
+	}
+	return f, h, nil
+}
