@@ -264,6 +264,34 @@ func start(t *testing.T, bin string, args ...string) *process {
 	return p
 }
 
+// startReady starts bin, which prints "ready" and then waits for a line on
+// stdin, and returns it once it is ready, with its stdin and the rest of
+// its stdout. It is killed, if still running, when the test ends.
+func startReady(t *testing.T, bin string, args ...string) (*exec.Cmd, io.WriteCloser, *bufio.Reader) {
+	t.Helper()
+	cmd := exec.Command(bin, args...)
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		cmd.Wait()
+	})
+	lines := bufio.NewReader(stdout)
+	if line, _ := lines.ReadString('\n'); line != "ready\n" {
+		t.Fatalf("%s printed %q, want ready", bin, line)
+	}
+	return cmd, stdin, lines
+}
+
 // expect waits for the process to print want.
 func (p *process) expect(t *testing.T, want string, timeout time.Duration) {
 	t.Helper()

@@ -357,22 +357,7 @@ func TestTracePIDExit(t *testing.T) {
 // tracePIDExit runs bin, traces it with -p and flag, and lets it work:
 // trace must end within a second of its exit, its output as check wants.
 func tracePIDExit(t *testing.T, bin, flag string, check func(t *testing.T, out string)) {
-	prog := exec.Command(bin)
-	in, err := prog.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	progOut, err := prog.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := prog.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer prog.Process.Kill()
-	if line, _ := bufio.NewReader(progOut).ReadString('\n'); line != "ready\n" {
-		t.Fatalf("the program printed %q, want ready", line)
-	}
+	prog, in, _ := startReady(t, bin)
 
 	var out bytes.Buffer
 	tr, _, trErr := traceAttached(t, &out, "-v", flag, "-p", fmt.Sprint(prog.Process.Pid))

@@ -1,0 +1,372 @@
+package e2e
+
+import (
+	"bufio"
+	"debug/elf"
+	"encoding/binary"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
+)
+
+// The tests of the in-process ring transport (package ring): the probes
+// write their events into the program's memory, and usdt-toolexec trace
+// reads them as the user who runs the program.
+
+// requireRing skips where the trampolines do not write to the ring.
+func requireRing(t *testing.T) {
+	t.Helper()
+	if guestDir != "" {
+		t.Skip("the ring's tests run on the host: the ring needs no kernel support")
+	}
+	requireAMD64(t)
+}
+
+// ringStats matches a function's count in trace -stats's output.
+var ringStats = regexp.MustCompile(`(?m)^(main\.\w+): (\d+) calls`)
+
+func statCounts(out string) map[string]int {
+	counts := map[string]int{}
+	for _, m := range ringStats.FindAllStringSubmatch(out, -1) {
+		n, _ := strconv.Atoi(m[2])
+		counts[m[1]] = n
+	}
+	return counts
+}
+
+// TestRingStatsUnprivileged runs trace -stats -- CMD as nobody, without
+// -transport: BPF needs root, so trace records in the process, and counts
+// every call exactly, with GOMAXPROCS changing or not.
+func TestRingStatsUnprivileged(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	as := asNobody(t, bin)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want map[string]int
+	}{
+		{"4 goroutines", []string{"-g", "4", "100000"}, map[string]int{"main.add": 400000, "main.wide": 4000, "main.note": 4000, "main.work": 4}},
+		{"GOMAXPROCS changing", []string{"-g", "3", "-procs", "20000"}, map[string]int{"main.add": 60000, "main.wide": 600, "main.note": 600, "main.work": 3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := as(append([]string{"trace", "-v", "-stats", "--", "PROG"}, tc.args...)...)
+			if err != nil {
+				t.Fatalf("trace as nobody: %v\n%s", err, out)
+			}
+			if !strings.Contains(out, "transport ring: BPF needs root") {
+				t.Errorf("-v does not say that it records in the process, and why:\n%s", out)
+			}
+			if got := statCounts(out); !equalCounts(got, tc.want) {
+				t.Errorf("counted %v, want %v:\n%s", got, tc.want, out)
+			}
+			if strings.Contains(out, "lost") {
+				t.Errorf("trace lost calls:\n%s", out)
+			}
+		})
+	}
+}
+
+func equalCounts(a, b map[string]int) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// asNobody copies usdt-toolexec and bin where nobody can run them, and
+// returns a function that runs usdt-toolexec as nobody (setpriv), PROG
+// in its arguments standing for the copy of bin.
+func asNobody(t *testing.T, bin string) func(args ...string) (string, error) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("the test becomes nobody with setpriv, which needs root")
+	}
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		t.Skip("setpriv (util-linux) is not installed: cannot run trace as nobody")
+	}
+	dir, err := os.MkdirTemp("", "usdt-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	tool, prog := filepath.Join(dir, "usdt-toolexec"), filepath.Join(dir, filepath.Base(bin))
+	copyFile(t, filepath.Join(toolsDir, "usdt-toolexec"), tool)
+	copyFile(t, bin, prog)
+	return func(args ...string) (string, error) {
+		for i, a := range args {
+			if a == "PROG" {
+				args[i] = prog
+			}
+		}
+		cmd := exec.Command(setpriv, append([]string{"--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", tool}, args...)...)
+		cmd.Dir = dir
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+}
+
+// TestRingEvents traces the fixture's calls through the ring and through
+// BPF: the same events, with the same goroutines and values, the wide
+// function's arguments past the registers and note's string included.
+func TestRingEvents(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	events := func(transport string) []string {
+		out, errOut, err := usdtTrace(t, "-transport", transport, "--", bin, "-g", "2", "300")
+		if err != nil {
+			t.Fatalf("trace -transport %s: %v\n%s", transport, err, errOut)
+		}
+		var lines []string
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			// Without the time, and the elapsed time of exits.
+			_, l, _ = strings.Cut(l, " ")
+			if i := strings.LastIndex(l, ") "); i >= 0 && strings.Contains(l, " = (") {
+				l = l[:i+1]
+			}
+			lines = append(lines, l)
+		}
+		return lines
+	}
+	ringEvents := events("ring")
+	// Per goroutine: 300 calls of add, 3 of wide and of note, 1 of
+	// work, each an entry and an exit.
+	if n, want := len(ringEvents), 2*2*(300+3+3+1); n != want {
+		t.Errorf("the ring gave %d events, want %d:\n%s", n, want, strings.Join(ringEvents, "\n"))
+	}
+	for _, want := range []string{"main.wide(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=200)", "main.wide = (r1=245)", "main.add(a=299, b=1)", "main.add = (r1=300)", `main.note(s="w200")`, "main.note = (r1=4)"} {
+		if !strings.Contains(strings.Join(ringEvents, "\n"), want) {
+			t.Errorf("no event %q through the ring:\n%s", want, strings.Join(ringEvents, "\n"))
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("the comparison with the BPF transport needs root")
+	}
+	requireBPF(t)
+	if bpfEvents := events("bpf"); !sameMultiset(ringEvents, bpfEvents) {
+		t.Errorf("the ring's events differ from BPF's:\nring:\n%s\nbpf:\n%s", strings.Join(ringEvents, "\n"), strings.Join(bpfEvents, "\n"))
+	}
+}
+
+// sameMultiset reports whether a and b hold the same lines as many times:
+// the two traces' goroutines interleave differently.
+func sameMultiset(a, b []string) bool {
+	n := map[string]int{}
+	for _, s := range a {
+		n[s]++
+	}
+	for _, s := range b {
+		n[s]--
+	}
+	for _, v := range n {
+		if v != 0 {
+			return false
+		}
+	}
+	return len(a) == len(b)
+}
+
+// TestRingBufferFull traces 100,000 calls through the smallest buffer:
+// what did not fit is counted, and the events printed and the events lost
+// add up to every call's two.
+func TestRingBufferFull(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	out, errOut, err := usdtTrace(t, "-transport", "ring", "-buffer", "4K", "main.add", "--", bin, "100000")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	m := regexp.MustCompile(`lost (\d+) events: the in-process ring \(4K per P\) was full`).FindStringSubmatch(errOut)
+	if m == nil {
+		t.Fatalf("trace did not count what it lost:\n%s", errOut)
+	}
+	lost, _ := strconv.Atoi(m[1])
+	printed := strings.Count(out, " main.add")
+	// Every call writes two events, entry and exit, to the buffer, or
+	// counts them lost, wide's too, whose entry shares the check.
+	if printed+lost < 2*100000 || printed+lost > 2*(100000+1000) {
+		t.Errorf("%d events printed and %d lost, want 200,000 of add's in all (and at most wide's 2,000 more)", printed, lost)
+	}
+}
+
+// TestRingKilledTracer kills a ring trace with SIGKILL: within two
+// seconds the program turns the probes it turned on off by itself, its
+// semaphores back at zero, and a second trace attaches and counts.
+func TestRingKilledTracer(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	prog, stdin, _ := startReady(t, bin, "-wait", "0")
+	fmt.Fprintln(stdin) // it calls until the next line
+	pid := strconv.Itoa(prog.Process.Pid)
+
+	tr, _, _ := traceAttached(t, io.Discard, "-v", "-transport", "ring", "-stats", "-p", pid)
+	sems := semaphores(t, bin)
+	if on := readWords(t, prog.Process.Pid, sems); !allAre(on, 1) {
+		t.Fatalf("the semaphores are %v while traced, want all 1", on)
+	}
+	tr.Process.Kill()
+	tr.Wait()
+	killed := time.Now()
+	for {
+		off := readWords(t, prog.Process.Pid, sems)
+		if allAre(off, 0) {
+			break
+		}
+		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
+			t.Fatalf("the semaphores are %v 2s after the tracer's SIGKILL, want all 0", off)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("the program turned its probes off %v after the tracer died", time.Since(killed).Round(time.Millisecond))
+
+	tr2 := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-stats", "-p", pid)
+	var out strings.Builder
+	tr2.Stdout, tr2.Stderr = &out, &out
+	if err := tr2.Start(); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	fmt.Fprintln(stdin) // the program ends, and the trace with it
+	if err := tr2.Wait(); err != nil {
+		t.Fatalf("the second trace: %v\n%s", err, out.String())
+	}
+	if counts := statCounts(out.String()); counts["main.add"] == 0 {
+		t.Errorf("the second trace counted no call:\n%s", out.String())
+	}
+}
+
+// semaphores returns the addresses of the semaphores of bin's probes,
+// from its notes: bin is not position-independent.
+func semaphores(t *testing.T, bin string) []uint64 {
+	t.Helper()
+	seen := map[uint64]bool{}
+	var addrs []uint64
+	for _, n := range readelfNotes(t, bin) {
+		a, err := strconv.ParseUint(strings.TrimPrefix(n.semaphore, "0x"), 16, 64)
+		if err != nil || a == 0 {
+			t.Fatalf("probe %s has semaphore %q", n.name, n.semaphore)
+		}
+		if !seen[a] {
+			seen[a] = true
+			addrs = append(addrs, a)
+		}
+	}
+	if f, err := elf.Open(bin); err != nil || f.Type != elf.ET_EXEC {
+		t.Fatalf("%s is not a plain executable (%v)", bin, err)
+	}
+	return addrs
+}
+
+// readWords reads the 16-bit words at addrs in process pid.
+func readWords(t *testing.T, pid int, addrs []uint64) []uint16 {
+	t.Helper()
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	words := make([]uint16, len(addrs))
+	for i, a := range addrs {
+		var b [2]byte
+		if _, err := mem.ReadAt(b[:], int64(a)); err != nil {
+			t.Fatal(err)
+		}
+		words[i] = binary.LittleEndian.Uint16(b[:])
+	}
+	return words
+}
+
+func allAre(words []uint16, v uint16) bool {
+	for _, w := range words {
+		if w != v {
+			return false
+		}
+	}
+	return len(words) > 0
+}
+
+// TestRingWithBpftrace has bpftrace and a ring trace attached to the same
+// process at once, attached in either order: both count every call.
+func TestRingWithBpftrace(t *testing.T) {
+	requireRing(t)
+	requireBPF(t)
+	bin := buildFixtureRules(t, "ring")
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		bt.RequireAttach(t)
+		for _, ringFirst := range []bool{true, false} {
+			t.Run(fmt.Sprintf("ring first %v", ringFirst), func(t *testing.T) {
+				prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", "50000")
+				pid := strconv.Itoa(prog.Process.Pid)
+				var ringOut strings.Builder
+				var tr *exec.Cmd
+				attachRing := func() { tr, _, _ = traceAttached(t, &ringOut, "-v", "-transport", "ring", "-stats", "-p", pid) }
+				if ringFirst {
+					attachRing()
+				}
+				// By path, not -p: bpftrace 0.27.1 attaches a probe
+				// named by path twice with -p, and counts each call
+				// twice, traced through the ring or not.
+				bpf := bt.Command(t.Context(), "", "-e", fmt.Sprintf(`BEGIN { printf("attached\n"); } usdt:%s:ring:exit__main__add { @calls = count(); }`, bin))
+				bpfOut, err := bpf.StdoutPipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				var bpfErr strings.Builder
+				bpf.Stderr = &bpfErr
+				if err := bpf.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { bpf.Process.Kill(); bpf.Wait() })
+				br := bufio.NewReader(bpfOut)
+				for {
+					l, err := br.ReadString('\n')
+					if err != nil {
+						t.Fatalf("bpftrace ended before it attached: %v", err)
+					}
+					if l == "attached\n" {
+						break
+					}
+				}
+				if !ringFirst {
+					attachRing()
+				}
+				fmt.Fprintln(stdin)
+				if l, _ := lines.ReadString('\n'); l != "add=100000 wide=1000\n" {
+					t.Errorf("the fixture said %q", l)
+				}
+				stdin.Close()
+				prog.Wait()
+				bpf.Process.Signal(os.Interrupt)
+				rest, _ := io.ReadAll(br)
+				bpf.Wait()
+				if err := tr.Wait(); err != nil {
+					t.Errorf("trace: %v", err)
+				}
+				if !strings.Contains(string(rest), "@calls: 100000") {
+					t.Errorf("bpftrace counted, beside the ring:\n%s%s", rest, bpfErr.String())
+				}
+				if counts := statCounts(ringOut.String()); counts["main.add"] != 100000 {
+					t.Errorf("the ring counted, beside bpftrace:\n%s", ringOut.String())
+				}
+			})
+		}
+	})
+}

@@ -1,0 +1,86 @@
+// Command ring makes a known number of calls of its probed functions, for
+// the tests of the in-process ring transport:
+//
+//	ring [-g N] [-wait] [-procs] CALLS
+//
+// Each of N goroutines calls add CALLS times, and wide and note (a
+// string) CALLS/100 times; ring then prints "add=A wide=W" with the
+// totals. -wait prints "ready"
+// and waits for a line on stdin before the calls, for a tracer to attach.
+// -procs changes GOMAXPROCS every 1,000 calls, between 1 and twice the
+// CPUs. With CALLS 0, the goroutines call add until stdin has a line.
+package main
+
+import (
+	"bufio"
+	"flag"
+	"fmt"
+	"os"
+	"runtime"
+	"strconv"
+	"sync"
+	"sync/atomic"
+)
+
+//go:noinline
+func add(a, b int) int { return a + b }
+
+//go:noinline
+func wide(a, b, c, d, e, f, g, h, i, j int) int { return a + b + c + d + e + f + g + h + i + j }
+
+//go:noinline
+func note(s string) int { return len(s) }
+
+var adds, wides atomic.Int64
+
+func work(calls int, procs bool, stop *atomic.Bool) int {
+	s, n := 0, 0
+	for i := 0; calls == 0 && !stop.Load() || i < calls; i++ {
+		s += add(i, 1)
+		n++
+		if i%100 == 0 {
+			s += wide(1, 2, 3, 4, 5, 6, 7, 8, 9, i)
+			s += note("w" + strconv.Itoa(i))
+			wides.Add(1)
+		}
+		if procs && i%1000 == 999 {
+			if runtime.GOMAXPROCS(0) == 1 {
+				runtime.GOMAXPROCS(2 * runtime.NumCPU())
+			} else {
+				runtime.GOMAXPROCS(1)
+			}
+		}
+	}
+	adds.Add(int64(n))
+	return s
+}
+
+func main() {
+	goroutines := flag.Int("g", 1, "goroutines")
+	wait := flag.Bool("wait", false, "wait for a line on stdin")
+	procs := flag.Bool("procs", false, "change GOMAXPROCS")
+	flag.Parse()
+	calls, err := strconv.Atoi(flag.Arg(0))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "usage: ring [-g N] [-wait] [-procs] CALLS")
+		os.Exit(2)
+	}
+	in := bufio.NewReader(os.Stdin)
+	if *wait {
+		fmt.Println("ready")
+		in.ReadString('\n')
+	}
+	var stop atomic.Bool
+	if calls == 0 {
+		go func() {
+			in.ReadString('\n')
+			stop.Store(true)
+		}()
+	}
+	var wg sync.WaitGroup
+	for g := range *goroutines {
+		wg.Go(func() { work(calls, *procs && g == 0, &stop) })
+	}
+	wg.Wait()
+	fmt.Printf("add=%d wide=%d\n", adds.Load(), wides.Load())
+}
