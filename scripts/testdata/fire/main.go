@@ -8,6 +8,8 @@
 //	fire -mode call -n N   small, a tiny function with automatic probes
 //	fire -mode lone -n N   lone, the same function with an entry probe only
 //	fire -mode get -n N    Cache.Get on a hit
+//	fire -mode pair -n N   pair, a tiny function of two ints with automatic
+//	                       probes (for scripts/bench-ring.sh)
 //
 // Cache and its Get are examples/toolexec's: scripts/bench-fire.sh copies
 // them from there into cache.go, so that the benchmark times a traced Get
@@ -27,8 +29,10 @@ func small(i int) int { return i*3 + 1 }
 
 func lone(i int) int { return i*3 + 1 }
 
+func pair(a, b int) int { return a*3 + b }
+
 func main() {
-	mode := flag.String("mode", "call", "gen, call, lone or get")
+	mode := flag.String("mode", "call", "gen, call, lone, get or pair")
 	n := flag.Int("n", 100000, "iterations")
 	rate := flag.Int("rate", 0, "gen mode: fires per second at most, 0 for no limit")
 	flag.Parse()
@@ -52,6 +56,10 @@ func main() {
 	case "lone":
 		for i := 0; i < *n; i++ {
 			s += lone(i)
+		}
+	case "pair":
+		for i := 0; i < *n; i++ {
+			s += pair(i, s)
 		}
 	case "get":
 		for i := 0; i < *n; i++ {

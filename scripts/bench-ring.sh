@@ -1,0 +1,115 @@
+#!/usr/bin/env bash
+# bench-ring.sh measures what a traced call costs when the probes record in
+# the process (usdt-toolexec trace -transport ring), against the kernel's
+# floor for one uprobe fire and against the BPF transport, in the same
+# runs.
+#
+# It builds scripts/testdata/fire with this tree's tools and
+# scripts/testdata/fire/fire.c with gcc. Then, COUNT times, in a rotating
+# order so that a noisy stretch of the machine hits every case:
+#
+#   floor        cfire nop5: a 5-byte NOP in C under bpftrace's
+#                uprobe { @n = count(); }, the cheapest fire the kernel
+#                has (optimized on Linux 6.18+); per fire
+#   ring-stats   fire -mode pair (pair(a, b int), entry and exit probes)
+#                under trace -transport ring -stats: the program counts
+#   ring-events  the same under trace -transport ring, every event
+#                printed to a file
+#   bpf-stats    the same under trace -transport bpf -stats: two
+#                uprobe fires per call, counted in the kernel
+#
+# Each program times its own loop of N iterations; a case's cost is
+# (traced - untraced loop time) / N, per call of pair (two probes) or per
+# fire of the floor. The summary prints the medians and each case's
+# ratio to the floor, and the events the ring lost.
+#
+# Environment:
+#   COUNT=3      passes
+#   N=1000000    iterations (the floor and bpf-stats run N/10: a trap
+#                costs a thousand times a ring's record)
+#   OUT=         directory for builds and raw results (a new temp dir if
+#                empty)
+#
+# Needs root (BPF), bpftrace and gcc.
+set -euo pipefail
+
+cd "$(dirname "$0")/.."
+root=$PWD
+COUNT=${COUNT:-3}
+N=${N:-1000000}
+OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-ring.XXXXXX")}
+src=$root/scripts/testdata/fire
+mkdir -p "$OUT"
+# shellcheck source=scripts/fire-build.sh
+source "$root/scripts/fire-build.sh"
+
+echo "# building into $OUT" >&2
+build tree "$root"
+tool=$OUT/tree/usdt-toolexec
+fire=$OUT/tree/fire
+gcc -O2 -o "$OUT/cfire" "$src/fire.c"
+
+loopNs() { awk '$1 == "loop_ns" { print $2 }' "$@"; }
+raw=$OUT/raw.txt
+: >"$raw"
+slow=$((N / 10))
+# run CASE prints the case's traced and untraced loop times and the
+# events it lost, checking that it saw every call.
+run() {
+	local plain traced lost=0 out
+	case $1 in
+	floor)
+		plain=$("$OUT/cfire" nop5 "$slow" | loopNs)
+		out=$(bpftrace -e "uprobe:$OUT/cfire:site5 { @n = count(); }" -c "$OUT/cfire nop5 $slow" 2>&1)
+		traced=$(loopNs <<<"$out")
+		grep -q "@n: $slow\$" <<<"$out" || { echo "floor: bpftrace did not count $slow fires:" >&2; echo "$out" >&2; exit 1; }
+		;;
+	ring-stats | bpf-stats)
+		local n=$N transport=ring
+		[[ $1 == bpf-stats ]] && n=$slow transport=bpf
+		plain=$("$fire" -mode pair -n "$n" | loopNs)
+		out=$("$tool" trace -transport "$transport" -stats 'main.pair' -- "$fire" -mode pair -n "$n" 2>&1)
+		traced=$(loopNs <<<"$out")
+		grep -q "^main.pair: $n calls" <<<"$out" || { echo "$1: trace did not count $n calls:" >&2; echo "$out" >&2; exit 1; }
+		;;
+	ring-events)
+		plain=$("$fire" -mode pair -n "$N" | loopNs)
+		"$tool" trace -transport ring 'main.pair' -- "$fire" -mode pair -n "$N" >"$OUT/events" 2>"$OUT/stderr"
+		traced=$(loopNs "$OUT/stderr")
+		lost=$(awk '/lost [0-9]+ events/ { for (i = 1; i <= NF; i++) if ($i == "lost") print $(i + 1) }' "$OUT/stderr" | grep . || echo 0)
+		local printed
+		printed=$(wc -l <"$OUT/events")
+		((printed + lost == 2 * N)) || { echo "ring-events: $printed printed and $lost lost, want $((2 * N)) events" >&2; exit 1; }
+		;;
+	esac
+	echo "$plain $traced $lost"
+}
+cases=(floor ring-stats ring-events bpf-stats)
+for ((i = 1; i <= COUNT; i++)); do
+	echo "# pass $i/$COUNT" >&2
+	for ((j = 0; j < ${#cases[@]}; j++)); do
+		c=${cases[(i + j) % ${#cases[@]}]}
+		read -r plain traced lost < <(run "$c")
+		echo "$c $i $plain $traced $lost" >>"$raw"
+	done
+done
+
+echo "kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), N=$N (floor and bpf-stats: $slow), $COUNT passes"
+awk -v N="$N" -v slow="$slow" '
+	{ n = ($1 == "floor" || $1 == "bpf-stats") ? slow : N
+	  cost[$1] = cost[$1] " " ($4 - $3) / n; lost[$1] += $5 }
+	function median(s,   a, k, i, j, t) {
+		k = split(s, a, " ")
+		for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+	}
+	END {
+		f = median(cost["floor"])
+		printf "%-12s %14s %10s %10s\n", "case", "ns (median)", "x floor", "lost"
+		split("floor ring-stats ring-events bpf-stats", order, " ")
+		for (i = 1; i <= 4; i++) {
+			c = order[i]; m = median(cost[c])
+			printf "%-12s %14.1f %10.3f %10d\n", c, m, m / f, lost[c]
+		}
+		print "floor: per fire; the others: per call of pair, two probes (entry and exit)"
+	}' "$raw"
