@@ -30,9 +30,9 @@ glob on provider:name or on the Go function of an automatic probe
 (main.*, 'main.Cache.*'). -json writes one object per event, -latency a
 latency histogram per function at the end, -v how it attached. -stats
 prints no events: it counts the calls of each function (and the fires of
-each provider probe) and their latencies in the kernel, and prints them at
-the end, and every D too with -interval D (each time what was counted
-since the last). -attach multi attaches every probe with one uprobe_multi
+each provider probe) and their latencies where they fire (in the kernel,
+or in the program with the ring), and prints them at the end, and every D
+too with -interval D (each time what was counted since the last). -attach multi attaches every probe with one uprobe_multi
 link (Linux 6.6+), single with one uprobe per probe, auto (the default)
 with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
