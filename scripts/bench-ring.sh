@@ -23,7 +23,15 @@
 # fire of the floor. The summary prints the medians and each case's
 # ratio to the floor, and the events the ring lost.
 #
+# With jsonnet in WORKLOADS it also builds go-jsonnet v0.21.0's
+# cmd/jsonnet plain and with every function of github.com/google/go-jsonnet/...
+# probed (what the compiler inlines left as it is), and times, COUNT
+# times, 20 evaluations of a snippet (bench-untraced.sh's) plain, probed
+# and untraced, under trace -transport ring -stats and under trace
+# -transport bpf -stats: whole processes, the tracer's start-up included.
+#
 # Environment:
+#   WORKLOADS="fire jsonnet"
 #   COUNT=3      passes
 #   N=1000000    iterations (the floor and bpf-stats run N/10: a trap
 #                costs a thousand times a ring's record)
@@ -34,7 +42,10 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 root=$PWD
+WORKLOADS=${WORKLOADS:-fire jsonnet}
 COUNT=${COUNT:-3}
 N=${N:-1000000}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-ring.XXXXXX")}
@@ -84,25 +95,63 @@ run() {
 	esac
 	echo "$plain $traced $lost"
 }
+case " $WORKLOADS " in *" jsonnet "*)
+	fetch_module github.com/google/go-jsonnet@v0.21.0 "$OUT/jsonnet"
+	printf 'rules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/jsonnet.yml"
+	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$OUT/jsonnet.plain" ./cmd/jsonnet)
+	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -toolexec="$tool -rules $OUT/jsonnet.yml" -o "$OUT/jsonnet.probed" ./cmd/jsonnet)
+	cat >"$OUT/work.jsonnet" <<'JSONNET'
+local fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2);
+local words = std.split('the quick brown fox jumps over the lazy dog', ' ');
+[
+  {
+    fib: fib(18),
+    sorted: std.sort(words),
+    joined: std.join('-', std.map(std.asciiUpper, words)),
+    sum: std.foldl(function(a, b) a + b, std.range(1, 2000), 0),
+  }
+  for i in std.range(1, 20)
+]
+JSONNET
+	: >"$OUT/jsonnet.txt"
+	seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$OUT/stderr"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
+	for ((i = 1; i <= COUNT; i++)); do
+		echo "# jsonnet pass $i/$COUNT" >&2
+		{
+			echo "plain $(seconds "$OUT/jsonnet.plain" "$OUT/work.jsonnet")"
+			echo "probed $(seconds "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
+			echo "ring-stats $(seconds "$tool" trace -transport ring -stats -- "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
+			echo "bpf-stats $(seconds "$tool" trace -transport bpf -stats -- "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
+		} >>"$OUT/jsonnet.txt"
+	done
+	echo "go-jsonnet, $("$tool" list "$OUT/jsonnet.probed" | tail -n +2 | wc -l) probes, 20 evaluations, whole process, medians of $COUNT:"
+	awk "$SORTMED"'
+		{ t[$1] = t[$1] " " $2 }
+		function median(s,   a) { return sortmed(a, split(s, a, " ")) }
+		END {
+			p = median(t["plain"])
+			split("plain probed ring-stats bpf-stats", order, " ")
+			for (i = 1; i <= 4; i++) printf "%-12s %8.3f s %8.3fx of plain\n", order[i], median(t[order[i]]), p / median(t[order[i]])
+		}' "$OUT/jsonnet.txt"
+	;;
+esac
+case " $WORKLOADS " in *" fire "*) ;; *) exit 0 ;; esac
+
 cases=(floor ring-stats ring-events bpf-stats)
 for ((i = 1; i <= COUNT; i++)); do
 	echo "# pass $i/$COUNT" >&2
 	for ((j = 0; j < ${#cases[@]}; j++)); do
 		c=${cases[(i + j) % ${#cases[@]}]}
-		read -r plain traced lost < <(run "$c")
-		echo "$c $i $plain $traced $lost" >>"$raw"
+		result=$(run "$c")
+		echo "$c $i $result" >>"$raw"
 	done
 done
 
 echo "kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), N=$N (floor and bpf-stats: $slow), $COUNT passes"
-awk -v N="$N" -v slow="$slow" '
+awk -v N="$N" -v slow="$slow" "$SORTMED"'
 	{ n = ($1 == "floor" || $1 == "bpf-stats") ? slow : N
 	  cost[$1] = cost[$1] " " ($4 - $3) / n; lost[$1] += $5 }
-	function median(s,   a, k, i, j, t) {
-		k = split(s, a, " ")
-		for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
-		return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
-	}
+	function median(s,   a) { return sortmed(a, split(s, a, " ")) }
 	END {
 		f = median(cost["floor"])
 		printf "%-12s %14s %10s %10s\n", "case", "ns (median)", "x floor", "lost"
