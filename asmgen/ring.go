@@ -27,27 +27,39 @@ func (rt Runtime) withRing(arch Arch) bool { return rt.P != nil && ringArches[ar
 const flagDUPOK = 2
 
 // ringDecl declares the ring's buffer: every instrumented package does, and
-// the linker keeps one copy (DUPOK). It is BSS, and NOPTR so that the
-// collector never scans it: a program never traced through it touches
-// none of its pages.
+// the linker keeps one copy (DUPOK), as it keeps one of record. It is BSS,
+// and NOPTR so that the collector never scans it: a program never traced
+// through it touches none of its pages.
 func ringDecl(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\nGLOBL %s(SB), %d, $%d\n", ringSym(), flagDUPOK|flagNOPTR, ring.Size)
 }
 
-func ringSym() string {
-	name, err := asmName(ring.Symbol)
+func ringSym() string { return constName(ring.Symbol) }
+
+// recordSym is the writer's symbol: one for the program, which every
+// instrumented package's assembly defines (DUPOK) the same.
+func recordSym() string { return constName(ring.Writer) }
+
+func constName(symbol string) string {
+	name, err := asmName(symbol)
 	if err != nil {
 		panic(err) // a constant
 	}
 	return name
 }
 
+// siteTo is the code that puts the address of the site numbered by AX
+// into reg, for record.
+func siteTo(sites, reg string) string {
+	return fmt.Sprintf("\tLEAQ %[1]s(SB), %[2]s\n\tLEAQ (%[2]s)(AX*8), %[2]s\n", sites, reg)
+}
+
 // toRecord is a trampoline's test of the ring, before it goes to the
 // site: while a ring tracer records, it calls record with the count of its
-// words in R12, which of them are C strings in R13 (a bit each) and DX
-// zero (record reads the clock).
-func toRecord(b *bytes.Buffer, record string, words int, strs uint64) {
-	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n\tMOVQ $%d, R13\n\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, strs, record)
+// words in R12's low byte and which of them are C strings above (a bit
+// each), the site's address in R13, and DX zero (record reads the clock).
+func toRecord(b *bytes.Buffer, record, sites string, words int, strs uint64) {
+	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, uint64(words)|strs<<8, siteTo(sites, "R13"), record)
 }
 
 // ringWrite writes the word in R10 at the head (DI) of the buffer at R9,
@@ -56,12 +68,13 @@ const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tAD
 
 // recordFrame is where record keeps the registers it is called with: the
 // site index and the argument registers, then the time, the count of
-// words and the strings' bits.
+// words, the strings' bits and the site's address.
 const (
 	recordTime    = 8 * 9
 	recordWords   = recordTime + 8
 	recordStrings = recordWords + 8
-	recordFrame   = recordStrings + 8
+	recordSite    = recordStrings + 8
+	recordFrame   = recordSite + 8
 )
 
 // wordTo loads word i (in idx) of the trampoline's arguments into dst:
@@ -79,11 +92,12 @@ func strlenTo(b *bytes.Buffer, label string) {
 
 // recordFunc writes the code that writes an event into the P's buffer of
 // the ring. It is called, not jumped to, with the trampoline's registers
-// (the site index in AX, the words in the argument registers and, past
-// eight, on the caller's stack), the count of words in R12, which words
-// are pointers to C strings in R13 and the time in DX, or 0 to read the
-// clock. It returns them all as it found them, DX holding the event's
-// time.
+// (the words in the argument registers and, past eight, on the caller's
+// stack), the count of words in R12's low byte and which are pointers to
+// C strings above it, the site's address in R13 and the time in DX, or 0
+// to read the clock. It returns the registers it was called with, R12 and
+// R13 aside, DX holding the event's time. One copy serves the program:
+// every package defines it the same, DUPOK.
 //
 // A string is copied when the probe fires: the fire function's buffer is
 // gone by the time the tracer reads. It follows the words, its length in
@@ -99,14 +113,14 @@ func strlenTo(b *bytes.Buffer, label string) {
 // compare-and-swap decides) takes the semaphores the tracer incremented
 // back down and sets the ring off, so the program returns to its
 // untraced speed.
-func recordFunc(b *bytes.Buffer, name, sites string, rt Runtime) {
+func recordFunc(b *bytes.Buffer, rt Runtime) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", name, flagNOSPLIT, recordFrame)
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", recordSym(), flagDUPOK|flagNOSPLIT, recordFrame)
 	regs := append([]string{"AX"}, abis[AMD64].args...)
 	for i, r := range regs {
 		fmt.Fprintf(b, "\tMOVQ %s, %d(SP)\n", r, 8*i)
 	}
-	fmt.Fprintf(b, "\tMOVQ R12, %d(SP)\n\tMOVQ R13, %d(SP)\n", recordWords, recordStrings)
+	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n\tMOVQ R12, AX\n\tANDQ $0xff, AX\n\tMOVQ AX, %d(SP)\n\tSHRQ $8, R12\n\tMOVQ R12, %d(SP)\n", recordSite, recordWords, recordStrings)
 	fmt.Fprintf(b, "\tTESTQ DX, DX\n\tJNE timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\ntimed:\n")
 	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
 	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
@@ -129,7 +143,7 @@ func recordFunc(b *bytes.Buffer, name, sites string, rt Runtime) {
 	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.DataAt)
 	// The site's address, the count of words and which are strings; the
 	// goroutine; the time.
-	fmt.Fprintf(b, "\tMOVQ 0(SP), AX\n\tLEAQ %s(SB), R10\n\tLEAQ (R10)(AX*8), R10\n", sites)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n", recordWords, ring.CountShift, recordStrings, ring.StringsShift)
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n", rt.Goid)
@@ -158,7 +172,7 @@ func recordFunc(b *bytes.Buffer, name, sites string, rt Runtime) {
 	fmt.Fprintf(b, "\tADDQ $8, SI\n\tDECQ DX\n\tJNE strcopy\nstrnext:\n\tINCQ CX\n\tCMPQ CX, %d(SP)\n\tJCS strings\n", recordWords)
 	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ring.HeadAt)
 	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ring.LostAt)
-	countCalls(b, sites)
+	countCalls(b)
 	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ring.NoSlotAt)
 	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ring.Recording, ring.Expiring, ctl, ring.OnAt)
 	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ring.ListLenAt, ring.ListAt)
@@ -177,11 +191,11 @@ func recordFunc(b *bytes.Buffer, name, sites string, rt Runtime) {
 // (the first word) to a total and to the bucket of its bit length, or
 // counts one. A site the table lacks counts nothing. The P's id is in
 // R13.
-func countCalls(b *bytes.Buffer, sites string) {
+func countCalls(b *bytes.Buffer) {
 	ctl := ringSym()
 	b.WriteString("count:\n")
 	// The site's address in R10, the table in R9, its mask in R8.
-	fmt.Fprintf(b, "\tMOVQ 0(SP), AX\n\tLEAQ %s(SB), R10\n\tLEAQ (R10)(AX*8), R10\n", sites)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
 	fmt.Fprintf(b, "\tMOVQ R10, R11\n\tSHRQ $3, R11\n\tMOVQ %s+%d(SB), R8\n\tLEAQ %[1]s+%[3]d(SB), R9\n", ctl, ring.TableMaskAt, ring.DataAt)
 	b.WriteString("lookup:\n\tANDQ R8, R11\n\tMOVQ R11, CX\n\tSHLQ $4, CX\n\tMOVQ (R9)(CX*1), SI\n\tCMPQ SI, R10\n\tJEQ found\n\tTESTQ SI, SI\n\tJEQ done\n\tINCQ R11\n\tJMP lookup\n")
 	// The site's counters in DI: the P's, then the site's first.

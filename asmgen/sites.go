@@ -28,9 +28,6 @@ type Symbols struct {
 	Table string
 	// Since is the code the trampolines that read the clock share.
 	Since string
-	// Record is the code that writes the trampolines' events into the
-	// in-process ring.
-	Record string
 }
 
 // Trampoline is an entry point of probes, which Go declares as
@@ -150,7 +147,7 @@ func trampoline(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64
 	// save BP in a frame that the jump to the site never unwinds.
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
 	if record != "" {
-		toRecord(b, record, words, strs)
+		toRecord(b, record, sites, words, strs)
 	}
 	b.WriteString(toSite(arch, sites, goidOffset, "JMP"))
 }
@@ -235,7 +232,7 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 	}
 	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, sp, regs[0])
 	if record != "" {
-		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n\tXORL R13, R13\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, record)
+		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n%s\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, siteTo(sites, "R13"), record)
 	}
 	// The site's address goes in the target register next: it is free.
 	fmt.Fprintf(b, "\t%s $%#x, %s\n\t%[1]s %[3]s, %d(%s)\n", mov, uint64(SinceMark), a.target, mark, sp)
@@ -257,7 +254,7 @@ func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, recor
 	if record != "" {
 		// The site keeps DX: it is a NOP, and a uprobe restores every
 		// register.
-		fmt.Fprintf(b, "ring:\n\tMOVQ $%d, R12\n\tXORL R13, R13\n\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\n", words, record)
+		fmt.Fprintf(b, "ring:\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\n", words, siteTo(sites, "R13"), record)
 		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 		b.WriteString("\tMOVQ DX, AX\n\tRET\n")
 	}
@@ -295,9 +292,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 	}
 	var record string
 	if rt.withRing(arch) {
-		if record, err = asmName(syms.Record); err != nil {
-			return nil, probetable.Layout{}, err
-		}
+		record = recordSym()
 		ringDecl(&b)
 	}
 	clock := false
@@ -324,7 +319,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 		since(&b, arch, core, sites, goidOffset, record)
 	}
 	if record != "" {
-		recordFunc(&b, record, sites, rt)
+		recordFunc(&b, rt)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, p := range probes {

@@ -46,15 +46,15 @@ func TestPlan9Sites(t *testing.T) {
 		{"amd64 ring", AMD64, []probe.Probe{p("a", probe.Int64, probe.Int64)}, []string{
 			"GLOBL usdt∕ring·ctl(SB), 18, $",
 			// Each trampoline tests the ring before its site.
-			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJNE fire\n\tMOVQ $2, R12\n\tMOVQ $0, R13\n\tXORL DX, DX\n\tCALL usdt∕p_1·rec<ABIInternal>(SB)\nfire:\n",
+			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJNE fire\n\tMOVQ $2, R12\n\tLEAQ usdt∕p_1·sites(SB), R13\n\tLEAQ (R13)(AX*8), R13\n\tXORL DX, DX\n\tCALL usdt∕ring·record<ABIInternal>(SB)\nfire:\n",
 			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tMOVQ $1, R12\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
 			"TEXT usdt∕p_1·tr2<ABIInternal>(SB), 4, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJEQ ring\n",
 			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $88\n",
-			"TEXT usdt∕p_1·rec<ABIInternal>(SB), 4, $96\n",
+			"TEXT usdt∕ring·record<ABIInternal>(SB), 6, $104\n",
 			// The P's id, through g.m and m.p.
 			"\tMOVQ 48(R14), R13\n\tMOVQ 200(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX 0(R13), R13\n",
 		}, "", &Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0", Words: 2}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince, Words: 1}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow, Words: 3}},
-			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since", Record: "usdt/p_1.rec"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
+			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
 		{"arm64 without the ring", ARM64, []probe.Probe{p("a", probe.Int64)}, []string{"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD"}, "",
 			nil, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
 		{"arm64", ARM64, []probe.Probe{p("a", probe.Int64, probe.String), p("b", probe.Int64, probe.String)}, []string{

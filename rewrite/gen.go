@@ -358,7 +358,7 @@ func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
 	for i := range tramps {
 		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
 	}
-	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since", Record: ns + "record"}
+	return asmgen.Symbols{Trampolines: tramps, Sites: ns + "sites", Table: ns + "table", Since: ns + "since"}
 }
 
 // ownPrefix reports whether importPath is its package's symbol prefix and

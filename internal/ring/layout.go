@@ -46,6 +46,8 @@ package ring
 
 const (
 	Symbol = "usdt/ring.ctl"
+	// Writer is the code the trampolines call to write to the ring.
+	Writer = "usdt/ring.record"
 
 	OnAt      = 0
 	UntilAt   = 8
