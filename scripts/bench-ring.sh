@@ -26,7 +26,7 @@
 # With jsonnet in WORKLOADS it also builds go-jsonnet v0.21.0's
 # cmd/jsonnet plain and with every function of github.com/google/go-jsonnet/...
 # probed (what the compiler inlines left as it is), and times, COUNT
-# times, 20 evaluations of a snippet (bench-untraced.sh's) plain, probed
+# times, 20 evaluations of a snippet (scripts/testdata/jsonnet/work.jsonnet) plain, probed
 # and untraced, under trace -transport ring -stats and under trace
 # -transport bpf -stats: whole processes, the tracer's start-up included.
 #
@@ -100,19 +100,7 @@ case " $WORKLOADS " in *" jsonnet "*)
 	printf 'rules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/jsonnet.yml"
 	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$OUT/jsonnet.plain" ./cmd/jsonnet)
 	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -toolexec="$tool -rules $OUT/jsonnet.yml" -o "$OUT/jsonnet.probed" ./cmd/jsonnet)
-	cat >"$OUT/work.jsonnet" <<'JSONNET'
-local fib(n) = if n < 2 then n else fib(n - 1) + fib(n - 2);
-local words = std.split('the quick brown fox jumps over the lazy dog', ' ');
-[
-  {
-    fib: fib(18),
-    sorted: std.sort(words),
-    joined: std.join('-', std.map(std.asciiUpper, words)),
-    sum: std.foldl(function(a, b) a + b, std.range(1, 2000), 0),
-  }
-  for i in std.range(1, 20)
-]
-JSONNET
+	cp scripts/testdata/jsonnet/work.jsonnet "$OUT/work.jsonnet"
 	: >"$OUT/jsonnet.txt"
 	seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$OUT/stderr"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
 	for ((i = 1; i <= COUNT; i++)); do
