@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"sync"
 	"syscall"
 	"time"
 
@@ -68,7 +69,7 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 }
 
 // runRing traces through the ring of the process: it turns the selected
-// probes on, reads their events every pollEvery and renews its lease,
+// probes on, reads their events every pollEvery while renew renews its lease,
 // and at the end turns them off again.
 func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 	var all []site
@@ -173,7 +174,7 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 	}
 	sp := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
 	next := sp.since.Add(opt.Interval)
-	renewed := time.Now()
+	lapsed, stopRenewing := renew(s.Session)
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	var readErr error
@@ -184,16 +185,15 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 			case <-tick.C:
 			case <-hold.Exiting:
 				exiting = true
+			case <-lapsed:
+				readErr = stopRenewing()
 			}
+		}
+		if readErr != nil {
+			break
 		}
 		if busy, readErr = s.Read(handle); readErr != nil {
 			break
-		}
-		if time.Since(renewed) > ring.Lease/4 {
-			if readErr = s.Renew(); readErr != nil {
-				break
-			}
-			renewed = time.Now()
 		}
 		if opt.Stats && opt.Interval > 0 && !time.Now().Before(next) {
 			if err := sp.print(read); err != nil {
@@ -201,6 +201,9 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 			}
 			next = next.Add(opt.Interval)
 		}
+	}
+	if err := stopRenewing(); readErr == nil {
+		readErr = err
 	}
 	exited := errors.Is(readErr, ring.ErrExited)
 	// The losses and counts are in the program's memory: read while it
@@ -244,6 +247,36 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 		return readErr
 	}
 	return f.exit()
+}
+
+// renew renews the session's lease every quarter of it, apart from the
+// reading: a burst of events that takes the reader longer than the lease
+// to print must not turn the probes off. lapsed is closed when a renewal
+// fails; stop ends the renewals, and returns that failure.
+func renew(s *ring.Session) (lapsed <-chan struct{}, stop func() error) {
+	failed, done, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var err error
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(ring.Lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err = s.Renew(); err != nil {
+					close(failed)
+					return
+				}
+			}
+		}
+	}()
+	return failed, sync.OnceValue(func() error {
+		close(done)
+		<-finished
+		return err
+	})
 }
 
 // ringSession is a ring.Session and the load bias of its executable.
