@@ -62,6 +62,14 @@ func toRecord(b *bytes.Buffer, record, sites string, words int, strs uint64) {
 	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, uint64(words)|strs<<8, siteTo(sites, "R13"), record)
 }
 
+// ticksTo reads the time-stamp counter into reg (DX or AX), tagged
+// with ring.TicksTag. RDTSC, unfenced: a few cycles of reordering do not
+// show in a call's time, and the fence would double its cost.
+func ticksTo(reg string) string {
+	other := map[string]string{"DX": "AX", "AX": "DX"}[reg]
+	return fmt.Sprintf("\tRDTSC\n\tSHLQ $32, DX\n\tORQ %[2]s, %[1]s\n\tBTSQ $63, %[1]s\n", reg, other)
+}
+
 // ringWrite writes the word in R10 at the head (DI) of the buffer at R9,
 // masked by R8: a record may wrap around the buffer's end.
 const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tADDQ $8, DI\n"
@@ -121,7 +129,11 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 		fmt.Fprintf(b, "\tMOVQ %s, %d(SP)\n", r, 8*i)
 	}
 	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n\tMOVQ R12, AX\n\tANDQ $0xff, AX\n\tMOVQ AX, %d(SP)\n\tSHRQ $8, R12\n\tMOVQ R12, %d(SP)\n", recordSite, recordWords, recordStrings)
-	fmt.Fprintf(b, "\tTESTQ DX, DX\n\tJNE timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\ntimed:\n")
+	// The time in DX, of the tracer's clock: a time of the other clock
+	// (a call that began before the tracer changed it) is read again.
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ tsc\n", ctl, ring.ClockAt, ring.Ticks)
+	b.WriteString("\tTESTQ DX, DX\n\tJGT timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\n\tJMP timed\n")
+	b.WriteString("tsc:\n\tTESTQ DX, DX\n\tJMI timed\n" + ticksTo("DX") + "timed:\n")
 	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
 	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
 	// The P's id in R13.

@@ -193,7 +193,8 @@ const (
 //
 // With record, a trampoline passes its count of words in R12, and since
 // writes the event to the ring, with the time it read, while a ring
-// tracer records.
+// tracer records; a start time the ring's record read in ticks
+// (ring.TicksTag) is timed in ticks.
 func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string) {
 	a := abis[arch]
 	regs := append([]string{a.site}, a.args[:ClockWords]...)
@@ -216,8 +217,11 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 	if record != "" {
 		fmt.Fprintf(b, "\tMOVQ R12, %d(SP)\n", words)
 	}
-	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
 	start := fmt.Sprintf("%d(%s)", first+8, sp)
+	if record != "" {
+		ticksSince(b, start)
+	}
+	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
 	if arch == ARM64 {
 		// The clock's result is in R0.
 		fmt.Fprintf(b, "\tMOVD %s, %[2]s\n\tSUB %[2]s, R0, %[2]s\n", start, regs[1])
@@ -225,7 +229,11 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 		if record != "" {
 			b.WriteString("\tMOVQ AX, DX\n")
 		}
-		fmt.Fprintf(b, "\tSUBQ %s, AX\n\tMOVQ AX, %s\n", start, regs[1])
+		fmt.Fprintf(b, "\tSUBQ %s, AX\n", start)
+		if record != "" {
+			b.WriteString("elapsed:\n")
+		}
+		fmt.Fprintf(b, "\tMOVQ AX, %s\n", regs[1])
 	}
 	for i := 2; i < len(regs); i++ {
 		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, sp, regs[i])
@@ -238,6 +246,18 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 	fmt.Fprintf(b, "\t%s $%#x, %s\n\t%[1]s %[3]s, %d(%s)\n", mov, uint64(SinceMark), a.target, mark, sp)
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 	fmt.Fprintf(b, "\t%s %s, %d(%s)\n\tRET\n", mov, zero, mark, sp)
+}
+
+// ticksSince is since's way for a start time in ticks (ring.TicksTag set:
+// the entry's record read the time-stamp counter for a tracer that
+// counts): the time elapsed since, in ns by the ring's TickNsAt, goes
+// in AX and the time in DX, as record takes it, and on to elapsed.
+func ticksSince(b *bytes.Buffer, start string) {
+	fmt.Fprintf(b, "\tMOVQ %s, AX\n\tTESTQ AX, AX\n\tJPL clock\n%s", start, ticksTo("DX"))
+	// A counter a little behind on another CPU must not make a call
+	// take 2^64 ticks.
+	fmt.Fprintf(b, "\tMOVQ DX, CX\n\tMOVQ DX, AX\n\tSUBQ %s, AX\n\tJPL ahead\n\tXORL AX, AX\nahead:\n", start)
+	fmt.Fprintf(b, "\tMULQ %s+%d(SB)\n\tSHRQ $32, DX, AX\n\tMOVQ CX, DX\n\tJMP elapsed\nclock:\n", ringSym(), ring.TickNsAt)
 }
 
 // now writes a trampoline with ClockNow: it calls the site, then the clock,

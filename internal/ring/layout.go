@@ -12,8 +12,8 @@
 //
 //	OnAt       1 while a tracer records; the trampolines write only then.
 //	           2 while a writer turns the probes off for a dead tracer.
-//	UntilAt    the tracer's lease, a runtime.nanotime (CLOCK_MONOTONIC)
-//	           time: a writer that fires after it turns every probe in
+//	UntilAt    the tracer's lease, a time of ClockAt's clock
+//	           (runtime.nanotime's CLOCK_MONOTONIC unless Ticks): a writer that fires after it turns every probe in
 //	           the list off and sets OnAt to 0 (see asmgen's record).
 //	SlotsAt    how many Ps have a buffer, at most MaxSlots
 //	SizeAt     the bytes of each P's buffer, a power of two
@@ -30,6 +30,17 @@
 //	           one; a site's entry is the first free or matching one from
 //	           its address / 8, masked. Each P's counters, CountersSizeAt
 //	           bytes, follow at CountersAt.
+//	ClockAt    Monotonic, or Ticks: then the writers time calls by the
+//	           CPU's time-stamp counter, a third of runtime.nanotime's
+//	           cost where the clock is a VM's kvm-clock. A time read
+//	           that way is the counter with TicksTag set, so that code
+//	           that meets one where it expects the other (a call that
+//	           began before the tracer changed the clock) tells them
+//	           apart; UntilAt is in the clock's unit.
+//	TickNsAt   with Ticks: the nanoseconds of 1<<32 ticks, by which an
+//	           exit probe turns ticks into its elapsed ns. Only ever
+//	           overwritten by the next calibration, never cleared: a call
+//	           that began in ticks ends in ticks.
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
 //	           buffer, and at TailAt, the bytes the tracer has read
@@ -60,6 +71,8 @@ const (
 	TableMaskAt    = 56
 	CountersAt     = 64
 	CountersSizeAt = 72
+	ClockAt        = 80
+	TickNsAt       = 88
 
 	HeadersAt  = 4096
 	HeaderSize = 64
@@ -82,6 +95,11 @@ const (
 	// Modes.
 	Events = 0
 	Counts = 1
+
+	// Clocks.
+	Monotonic = 0
+	Ticks     = 1
+	TicksTag  = 1 << 63
 	// HistBuckets are a timed site's buckets after its total: bucket b
 	// counts the elapsed times e with bits.Len64(e) == b, the last all
 	// longer ones.

@@ -64,6 +64,9 @@ type Session struct {
 	// many bytes each P has, and how many counters.
 	counters, countersSize uint64
 	nCounters              int
+	// tickNs is the ns of 1<<32 ticks while the writers time calls by
+	// the time-stamp counter, else 0.
+	tickNs uint64
 }
 
 // Open takes the ring of process pid, whose executable has it at ctl
@@ -96,6 +99,7 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 		s.setWord(NoSlotAt, 0),
 		s.setWord(ListLenAt, 0),
 		s.setWord(ModeAt, Events),
+		s.setWord(ClockAt, Monotonic),
 		s.Renew(),
 		s.setWord(OnAt, Recording),
 	)
@@ -176,7 +180,7 @@ func (s *Session) Count(sites []Site, n int) error {
 		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-DataAt, DataMax)
 	}
 	s.counters, s.countersSize, s.nCounters = counters, size, n
-	return errors.Join(
+	err := errors.Join(
 		s.write(DataAt, table),
 		s.write(counters, make([]byte, uint64(s.slots)*size)),
 		s.setWord(TableMaskAt, mask),
@@ -184,6 +188,25 @@ func (s *Session) Count(sites []Site, n int) error {
 		s.setWord(CountersSizeAt, size),
 		s.setWord(ModeAt, Counts),
 	)
+	if err != nil || !stableTicks() {
+		return err
+	}
+	// Counts need no time of day, only lengths: the time-stamp counter
+	// is a third of runtime.nanotime's cost where that is a VM's
+	// kvm-clock, and the calls are timed twice each. The lease goes
+	// into ticks last: a writer compares it with the clock ClockAt says.
+	tickNs := calibrate(10 * time.Millisecond)
+	err = errors.Join(s.setWord(TickNsAt, tickNs), s.setWord(ClockAt, Ticks))
+	s.tickNs = tickNs
+	return errors.Join(err, s.Renew())
+}
+
+// Clock says which clock the writers time calls by.
+func (s *Session) Clock() string {
+	if s.tickNs != 0 {
+		return "the time-stamp counter"
+	}
+	return "runtime.nanotime"
 }
 
 // Counters returns the counters of Count, summed over the Ps.
@@ -209,6 +232,9 @@ func (s *Session) Renew() error {
 		if on, err := s.word(OnAt); err != nil || on != Recording {
 			return errors.Join(err, fmt.Errorf("process %d turned its probes off: this tracer did not renew its lease within %v", s.pid, Lease))
 		}
+	}
+	if s.tickNs != 0 {
+		return s.setWord(UntilAt, (readTicks()+uint64(float64(Lease.Nanoseconds())*(1<<32)/float64(s.tickNs)))|TicksTag)
 	}
 	return s.setWord(UntilAt, uint64(monotonic()+Lease.Nanoseconds()))
 }

@@ -121,6 +121,9 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d: they record in its own memory\n", len(sites), pid)
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport ring: %s\n", opt.transportWhy)
+		if opt.Stats {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: the program times its calls by %s\n", s.Clock())
+		}
 	}
 
 	rec := make([]byte, bpfprog.RecStrings+bpfprog.StrMax*probe.MaxArgs)

@@ -34,6 +34,13 @@ func requireRing(t *testing.T) {
 // ringStats matches a function's count in trace -stats's output.
 var ringStats = regexp.MustCompile(`(?m)^(main\.\w+): (\d+) calls`)
 
+// The calls of nap in all, as the fixture timed them and as trace -stats
+// totals them.
+var (
+	napped   = regexp.MustCompile(`napped=(\d+)`)
+	napTotal = regexp.MustCompile(`(?m)^main\.nap: \d+ calls, total (\S+),`)
+)
+
 func statCounts(out string) map[string]int {
 	counts := map[string]int{}
 	for _, m := range ringStats.FindAllStringSubmatch(out, -1) {
@@ -45,7 +52,8 @@ func statCounts(out string) map[string]int {
 
 // TestRingStatsUnprivileged runs trace -stats -- CMD as nobody, without
 // -transport: BPF needs root, so trace records in the process, and counts
-// every call exactly, with GOMAXPROCS changing or not.
+// every call exactly, with GOMAXPROCS changing or not. It times the calls
+// of nap, which sleeps 3 ms, as the program does.
 func TestRingStatsUnprivileged(t *testing.T) {
 	requireRing(t)
 	bin := buildFixtureRules(t, "ring")
@@ -55,7 +63,7 @@ func TestRingStatsUnprivileged(t *testing.T) {
 		args []string
 		want map[string]int
 	}{
-		{"4 goroutines", []string{"-g", "4", "100000"}, map[string]int{"main.add": 400000, "main.wide": 4000, "main.note": 4000, "main.work": 4}},
+		{"4 goroutines", []string{"-g", "4", "-nap", "3ms", "100000"}, map[string]int{"main.add": 400000, "main.wide": 4000, "main.note": 4000, "main.work": 4, "main.nap": 4}},
 		{"GOMAXPROCS changing", []string{"-g", "3", "-procs", "20000"}, map[string]int{"main.add": 60000, "main.wide": 600, "main.note": 600, "main.work": 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,6 +79,15 @@ func TestRingStatsUnprivileged(t *testing.T) {
 			}
 			if strings.Contains(out, "lost") {
 				t.Errorf("trace lost calls:\n%s", out)
+			}
+			if m, n := napTotal.FindStringSubmatch(out), napped.FindStringSubmatch(out); m != nil && n != nil {
+				total, err := time.ParseDuration(m[1])
+				ns, _ := strconv.ParseInt(n[1], 10, 64)
+				if diff := (total - time.Duration(ns)).Abs(); err != nil || diff > time.Duration(ns)/20 {
+					t.Errorf("trace timed nap's calls at %s in all, the fixture at %s: want within 5%%:\n%s", m[1], time.Duration(ns), out)
+				}
+			} else if tc.want["main.nap"] > 0 {
+				t.Errorf("no total of nap's calls from trace, or from the fixture:\n%s", out)
 			}
 		})
 	}

@@ -1,14 +1,17 @@
 // Command ring makes a known number of calls of its probed functions, for
 // the tests of the in-process ring transport:
 //
-//	ring [-g N] [-wait] [-procs] CALLS
+//	ring [-g N] [-wait] [-procs] [-nap D] CALLS
 //
 // Each of N goroutines calls add CALLS times, and wide and note (a
 // string) CALLS/100 times; ring then prints "add=A wide=W" with the
 // totals. -wait prints "ready"
 // and waits for a line on stdin before the calls, for a tracer to attach.
 // -procs changes GOMAXPROCS every 1,000 calls, between 1 and twice the
-// CPUs. With CALLS 0, the goroutines call add until stdin has a line.
+// CPUs. -nap has each goroutine call nap, which sleeps D, after its calls,
+// and ring prints " napped=NS" after the totals: how long the calls of
+// nap took in all, as ring timed them.
+// With CALLS 0, the goroutines call add until stdin has a line.
 package main
 
 import (
@@ -20,6 +23,7 @@ import (
 	"strconv"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 //go:noinline
@@ -31,7 +35,10 @@ func wide(a, b, c, d, e, f, g, h, i, j int) int { return a + b + c + d + e + f +
 //go:noinline
 func note(s string) int { return len(s) }
 
-var adds, wides atomic.Int64
+//go:noinline
+func nap(d time.Duration) { time.Sleep(d) }
+
+var adds, wides, napped atomic.Int64
 
 func work(calls int, procs bool, stop *atomic.Bool) int {
 	s, n := 0, 0
@@ -59,10 +66,11 @@ func main() {
 	goroutines := flag.Int("g", 1, "goroutines")
 	wait := flag.Bool("wait", false, "wait for a line on stdin")
 	procs := flag.Bool("procs", false, "change GOMAXPROCS")
+	sleep := flag.Duration("nap", 0, "call nap, which sleeps this long, after the calls")
 	flag.Parse()
 	calls, err := strconv.Atoi(flag.Arg(0))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "usage: ring [-g N] [-wait] [-procs] CALLS")
+		fmt.Fprintln(os.Stderr, "usage: ring [-g N] [-wait] [-procs] [-nap D] CALLS")
 		os.Exit(2)
 	}
 	in := bufio.NewReader(os.Stdin)
@@ -79,8 +87,19 @@ func main() {
 	}
 	var wg sync.WaitGroup
 	for g := range *goroutines {
-		wg.Go(func() { work(calls, *procs && g == 0, &stop) })
+		wg.Go(func() {
+			work(calls, *procs && g == 0, &stop)
+			if *sleep > 0 {
+				start := time.Now()
+				nap(*sleep)
+				napped.Add(int64(time.Since(start)))
+			}
+		})
 	}
 	wg.Wait()
-	fmt.Printf("add=%d wide=%d\n", adds.Load(), wides.Load())
+	fmt.Printf("add=%d wide=%d", adds.Load(), wides.Load())
+	if *sleep > 0 {
+		fmt.Printf(" napped=%d", napped.Load())
+	}
+	fmt.Println()
 }
