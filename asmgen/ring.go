@@ -7,6 +7,7 @@ import (
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Runtime is what the generated code reads of Go's runtime: where g keeps
@@ -77,12 +78,22 @@ const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tAD
 // recordFrame is where record keeps the registers it is called with: the
 // site index and the argument registers, then the time, the count of
 // words, the strings' bits and the site's address.
+// Then, for value reads, the P's id, the site's reads and the bytes of
+// its value area, the buffer's head while they run, and for a guessed
+// read, process_vm_readv's two iovecs and the registers the system call
+// and its arguments take.
 const (
 	recordTime    = 8 * 9
 	recordWords   = recordTime + 8
 	recordStrings = recordWords + 8
 	recordSite    = recordStrings + 8
-	recordFrame   = recordSite + 8
+	recordP       = recordSite + 8
+	recordPlan    = recordP + 8
+	recordArea    = recordPlan + 8
+	recordHead    = recordArea + 8
+	recordIov     = recordHead + 8
+	recordSaved   = recordIov + 32
+	recordFrame   = recordSaved + 24
 )
 
 // wordTo loads word i (in idx) of the trampoline's arguments into dst:
@@ -138,7 +149,7 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
 	// The P's id in R13.
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R13\n\tMOVQ %d(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX %d(R13), R13\n", rt.P.GM, rt.P.MP, rt.P.ID)
-	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC noslot\n", ctl, ring.SlotsAt)
+	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC noslot\n\tMOVQ R13, %d(SP)\n", ctl, ring.SlotsAt, recordP)
 	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ring.ModeAt, ring.Counts)
 	// The record's size in CX: its words, then each string's length and
 	// bytes.
@@ -147,12 +158,16 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	wordTo(b, "R11", "SI", "size")
 	strlenTo(b, "sizelen")
 	fmt.Fprintf(b, "\tADDQ $15, DX\n\tANDQ $~7, DX\n\tADDQ DX, CX\nsizenext:\n\tINCQ R11\n\tCMPQ R11, %d(SP)\n\tJCS size\nsized:\n", recordWords)
+	// The value area's bytes, with the site's reads.
+	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tCMPQ %s+%d(SB), $0\n\tJEQ planned\n", recordArea, ctl, ring.PlansAt)
+	siteEntry(b, "AX", "plan", "planned")
+	fmt.Fprintf(b, "\tMOVQ SI, AX\n\tSHRQ $32, AX\n\tADDQ AX, CX\n\tMOVQ AX, %d(SP)\n\tMOVLQZX SI, SI\n\tLEAQ %s(SB), AX\n\tADDQ AX, SI\n\tMOVQ SI, %d(SP)\nplanned:\n", recordArea, ctl, recordPlan)
 	// The P's header in BX; room for the record below the tracer's tail?
 	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ring.HeaderSize), ctl, ring.HeadersAt)
 	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ring.HeadAt, ring.TailAt)
 	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\n", ctl, ring.SizeAt)
 	// The buffer in R9, the mask in R8.
-	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.DataAt)
+	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.BuffersAt)
 	// The site's address, the count of words and which are strings; the
 	// goroutine; the time.
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
@@ -174,7 +189,7 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	b.WriteString(ringWrite)
 	b.WriteString("\tADDQ $8, R13\n\tDECQ R12\n\tJNE stack\nwords:\n")
 	// The strings.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tXORL CX, CX\nstrings:\n\tBTQ CX, R12\n\tJCC strnext\n", recordStrings)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ values\n\tXORL CX, CX\nstrings:\n\tBTQ CX, R12\n\tJCC strnext\n", recordStrings)
 	wordTo(b, "CX", "SI", "str")
 	strlenTo(b, "strlen")
 	b.WriteString("\tMOVQ DX, R10\n")
@@ -182,6 +197,7 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	b.WriteString("\tADDQ $7, DX\n\tSHRQ $3, DX\n\tJEQ strnext\nstrcopy:\n\tMOVQ (SI), R10\n")
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tADDQ $8, SI\n\tDECQ DX\n\tJNE strcopy\nstrnext:\n\tINCQ CX\n\tCMPQ CX, %d(SP)\n\tJCS strings\n", recordWords)
+	valueReads(b)
 	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ring.HeadAt)
 	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ring.LostAt)
 	countCalls(b)
@@ -206,15 +222,65 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 func countCalls(b *bytes.Buffer) {
 	ctl := ringSym()
 	b.WriteString("count:\n")
-	// The site's address in R10, the table in R9, its mask in R8.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
-	fmt.Fprintf(b, "\tMOVQ R10, R11\n\tSHRQ $3, R11\n\tMOVQ %s+%d(SB), R8\n\tLEAQ %[1]s+%[3]d(SB), R9\n", ctl, ring.TableMaskAt, ring.DataAt)
-	b.WriteString("lookup:\n\tANDQ R8, R11\n\tMOVQ R11, CX\n\tSHLQ $4, CX\n\tMOVQ (R9)(CX*1), SI\n\tCMPQ SI, R10\n\tJEQ found\n\tTESTQ SI, SI\n\tJEQ done\n\tINCQ R11\n\tJMP lookup\n")
+	siteEntry(b, "CX", "lookup", "done")
 	// The site's counters in DI: the P's, then the site's first.
-	fmt.Fprintf(b, "found:\n\tMOVQ 8(R9)(CX*1), SI\n\tMOVQ %s+%d(SB), DI\n\tIMULQ R13, DI\n\tADDQ %[1]s+%[3]d(SB), DI\n\tLEAQ %[1]s(SB), AX\n\tADDQ AX, DI\n", ctl, ring.CountersSizeAt, ring.CountersAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tIMULQ R13, DI\n\tADDQ %[1]s+%[3]d(SB), DI\n\tLEAQ %[1]s(SB), AX\n\tADDQ AX, DI\n", ctl, ring.CountersSizeAt, ring.CountersAt)
 	b.WriteString("\tMOVQ SI, CX\n\tSHRQ $1, CX\n\tLEAQ (DI)(CX*8), DI\n\tTESTQ $1, SI\n\tJNE elapsed\n\tINCQ (DI)\n\tJMP done\n")
 	fmt.Fprintf(b, "elapsed:\n\tMOVQ 8(SP), AX\n\tADDQ AX, (DI)\n\tXORL CX, CX\n\tTESTQ AX, AX\n\tJEQ bucket\n\tBSRQ AX, CX\n\tINCQ CX\n\tCMPQ CX, $%d\n\tJLS bucket\n\tMOVQ $%[1]d, CX\n", ring.HistBuckets-1)
 	b.WriteString("bucket:\n\tINCQ 8(DI)(CX*8)\n\tJMP done\n")
+}
+
+// siteEntry finds the site's entry in the tracer's table (ring.DataAt,
+// open addressing from the site's address / 8) and leaves its second
+// word in SI, or goes to missing. It uses R8 to R11 and idx.
+func siteEntry(b *bytes.Buffer, idx, label, missing string) {
+	ctl := ringSym()
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
+	fmt.Fprintf(b, "\tMOVQ R10, R11\n\tSHRQ $3, R11\n\tMOVQ %s+%d(SB), R8\n\tLEAQ %[1]s+%[3]d(SB), R9\n", ctl, ring.TableMaskAt, ring.DataAt)
+	fmt.Fprintf(b, "%[2]s:\n\tANDQ R8, R11\n\tMOVQ R11, %[1]s\n\tSHLQ $4, %[1]s\n\tMOVQ (R9)(%[1]s*1), SI\n\tCMPQ SI, R10\n\tJEQ %[2]sfound\n\tTESTQ SI, SI\n\tJEQ %[3]s\n\tINCQ R11\n\tJMP %[2]s\n", idx, label, missing)
+	fmt.Fprintf(b, "%[2]sfound:\n\tMOVQ 8(R9)(%[1]s*1), SI\n", idx, label)
+}
+
+// sysProcessVMReadv is process_vm_readv's number on linux/amd64, whichever
+// machine runs usdt-toolexec.
+const sysProcessVMReadv = 310
+
+// valueReads writes record's value reads, for a site the table gives
+// reads (values.Op): into the P's scratch area, zeroed first, each from
+// an argument's address or a pointer an earlier read brought in, within
+// its bytes; then the area onto the record. A read copies what the
+// probed function may itself read through its parameters' types: a Go
+// pointer is nil or valid, and a slice's or string's bytes are its
+// length's, so a read faults no more than the function would. The head
+// (DI) is kept while REP MOVSB and STOSQ take DI, SI and CX.
+func valueReads(b *bytes.Buffer) {
+	ctl := ringSym()
+	fmt.Fprintf(b, "values:\n\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tMOVQ DI, %d(SP)\n", recordArea, recordHead)
+	// The scratch area in R11, zeroed.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), ctl, ring.ScratchAt)
+	b.WriteString("\tMOVQ R11, DI\n\tMOVQ R12, CX\n\tSHRQ $3, CX\n\tXORL AX, AX\n\tREP; STOSQ\n")
+	// The reads from R13, ended by one From none; each's bytes in CX
+	// and source in SI.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", recordPlan, ring.OpFrom, values.FromNone, ring.OpMax)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", values.FromArg, ring.OpArg)
+	wordTo(b, "DX", "SI", "readarg")
+	b.WriteString("\tJMP readcopy\n")
+	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ring.OpSrc, values.FromSlice)
+	fmt.Fprintf(b, "\tMOVQ 8(R11)(DX*1), AX\n\tMOVWQZX %d(R13), DX\n\tIMULQ DX, AX\n\tCMPQ AX, CX\n\tJCC readcopy\n\tMOVQ AX, CX\n", ring.OpElem)
+	fmt.Fprintf(b, "readcopy:\n\tTESTQ SI, SI\n\tJEQ readnext\n\tTESTQ CX, CX\n\tJEQ readnext\n\tMOVWQZX %d(R13), DI\n\tADDQ R11, DI\n", ring.OpDst)
+	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJNE readsafe\n\tREP; MOVSB\n\tJMP readnext\n", ring.OpGuess)
+	// A guessed read: process_vm_readv(pid, &local, 1, &remote, 1, 0)
+	// of the process itself fails (EFAULT) where a load would fault, and
+	// leaves the bytes it could not read zero. It takes CX and R11.
+	fmt.Fprintf(b, "readsafe:\n\tMOVQ DI, %[1]d(SP)\n\tMOVQ CX, %[2]d(SP)\n\tMOVQ SI, %[3]d(SP)\n\tMOVQ CX, %[4]d(SP)\n", recordIov, recordIov+8, recordIov+16, recordIov+24)
+	fmt.Fprintf(b, "\tMOVQ R8, %d(SP)\n\tMOVQ R9, %d(SP)\n\tMOVQ R11, %d(SP)\n", recordSaved, recordSaved+8, recordSaved+16)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tLEAQ %d(SP), SI\n\tMOVL $1, DX\n\tLEAQ %d(SP), R10\n\tMOVL $1, R8\n\tXORL R9, R9\n\tMOVL $%d, AX\n\tSYSCALL\n", ctl, ring.PidAt, recordIov, recordIov+16, sysProcessVMReadv)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R8\n\tMOVQ %d(SP), R9\n\tMOVQ %d(SP), R11\n", recordSaved, recordSaved+8, recordSaved+16)
+	fmt.Fprintf(b, "readnext:\n\tADDQ $%d, R13\n\tJMP read\n", ring.OpSize)
+	// The area onto the record.
+	fmt.Fprintf(b, "readsdone:\n\tMOVQ %d(SP), DI\n\tMOVQ R11, SI\n\tSHRQ $3, R12\narea:\n\tMOVQ (SI), R10\n", recordHead)
+	b.WriteString(ringWrite)
+	b.WriteString("\tADDQ $8, SI\n\tDECQ R12\n\tJNE area\n")
 }
 
 func log2(n int) int {

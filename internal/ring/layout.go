@@ -41,19 +41,31 @@
 //	           exit probe turns ticks into its elapsed ns. Only ever
 //	           overwritten by the next calibration, never cleared: a call
 //	           that began in ticks ends in ticks.
+//	PlansAt    with Events, 1 when the table at DataAt maps sites to
+//	           their value reads (package values' Plan): an entry's
+//	           second word is the reads' offset from the ring in its low
+//	           32 bits and the bytes of the value area they fill above.
+//	           The reads, OpSize bytes each and ended by one of From 0,
+//	           follow the table, below ScratchAt, where each P has
+//	           AreaMax bytes to fill the area in.
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
 //	           buffer, and at TailAt, the bytes the tracer has read
 //	ListAt     the addresses of the semaphores the tracer incremented
-//	DataAt     the Ps' buffers, back to back
+//	DataAt     with Counts, the table and the counters; with Events,
+//	           the table, the reads and the scratch areas
+//	BuffersAt  with Events, the Ps' buffers, back to back
 //
 // A record is RecordWords words, then its arguments: the site's address
 // with the count of words and which of them are strings, the goroutine
 // id, the time (runtime.nanotime), then the words the trampoline was
 // passed after the site index, then, for each word that points to a C
-// string, a word of its length and its bytes in whole words. A record
-// may wrap around its buffer's end.
+// string, a word of its length and its bytes in whole words, then for a
+// site with value reads the value area they filled, as many bytes as the
+// table says. A record may wrap around its buffer's end.
 package ring
+
+import "github.com/go-usdt/usdt/internal/values"
 
 const (
 	Symbol = "usdt/ring.ctl"
@@ -73,6 +85,12 @@ const (
 	CountersSizeAt = 72
 	ClockAt        = 80
 	TickNsAt       = 88
+	// With Events.
+	PlansAt = 96
+	// PidAt is the process's id, by which a writer reads a guessed
+	// source (OpGuess) through process_vm_readv, which fails where a
+	// load would fault.
+	PidAt = 104
 
 	HeadersAt  = 4096
 	HeaderSize = 64
@@ -84,9 +102,14 @@ const (
 	ListAt  = HeadersAt + MaxSlots*HeaderSize
 	MaxList = 1 << 16
 	DataAt  = ListAt + 8*MaxList
-	// DataMax is the room for every P's buffer.
+	// PlanRoom is the room of the value reads' table, the reads and
+	// the scratch areas.
+	PlanRoom  = 8 << 20
+	ScratchAt = DataAt + PlanRoom - MaxSlots*AreaMax
+	BuffersAt = DataAt + PlanRoom
+	// DataMax is the room for every P's buffer, or for the counters.
 	DataMax = 64 << 20
-	Size    = DataAt + DataMax
+	Size    = BuffersAt + DataMax
 
 	// On values.
 	Recording = 1
@@ -104,6 +127,19 @@ const (
 	// counts the elapsed times e with bits.Len64(e) == b, the last all
 	// longer ones.
 	HistBuckets = 64
+
+	// A value read (values.Op): From u8, Arg u8 (the note's argument,
+	// the goroutine id's 0), Src u16, Dst u16, Max u16, Elem u16, Guess
+	// u8.
+	OpSize  = 16
+	OpFrom  = 0
+	OpArg   = 1
+	OpSrc   = 2
+	OpDst   = 4
+	OpMax   = 6
+	OpElem  = 8
+	OpGuess = 10
+	AreaMax = values.AreaSize
 
 	RecordWords = 3
 	// A record's first word holds the site's address in its low 48

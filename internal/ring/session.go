@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Lease is how long a tracer's word keeps the ring on: a tracer renews
@@ -48,6 +50,9 @@ type Record struct {
 	// Strings holds, for each word that points to a C string, its bytes
 	// as the probe copied them; nil for the other words.
 	Strings [][]byte
+	// Area is the value area the site's reads filled (Plan), nil for a
+	// site without.
+	Area []byte
 }
 
 // Session is a ring trace of one process.
@@ -64,6 +69,9 @@ type Session struct {
 	// many bytes each P has, and how many counters.
 	counters, countersSize uint64
 	nCounters              int
+	// areas holds the bytes of the value area of each site (address in
+	// the process) that has value reads.
+	areas map[uint64]int
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
 	// the time-stamp counter, else 0.
 	tickNs uint64
@@ -99,6 +107,8 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 		s.setWord(NoSlotAt, 0),
 		s.setWord(ListLenAt, 0),
 		s.setWord(ModeAt, Events),
+		s.setWord(PlansAt, 0),
+		s.setWord(PidAt, uint64(pid)),
 		s.setWord(ClockAt, Monotonic),
 		s.Renew(),
 		s.setWord(OnAt, Recording),
@@ -145,6 +155,85 @@ func (s *Session) addSemaphore(addr uint64, d uint16) error {
 	return nil
 }
 
+// SitePlan is a site whose events carry the Go values that its reads copy
+// when it fires.
+type SitePlan struct {
+	Addr uint64 // in the process
+	Ops  []values.Op
+}
+
+// Plan has the program copy these sites' values into their events, as
+// the BPF transport's program does. Call it before Enable.
+func (s *Session) Plan(plans []SitePlan) error {
+	if len(plans) == 0 {
+		return nil
+	}
+	table, mask := newTable(len(plans))
+	var reads []byte
+	readsAt := uint64(DataAt + len(table))
+	shared := map[string]uint64{}
+	s.areas = make(map[uint64]int, len(plans))
+	for _, p := range plans {
+		enc := make([]byte, OpSize*(len(p.Ops)+1))
+		area := 0
+		for i, op := range p.Ops {
+			o := enc[OpSize*i:]
+			o[OpFrom], o[OpArg] = byte(op.From), op.Arg
+			binary.LittleEndian.PutUint16(o[OpSrc:], op.Src)
+			binary.LittleEndian.PutUint16(o[OpDst:], op.Dst)
+			binary.LittleEndian.PutUint16(o[OpMax:], op.Max)
+			binary.LittleEndian.PutUint16(o[OpElem:], op.Elem)
+			if op.Guess {
+				o[OpGuess] = 1
+			}
+			area = max(area, int(op.Dst)+int(op.Max))
+		}
+		area = (area + 7) &^ 7
+		if area == 0 || area > AreaMax {
+			continue
+		}
+		at, ok := shared[string(enc)]
+		if !ok {
+			at = readsAt + uint64(len(reads))
+			shared[string(enc)] = at
+			reads = append(reads, enc...)
+		}
+		table.put(p.Addr, mask, at|uint64(area)<<32)
+		s.areas[p.Addr] = area
+	}
+	if readsAt+uint64(len(reads)) > ScratchAt {
+		return fmt.Errorf("the value reads of %d sites take %d bytes, more than the ring's %d: trace fewer functions, or -transport bpf", len(plans), len(table)+len(reads), ScratchAt-DataAt)
+	}
+	return errors.Join(
+		s.write(DataAt, table),
+		s.write(readsAt, reads),
+		s.setWord(TableMaskAt, mask),
+		s.setWord(PlansAt, 1),
+	)
+}
+
+// table is the writers' table of sites (see TableMaskAt): entries of two
+// words, found by open addressing from the site's address / 8.
+type table []byte
+
+// newTable makes a table for n sites, at most half full.
+func newTable(n int) (table, uint64) {
+	entries := 1
+	for entries < 2*n {
+		entries *= 2
+	}
+	return make(table, 16*entries), uint64(entries - 1)
+}
+
+func (t table) put(addr, mask, v uint64) {
+	i := addr >> 3 & mask
+	for binary.LittleEndian.Uint64(t[16*i:]) != 0 {
+		i = (i + 1) & mask
+	}
+	binary.LittleEndian.PutUint64(t[16*i:], addr)
+	binary.LittleEndian.PutUint64(t[16*i+8:], v)
+}
+
 // Site is a site the program counts the calls of, in Counts mode.
 type Site struct {
 	Addr  uint64 // in the process
@@ -156,28 +245,18 @@ type Site struct {
 // one set of n per P, instead of writing records: Counters sums them.
 // Call it before Enable.
 func (s *Session) Count(sites []Site, n int) error {
-	entries := 1
-	for entries < 2*len(sites) {
-		entries *= 2
-	}
-	table := make([]byte, 16*entries)
-	mask := uint64(entries - 1)
+	table, mask := newTable(len(sites))
 	for _, site := range sites {
-		i := site.Addr >> 3 & mask
-		for binary.LittleEndian.Uint64(table[16*i:]) != 0 {
-			i = (i + 1) & mask
-		}
 		v := uint64(site.First) << 1
 		if site.Timed {
 			v |= 1
 		}
-		binary.LittleEndian.PutUint64(table[16*i:], site.Addr)
-		binary.LittleEndian.PutUint64(table[16*i+8:], v)
+		table.put(site.Addr, mask, v)
 	}
 	counters := (DataAt + uint64(len(table)) + 63) &^ 63
 	size := uint64(8*n+63) &^ 63
 	if counters+uint64(s.slots)*size > Size {
-		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-DataAt, DataMax)
+		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-DataAt, Size-DataAt)
 	}
 	s.counters, s.countersSize, s.nCounters = counters, size, n
 	err := errors.Join(
@@ -296,7 +375,7 @@ func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
 			s.buf = make([]byte, n)
 		}
 		buf := s.buf[:n]
-		base := s.ctl + DataAt + uint64(i)*s.size
+		base := s.ctl + BuffersAt + uint64(i)*s.size
 		at := tail & (s.size - 1)
 		first := min(n, s.size-at)
 		if err := s.read(base+at, buf[:first]); err != nil {
@@ -308,7 +387,7 @@ func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
 			}
 		}
 		for len(buf) > 0 {
-			size, ok := parse(buf, &rec)
+			size, ok := parse(buf, &rec, s.areas)
 			if !ok {
 				return busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
@@ -324,8 +403,9 @@ func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
 }
 
 // parse reads the record at the start of buf into rec, and returns its
-// size; ok is false when buf ends before it does.
-func parse(buf []byte, rec *Record) (size int, ok bool) {
+// size; ok is false when buf ends before it does. areas holds the bytes
+// of each site's value area.
+func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 	if len(buf) < 8*RecordWords {
 		return 0, false
 	}
@@ -359,6 +439,14 @@ func parse(buf []byte, rec *Record) (size int, ok bool) {
 		}
 		rec.Strings[k] = buf[size+8 : size+8+int(n)]
 		size = end
+	}
+	rec.Area = nil
+	if n := areas[rec.Site]; n > 0 {
+		if size+n > len(buf) {
+			return 0, false
+		}
+		rec.Area = buf[size : size+n]
+		size += n
 	}
 	return size, true
 }

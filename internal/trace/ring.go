@@ -102,9 +102,10 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 	pid := hold.Pid
 	defer hold.Drained()
 	defer f.Close()
-	var count func(*ring.Session, uint64) error
+	var prepare func(*ring.Session, uint64) error
+	var names *typeNames
 	if opt.Stats {
-		count = func(s *ring.Session, bias uint64) error {
+		prepare = func(s *ring.Session, bias uint64) error {
 			l := newStatLayout(sites)
 			cs := make([]ring.Site, len(sites))
 			for i, site := range sites {
@@ -112,8 +113,19 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 			}
 			return s.Count(cs, l.slots)
 		}
+	} else {
+		names, _ = describeValues(sites, opt.Binary)
+		prepare = func(s *ring.Session, bias uint64) error {
+			var plans []ring.SitePlan
+			for _, site := range sites {
+				if site.plan != nil {
+					plans = append(plans, ring.SitePlan{Addr: site.addr + bias, Ops: site.plan.Ops})
+				}
+			}
+			return s.Plan(plans)
+		}
 	}
-	s, err := openRing(opt, pid, ctl, sems, f, count)
+	s, err := openRing(opt, pid, ctl, sems, f, prepare)
 	if err != nil {
 		return err
 	}
@@ -126,23 +138,22 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 		}
 	}
 
-	rec := make([]byte, bpfprog.RecStrings+bpfprog.StrMax*probe.MaxArgs)
+	rec := make([]byte, bpfprog.RecEnd)
+	dirty := len(rec)
 	handle := func(*ring.Record) {}
 	var finish func()
 	var l statLayout
 	if !opt.Stats {
-		names, _ := describeValues(sites, opt.Binary)
 		d, p := newDecoder(sites, pid, names), newPrinter(opt)
-		// The ring copies no value behind a pointer yet: an argument
-		// shows as the word it is.
-		d.noValues = true
 		names.of(pid)
 		handle = func(r *ring.Record) {
 			i, ok := bySite[r.Site-s.bias]
 			if !ok {
 				return
 			}
-			clear(rec)
+			// Only what the last record wrote: rec is 6 KB.
+			clear(rec[:dirty])
+			dirty = bpfprog.RecStrings
 			le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
 			// Thread 0: the ring does not record the thread.
 			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32)
@@ -153,9 +164,12 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 				if str := r.Strings[k]; str != nil {
 					// NUL-terminated in its slot, as the BPF program
 					// copies a string.
-					copy(rec[bpfprog.RecStrings+bpfprog.StrMax*(k+1):], str[:min(len(str), bpfprog.StrMax-1)])
+					at := bpfprog.RecStrings + bpfprog.StrMax*(k+1)
+					dirty = max(dirty, at+copy(rec[at:], str[:min(len(str), bpfprog.StrMax-1)]))
 				}
 			}
+			at := bpfprog.ValsAt(sites[i].strs)
+			dirty = max(dirty, at+copy(rec[at:], r.Area))
 			if sites[i].exit && len(r.Words) > 0 {
 				le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
 			}
@@ -292,8 +306,10 @@ type ringSession struct {
 // openRing opens the ring of process pid and turns the semaphores sems
 // (link-time addresses) on; a command started stopped goes on then.
 //
-// With count, the program counts the calls itself (ring.Counts).
-func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, count func(*ring.Session, uint64) error) (*ringSession, error) {
+// prepare, given the executable's load bias, tells the program what to
+// write before the probes go on: the counts of ring.Count, or the value
+// reads of ring.Plan.
+func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, prepare func(*ring.Session, uint64) error) (*ringSession, error) {
 	ef, err := elf.Open(opt.Binary)
 	if err != nil {
 		return nil, err
@@ -312,8 +328,8 @@ func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, coun
 	if err != nil {
 		return nil, err
 	}
-	if count != nil {
-		if err := count(s, bias); err != nil {
+	if prepare != nil {
+		if err := prepare(s, bias); err != nil {
 			s.Stop()
 			s.Close()
 			return nil, err

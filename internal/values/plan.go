@@ -29,6 +29,11 @@ type Op struct {
 	Dst, Max uint16 // where the bytes go and how many at most
 	Elem     uint16 // FromSlice: bytes per element
 	Dynamic  bool   // the bytes of an interface's data, whose type is known only when decoding
+	// Guess says the read may miss: its source is a guess (what an
+	// interface's data may hold), or its bytes may run past the object
+	// (an interface's data, a map's directory read as a group). A
+	// reader that can fault on a miss reads it so that it cannot.
+	Guess bool
 }
 
 // Limits of a plan, which the BPF program is built for.
@@ -134,7 +139,7 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 			if !ok {
 				continue
 			}
-			op := Op{From: FromPtr, Src: uint16(dst + mapDirPtr), Max: uint16(min(gr.size, OpMax))}
+			op := Op{From: FromPtr, Src: uint16(dst + mapDirPtr), Max: uint16(min(gr.size, OpMax)), Guess: true}
 			later = append(later, func() {
 				if j, ok := add(op); ok {
 					p.follow[op.Src] = j
@@ -207,20 +212,20 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 			if t.Name != "error" {
 				data = anyData
 			}
-			follow(Op{From: FromPtr, Max: DynamicSize, Dynamic: true}, data)
+			follow(Op{From: FromPtr, Max: DynamicSize, Dynamic: true, Guess: true}, data)
 		}
 		if t == errorData || t == anyData {
 			// Guesses at what the data may hold, checked when decoding
 			// against its type: a string at 0 (a string's bytes, the
 			// messages of errors.New and fmt.Errorf's %w), and for an
 			// error, *fs.PathError's Path at 16 and its Err's errno at 40.
-			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+			follow(Op{From: FromSlice, Max: StringMax, Elem: 1, Guess: true}, nil)
 		}
 		if t == errorData {
 			dst += 16
-			follow(Op{From: FromSlice, Max: StringMax, Elem: 1}, nil)
+			follow(Op{From: FromSlice, Max: StringMax, Elem: 1, Guess: true}, nil)
 			dst += 24
-			follow(Op{From: FromPtr, Max: 8}, nil)
+			follow(Op{From: FromPtr, Max: 8, Guess: true}, nil)
 		}
 	}
 	return p

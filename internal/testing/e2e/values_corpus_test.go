@@ -26,44 +26,62 @@ import (
 // types trace finds where the process loaded it).
 // Where trace cuts a value (an array or a slice past the budget) what it shows must
 // be the start of Go's; a map of more than 8 entries shows its length.
+// Each value is read through both transports: by the BPF program, and
+// by the program itself into its in-process ring.
 func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	dir := fixture(t, "values")
 	for _, variant := range valuesVariants {
-		t.Run(variant.name, func(t *testing.T) {
-			bin := buildValues(t, dir, target{}, variant)
-			requireTraceable(t, bin)
-			out, errOut, err := usdtTrace(t, "--", bin)
-			if err != nil {
-				t.Fatalf("trace: %v\n%s", err, errOut)
-			}
-			want := goValues(t, errOut)
-			got := traceValuesText(t, out, want)
-			jsonOut, errOut, err := usdtTrace(t, "-json", "--", bin)
-			if err != nil {
-				t.Fatalf("trace -json: %v\n%s", err, errOut)
-			}
-			gotJSON := traceValuesJSON(t, jsonOut)
-			if len(got) != len(want) || len(gotJSON) != len(want) {
-				t.Fatalf("trace printed %d values, -json %d, Go %d:\n%s\n%s", len(got), len(gotJSON), len(want), out, errOut)
-			}
-			for i, w := range want {
-				label := w.fn + " " + w.name
-				if g := got[i]; g != w.expanded() && !cutMatches(g, w.text) && !mapMatches(g, w.json) {
-					t.Errorf("%s: trace printed %s, Go %s", label, g, w.expanded())
+		for _, transport := range []string{"bpf", "ring"} {
+			t.Run(variant.name+"/"+transport, func(t *testing.T) {
+				if transport == "bpf" {
+					requireBPF(t)
+				} else {
+					requireRing(t)
+					if variant.ldflags != "" {
+						t.Skip("trace finds the ring by its symbol, which a stripped binary lacks")
+					}
 				}
-				if w.json == "" {
-					continue // Go has no JSON of a cycle
-				}
-				var gv, wv any
-				json.Unmarshal([]byte(w.json), &wv)
-				json.Unmarshal(gotJSON[i], &gv)
-				if !reflect.DeepEqual(gv, wv) && !prefixMatches(gv, wv, got[i]) && !(mapMatches(got[i], w.json) && gv == got[i]) {
-					t.Errorf("%s: trace -json wrote %s, Go %s", label, gotJSON[i], w.json)
-				}
-			}
-		})
+				testValuesCorpus(t, buildValues(t, dir, target{}, variant), transport)
+			})
+		}
+	}
+}
+
+// testValuesCorpus traces bin, the values fixture, through transport,
+// and checks every value trace prints against Go's.
+func testValuesCorpus(t *testing.T, bin, transport string) {
+	if transport == "bpf" {
+		requireTraceable(t, bin)
+	}
+	out, errOut, err := usdtTrace(t, "-transport", transport, "--", bin)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	want := goValues(t, errOut)
+	got := traceValuesText(t, out, want)
+	jsonOut, errOut, err := usdtTrace(t, "-json", "-transport", transport, "--", bin)
+	if err != nil {
+		t.Fatalf("trace -json: %v\n%s", err, errOut)
+	}
+	gotJSON := traceValuesJSON(t, jsonOut)
+	if len(got) != len(want) || len(gotJSON) != len(want) {
+		t.Fatalf("trace printed %d values, -json %d, Go %d:\n%s\n%s", len(got), len(gotJSON), len(want), out, errOut)
+	}
+	for i, w := range want {
+		label := w.fn + " " + w.name
+		if g := got[i]; g != w.expanded() && !cutMatches(g, w.text) && !mapMatches(g, w.json) {
+			t.Errorf("%s: trace printed %s, Go %s", label, g, w.expanded())
+		}
+		if w.json == "" {
+			continue // Go has no JSON of a cycle
+		}
+		var gv, wv any
+		json.Unmarshal([]byte(w.json), &wv)
+		json.Unmarshal(gotJSON[i], &gv)
+		if !reflect.DeepEqual(gv, wv) && !prefixMatches(gv, wv, got[i]) && !(mapMatches(got[i], w.json) && gv == got[i]) {
+			t.Errorf("%s: trace -json wrote %s, Go %s", label, gotJSON[i], w.json)
+		}
 	}
 }
 
