@@ -25,14 +25,20 @@ var ringArches = map[Arch]bool{AMD64: true}
 // withRing reports whether a package's trampolines write to the ring.
 func (rt Runtime) withRing(arch Arch) bool { return rt.P != nil && ringArches[arch] }
 
-const flagDUPOK = 2
+const (
+	flagDUPOK  = 2
+	flagRODATA = 8
+)
 
 // ringDecl declares the ring's buffer: every instrumented package does, and
 // the linker keeps one copy (DUPOK), as it keeps one of record. It is BSS,
 // and NOPTR so that the collector never scans it: a program never traced
-// through it touches none of its pages.
+// through it touches none of its pages. With it goes ring.Where, the ring's
+// address behind a magic word, for tracers of stripped binaries.
 func ringDecl(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\nGLOBL %s(SB), %d, $%d\n", ringSym(), flagDUPOK|flagNOPTR, ring.Size)
+	where := constName(ring.Where)
+	fmt.Fprintf(b, "DATA %[1]s+0(SB)/8, $%#[2]x\nDATA %[1]s+8(SB)/8, $%[3]s(SB)\nGLOBL %[1]s(SB), %[4]d, $16\n", where, uint64(ring.WhereMagic), ringSym(), flagDUPOK|flagNOPTR|flagRODATA)
 }
 
 func ringSym() string { return constName(ring.Symbol) }
@@ -256,8 +262,9 @@ const sysProcessVMReadv = 310
 func valueReads(b *bytes.Buffer) {
 	ctl := ringSym()
 	fmt.Fprintf(b, "values:\n\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tMOVQ DI, %d(SP)\n", recordArea, recordHead)
-	// The scratch area in R11, zeroed.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), ctl, ring.ScratchAt)
+	// The scratch area in R11, zeroed. The ring's address is read from
+	// ring.Where, which this keeps in the executable.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tMOVQ %s+8(SB), AX\n\tADDQ $%d, AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), constName(ring.Where), ring.ScratchAt)
 	b.WriteString("\tMOVQ R11, DI\n\tMOVQ R12, CX\n\tSHRQ $3, CX\n\tXORL AX, AX\n\tREP; STOSQ\n")
 	// The reads from R13, ended by one From none; each's bytes in CX
 	// and source in SI.

@@ -1,9 +1,9 @@
 // Package ring is the in-process transport: while a tracer records this
 // way, an enabled probe's trampoline writes its event into a buffer in
 // the program's own memory, one per P, and returns, with no trap. The
-// tracer finds the buffer by its symbol, turns the probes on and reads the
-// events through /proc/PID/mem, as the user who owns the process: no BPF,
-// no tracefs, no perf events.
+// tracer finds the buffer by its symbol (or Where), turns the probes on
+// and reads the events through /proc/PID/mem, as the user who owns the
+// process: no BPF, no tracefs, no perf events.
 //
 // The buffer is one zero-filled (BSS) symbol, Symbol, that every
 // instrumented package's assembly declares (DUPOK, so the linker keeps
@@ -69,6 +69,12 @@ import "github.com/go-usdt/usdt/internal/values"
 
 const (
 	Symbol = "usdt/ring.ctl"
+	// Where is a symbol of two words, WhereMagic and the ring's address,
+	// by which a tracer finds the ring in an executable stripped of its
+	// symbols. The writer reaches the ring through it, which keeps it
+	// linked.
+	Where      = "usdt/ring.where"
+	WhereMagic = 0x676e72544453557f // "\x7fUSDTrng"
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
 

@@ -26,19 +26,47 @@ const Lease = time.Second
 const DefaultSize = 4 << 20
 
 // Address returns where the executable f has the ring, at link time; ok
-// is false for a binary built without it (by an older usdt-toolexec, for
-// an architecture without it, or stripped of its symbols).
+// is false for a binary built without it (by an older usdt-toolexec, or
+// for an architecture without it). A binary stripped of its symbols is
+// searched for Where.
 func Address(f *elf.File) (addr uint64, ok bool) {
-	syms, err := f.Symbols()
-	if err != nil {
-		return 0, false
-	}
+	syms, _ := f.Symbols()
 	for _, s := range syms {
 		if s.Name == Symbol && s.Size >= Size {
 			return s.Value, true
 		}
 	}
+	for _, sec := range f.Sections {
+		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 || sec.Flags&elf.SHF_EXECINSTR != 0 {
+			continue
+		}
+		b, err := sec.Data()
+		if err != nil {
+			continue
+		}
+		for i := 0; i+16 <= len(b); i += 8 {
+			if binary.LittleEndian.Uint64(b[i:]) != WhereMagic {
+				continue
+			}
+			// The link-time address, which Go's linker and an external
+			// one write into a position-independent executable too.
+			if at := binary.LittleEndian.Uint64(b[i+8:]); inBSS(f, at) {
+				return at, true
+			}
+		}
+	}
 	return 0, false
+}
+
+// inBSS reports whether the ring's Size bytes at addr lie in a
+// zero-filled section of f, as the ring's do.
+func inBSS(f *elf.File, addr uint64) bool {
+	for _, sec := range f.Sections {
+		if sec.Type == elf.SHT_NOBITS && sec.Flags&elf.SHF_ALLOC != 0 && addr >= sec.Addr && addr-sec.Addr+Size <= sec.Size {
+			return true
+		}
+	}
+	return false
 }
 
 // Record is one event as a probe wrote it.

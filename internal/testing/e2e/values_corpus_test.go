@@ -38,9 +38,6 @@ func TestTraceValuesCorpus(t *testing.T) {
 					requireBPF(t)
 				} else {
 					requireRing(t)
-					if variant.ldflags != "" {
-						t.Skip("trace finds the ring by its symbol, which a stripped binary lacks")
-					}
 				}
 				testValuesCorpus(t, buildValues(t, dir, target{}, variant), transport)
 			})
