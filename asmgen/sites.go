@@ -263,7 +263,8 @@ func ticksSince(b *bytes.Buffer, start string) {
 // now writes a trampoline with ClockNow: it calls the site, then the clock,
 // whose result it returns. With record, while a ring tracer records, it
 // writes the event first and returns the time record read instead: the
-// entry's time in the ring is the start its exit counts from.
+// entry's time in the ring is the start its exit counts from. A tracer
+// that counts at the exits has it read only the ticks.
 func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string, words int) {
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
 	if record != "" {
@@ -272,9 +273,11 @@ func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, recor
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
 	if record != "" {
-		// The site keeps DX: it is a NOP, and a uprobe restores every
-		// register.
-		fmt.Fprintf(b, "ring:\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\n", words, siteTo(sites, "R13"), record)
+		// A tracer that counts calls at their exits in ticks wants only
+		// the time of the entry (ring.EntryTicksAt). The site keeps DX:
+		// it is a NOP, and a uprobe restores every register.
+		fmt.Fprintf(b, "ring:\n\tCMPQ %s+%d(SB), $1\n\tJNE record\n\tMOVQ AX, R12\n%s\tMOVQ R12, AX\n\tJMP site\n", ringSym(), ring.EntryTicksAt, ticksTo("DX"))
+		fmt.Fprintf(b, "record:\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nsite:\n", words, siteTo(sites, "R13"), record)
 		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 		b.WriteString("\tMOVQ DX, AX\n\tRET\n")
 	}

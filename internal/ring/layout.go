@@ -91,6 +91,11 @@ const (
 	CountersSizeAt = 72
 	ClockAt        = 80
 	TickNsAt       = 88
+	// With Counts and Ticks, EntryTicksAt is 1 when the tracer counts
+	// every call of a function with an exit probe at the exit: the
+	// entry's trampoline then reads the ticks it returns as the start,
+	// without calling the writer.
+	EntryTicksAt = 112
 	// With Events.
 	PlansAt = 96
 	// PidAt is the process's id, by which a writer reads a guessed

@@ -136,6 +136,7 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 		s.setWord(ListLenAt, 0),
 		s.setWord(ModeAt, Events),
 		s.setWord(PlansAt, 0),
+		s.setWord(EntryTicksAt, 0),
 		s.setWord(PidAt, uint64(pid)),
 		s.setWord(ClockAt, Monotonic),
 		s.Renew(),
@@ -271,8 +272,9 @@ type Site struct {
 
 // Count has the program count the calls of sites in counters of its own,
 // one set of n per P, instead of writing records: Counters sums them.
-// Call it before Enable.
-func (s *Session) Count(sites []Site, n int) error {
+// atExits says that no site is the entry of a function with an exit
+// probe, whose calls the exit counts. Call it before Enable.
+func (s *Session) Count(sites []Site, n int, atExits bool) error {
 	table, mask := newTable(len(sites))
 	for _, site := range sites {
 		v := uint64(site.First) << 1
@@ -305,6 +307,9 @@ func (s *Session) Count(sites []Site, n int) error {
 	tickNs := calibrate(10 * time.Millisecond)
 	err = errors.Join(s.setWord(TickNsAt, tickNs), s.setWord(ClockAt, Ticks))
 	s.tickNs = tickNs
+	if atExits {
+		err = errors.Join(err, s.setWord(EntryTicksAt, 1))
+	}
 	return errors.Join(err, s.Renew())
 }
 

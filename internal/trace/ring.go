@@ -71,7 +71,7 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 // runRing traces through the ring of the process: it turns the selected
 // probes on, reads their events every pollEvery while renew renews its lease,
 // and at the end turns them off again.
-func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
+func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error {
 	var all []site
 	for _, s := range selected {
 		if s.fn != "" {
@@ -111,7 +111,7 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 			for i, site := range sites {
 				cs[i] = ring.Site{Addr: site.addr + bias, First: l.first[i], Timed: l.timed[i]}
 			}
-			return s.Count(cs, l.slots)
+			return s.Count(cs, l.slots, countsAtExits(binary, sites))
 		}
 	} else {
 		names, _ = describeValues(sites, opt.Binary)
@@ -264,6 +264,25 @@ func runRing(opt Options, selected []site, ctl uint64, pidfd int) error {
 		return readErr
 	}
 	return f.exit()
+}
+
+// countsAtExits reports whether the counted sites hold no entry of a
+// function that has an exit probe in the binary (whose trampoline,
+// asmgen's now, then needs only the time): statSites counts such a
+// function's calls at its exit, unless the patterns left its exit out.
+func countsAtExits(binary, counted []site) bool {
+	exits := map[string]bool{}
+	for _, s := range binary {
+		if s.exit {
+			exits[s.fn] = true
+		}
+	}
+	for _, s := range counted {
+		if s.fn != "" && !s.exit && exits[s.fn] {
+			return false
+		}
+	}
+	return true
 }
 
 // renew renews the session's lease every quarter of it, apart from the

@@ -95,7 +95,7 @@ func Run(opt Options) error {
 	}
 	opt.transportWhy = why
 	if useRing {
-		return runRing(opt, sites, ctl, exited)
+		return runRing(opt, all, sites, ctl, exited)
 	}
 	raiseMemlock()
 	if err := needCookies(opt.Binary); err != nil {

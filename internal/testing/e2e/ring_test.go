@@ -59,15 +59,20 @@ func TestRingStatsUnprivileged(t *testing.T) {
 	bin := buildFixtureRules(t, "ring")
 	as := asNobody(t, bin)
 	for _, tc := range []struct {
-		name string
-		args []string
-		want map[string]int
+		name     string
+		patterns []string
+		args     []string
+		want     map[string]int
 	}{
-		{"4 goroutines", []string{"-g", "4", "-nap", "3ms", "100000"}, map[string]int{"main.add": 400000, "main.wide": 4000, "main.note": 4000, "main.work": 4, "main.nap": 4}},
-		{"GOMAXPROCS changing", []string{"-g", "3", "-procs", "20000"}, map[string]int{"main.add": 60000, "main.wide": 600, "main.note": 600, "main.work": 3}},
+		{"4 goroutines", nil, []string{"-g", "4", "-nap", "3ms", "100000"}, map[string]int{"main.add": 400000, "main.wide": 4000, "main.note": 4000, "main.work": 4, "main.nap": 4}},
+		{"GOMAXPROCS changing", nil, []string{"-g", "3", "-procs", "20000"}, map[string]int{"main.add": 60000, "main.wide": 600, "main.note": 600, "main.work": 3}},
+		// add's calls counted at its entry, its exit left out: the
+		// entry's trampoline must call the writer.
+		{"an entry without its exit", []string{"ring:entry__main__add", "ring:*wide"}, []string{"-g", "2", "1000"}, map[string]int{"main.add": 2000, "main.wide": 20}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, err := as(append([]string{"trace", "-v", "-stats", "--", "PROG"}, tc.args...)...)
+			args := append(append([]string{"trace", "-v", "-stats"}, tc.patterns...), "--", "PROG")
+			out, err := as(append(args, tc.args...)...)
 			if err != nil {
 				t.Fatalf("trace as nobody: %v\n%s", err, out)
 			}
