@@ -2,12 +2,15 @@ package ring
 
 import (
 	"bufio"
+	"cmp"
 	"debug/elf"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -383,35 +386,65 @@ func (s *Session) Lost() (uint64, error) {
 	return n, err
 }
 
-// Read calls fn with every record written since the last Read, P by P,
-// and frees their room. The Record and its Words are reused. busy says
-// that a buffer was more than a quarter full: the reader should not wait
-// before it reads again.
-func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
-	var rec Record
+// HoldBack is how long a record stays in its buffer before Read hands it
+// on: a record is published some time after it read the clock, so one
+// older than another Read handed on may still come. Read hands records on
+// in the order of their times, across the Ps: a goroutine that moves to
+// another P writes its next events there.
+const HoldBack = 5 * time.Millisecond
+
+// Read calls fn with the records written since the last Read, in the
+// order of their times, and frees their room: every record unless final
+// is false, then those older than HoldBack. The Record and its Words are
+// reused. busy says that a buffer was more than a quarter full: the
+// reader should not wait before it reads again.
+func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
+	until := int64(math.MaxInt64)
+	if !final {
+		until = monotonic() - HoldBack.Nanoseconds()
+	}
+	heads := make([]uint64, s.slots)
+	total := uint64(0)
 	for i := range s.slots {
-		hdr := HeadersAt + uint64(i*HeaderSize)
-		head, err := s.word(hdr + HeadAt)
+		head, err := s.word(HeadersAt + uint64(i*HeaderSize) + HeadAt)
 		if err != nil {
 			return busy, err
 		}
 		tail := s.tails[i]
-		if head == tail {
-			continue
-		}
 		if head-tail > s.size || head < tail {
 			return busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
 		}
-		n := head - tail
-		busy = busy || n > s.size/4
-		if uint64(cap(s.buf)) < n {
-			s.buf = make([]byte, n)
+		heads[i] = head
+		total += head - tail
+		busy = busy || head-tail > s.size/4
+	}
+	if total == 0 {
+		return busy, nil
+	}
+	if uint64(cap(s.buf)) < total {
+		s.buf = make([]byte, total)
+	}
+	// Each P's unread bytes, back to back; then every record's place.
+	type placed struct {
+		time     int64
+		p        int
+		at, size int
+	}
+	var recs []placed
+	var rec Record
+	at := 0
+	starts := make([]int, s.slots)
+	for i := range s.slots {
+		starts[i] = at
+		n := heads[i] - s.tails[i]
+		if n == 0 {
+			continue
 		}
-		buf := s.buf[:n]
+		buf := s.buf[at : at+int(n)]
 		base := s.ctl + BuffersAt + uint64(i)*s.size
-		at := tail & (s.size - 1)
-		first := min(n, s.size-at)
-		if err := s.read(base+at, buf[:first]); err != nil {
+		off := s.tails[i] & (s.size - 1)
+		first := min(n, s.size-off)
+		if err := s.read(base+off, buf[:first]); err != nil {
 			return busy, err
 		}
 		if first < n {
@@ -419,16 +452,35 @@ func (s *Session) Read(fn func(*Record)) (busy bool, err error) {
 				return busy, err
 			}
 		}
-		for len(buf) > 0 {
-			size, ok := parse(buf, &rec, s.areas)
+		for k := 0; k < len(buf); {
+			size, ok := parse(buf[k:], &rec, s.areas)
 			if !ok {
 				return busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
-			fn(&rec)
-			buf = buf[size:]
+			if rec.Time > until {
+				break // and the P's later ones
+			}
+			recs = append(recs, placed{rec.Time, i, at + k, size})
+			k += size
 		}
-		s.tails[i] = head
-		if err := s.setWord(hdr+TailAt, head); err != nil {
+		at += int(n)
+	}
+	slices.SortStableFunc(recs, func(a, b placed) int { return cmp.Compare(a.time, b.time) })
+	for _, r := range recs {
+		parse(s.buf[r.at:r.at+r.size], &rec, s.areas)
+		fn(&rec)
+	}
+	// Each P's tail moves past its last record handed on.
+	done := make([]uint64, s.slots)
+	for _, r := range recs {
+		done[r.p] = uint64(r.at + r.size - starts[r.p])
+	}
+	for i := range s.slots {
+		if done[i] == 0 {
+			continue
+		}
+		s.tails[i] += done[i]
+		if err := s.setWord(HeadersAt+uint64(i*HeaderSize)+TailAt, s.tails[i]); err != nil {
 			return busy, err
 		}
 	}

@@ -209,7 +209,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if readErr != nil {
 			break
 		}
-		if busy, readErr = s.Read(handle); readErr != nil {
+		if busy, readErr = s.Read(handle, exiting); readErr != nil {
 			break
 		}
 		if opt.Stats && opt.Interval > 0 && !time.Now().Before(next) {
@@ -240,7 +240,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if err := s.Stop(); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
-		if _, err := s.Read(handle); err != nil && !errors.Is(err, ring.ErrExited) {
+		if _, err := s.Read(handle, true); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
 		if n, err := s.Lost(); err == nil {

@@ -212,6 +212,54 @@ func TestRingEvents(t *testing.T) {
 	}
 }
 
+// TestRingEventsInOrder traces goroutines that GOMAXPROCS's changes move
+// from P to P, each P writing its own buffer: trace prints each
+// goroutine's events in the order they happened, calls nested, times
+// rising.
+func TestRingEventsInOrder(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	out, errOut, err := usdtTrace(t, "-transport", "ring", "--", bin, "-g", "3", "-procs", "3000")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	type state struct {
+		calls []string
+		last  string
+	}
+	goroutines := map[string]*state{}
+	events := 0
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		f := strings.Fields(l)
+		if len(f) < 3 {
+			continue
+		}
+		events++
+		tm, g, call := f[0], f[1], f[2]
+		st := goroutines[g]
+		if st == nil {
+			st = &state{}
+			goroutines[g] = st
+		}
+		if tm < st.last {
+			t.Fatalf("%s's events go back in time at %q (after %s)", g, l, st.last)
+		}
+		st.last = tm
+		fn, _, _ := strings.Cut(call, "(")
+		if len(f) > 3 && f[3] == "=" {
+			if n := len(st.calls); n == 0 || st.calls[n-1] != fn {
+				t.Fatalf("%s: %q returns from %s, but the open calls are %v", g, l, fn, st.calls)
+			}
+			st.calls = st.calls[:len(st.calls)-1]
+		} else {
+			st.calls = append(st.calls, fn)
+		}
+	}
+	if want := 2 * 3 * (3000 + 30 + 30 + 1); events != want || len(goroutines) != 3 {
+		t.Errorf("%d events of %d goroutines, want %d of 3:\n%s", events, len(goroutines), want, errOut)
+	}
+}
+
 // sameMultiset reports whether a and b hold the same lines as many times:
 // the two traces' goroutines interleave differently.
 func sameMultiset(a, b []string) bool {
