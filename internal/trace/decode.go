@@ -23,9 +23,6 @@ type decoder struct {
 	names  *typeNames
 	// area holds a value area that its record ends before.
 	area []byte
-	// noValues says the records carry no value area: their arguments
-	// show as the words they are.
-	noValues bool
 }
 
 func newDecoder(sites []site, pid int, names *typeNames) *decoder {

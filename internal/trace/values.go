@@ -158,7 +158,7 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 // without values. The program sends a record up to its farthest read, so
 // the rest of the area is zeros here.
 func (d *decoder) valueArea(s *site, b []byte) []byte {
-	if s.plan == nil || d.noValues {
+	if s.plan == nil {
 		return nil
 	}
 	at := bpfprog.ValsAt(s.strs)
