@@ -175,13 +175,15 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	// The buffer in R9, the mask in R8.
 	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.BuffersAt)
 	// The site's address, the count of words and which are strings; the
-	// goroutine; the time.
+	// goroutine; the time; the thread (g.m.procid).
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n", recordWords, ring.CountShift, recordStrings, ring.StringsShift)
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n", rt.Goid)
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordTime)
+	b.WriteString(ringWrite)
+	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n\tMOVQ %d(R10), R10\n", rt.P.GM, rt.P.Procid)
 	b.WriteString(ringWrite)
 	// The words, from the registers the frame keeps, then from the
 	// caller's stack.

@@ -18,6 +18,13 @@
 #   bt-0.27    the same script in bpftrace 0.27 of the sid chroot
 #              (scripts/sid-chroot.sh), when there is one
 #   events     usdt-toolexec trace, every event printed (to /dev/null)
+#   ring-stats usdt-toolexec trace -transport ring -stats: counts and
+#              histograms kept by the program in its own memory
+#   ring-json  usdt-toolexec trace -transport ring -json, every event
+#              written to a file, and the events lost counted
+#
+# and, with runtime-trace in MODES, the plain build under Go's own
+# execution tracer (runtime/trace, the server's -trace), the anchor.
 #
 # A tracer that has not attached in ATTACH_TIMEOUT seconds (BEGIN fired
 # for bpftrace, -v's "attached" for trace) or fails is reported as such,
@@ -30,7 +37,7 @@
 #   DURATION=5             seconds of load per run
 #   ATTACH_TIMEOUT=120     seconds a tracer may take to attach
 #   SETS="main http all"   builds to measure
-#   MODES="untraced stats bt-0.17 bt-0.27 events"
+#   MODES="untraced stats bt-0.17 bt-0.27 events ring-stats ring-json runtime-trace"
 #   OUT=                   directory for builds and raw results (a new
 #                          temp dir if empty; under /tmp, which the sid
 #                          chroot shares)
@@ -44,7 +51,7 @@ COUNT=${COUNT:-3}
 DURATION=${DURATION:-5}
 ATTACH_TIMEOUT=${ATTACH_TIMEOUT:-120}
 SETS=${SETS:-main http all}
-MODES=${MODES:-untraced stats bt-0.17 bt-0.27 events}
+MODES=${MODES:-untraced stats bt-0.17 bt-0.27 events ring-stats ring-json runtime-trace}
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-stats.XXXXXX")}
 SID=${USDT_SID_CHROOT:-/var/cache/go-usdt/sid}
 src=$root/scripts/testdata/jsonapi
@@ -102,7 +109,9 @@ measure() {
 	# address must not be read.
 	: >"$OUT/server.txt"
 	: >"$log"
-	"$bin" >>"$OUT/server.txt" 2>&1 &
+	local flags=()
+	[[ $mode == runtime-trace ]] && flags=(-trace "$OUT/runtime.trace")
+	"$bin" "${flags[@]}" >>"$OUT/server.txt" 2>&1 &
 	local server=$! tracer= addr note=
 	wait_for "$OUT/server.txt" '^listening on' "$server" || {
 		echo "- the server did not start: $(head -c 200 "$OUT/server.txt")"
@@ -118,6 +127,14 @@ measure() {
 		;;
 	events)
 		"$tool" trace -v -p "$server" >/dev/null 2>"$log" &
+		tracer=$!
+		;;
+	ring-stats)
+		"$tool" trace -v -transport ring -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
+		tracer=$!
+		;;
+	ring-json)
+		"$tool" trace -v -transport ring -json -p "$server" >"$OUT/events.json" 2>"$log" &
 		tracer=$!
 		;;
 	bt-0.17)
@@ -157,12 +174,18 @@ measure() {
 		note="$note, ended $((SECONDS - t1)) s after the server"
 	fi
 	case $mode in
-	stats)
+	stats | ring-stats)
 		local handled
 		handled=$(awk '$1 == "main.(*store).handleItem:" { print $2 }' "$OUT/stats.txt")
 		[[ -n $handled ]] && note="$note, counted ${handled} handleItem calls for $requests requests"
 		;;
 	esac
+	if [[ $mode == ring-json ]]; then
+		note="$note, $(wc -l <"$OUT/events.json") events written"
+	fi
+	if [[ $mode == runtime-trace ]]; then
+		note="Go's execution trace, $(stat -c %s "$OUT/runtime.trace") bytes"
+	fi
 	if grep -qE 'lost [0-9]+|not counted' "$log"; then
 		note="$note, $(grep -m1 -oE '(lost [0-9]+ events|[0-9]+ probe hits not counted)' "$log")"
 	fi
@@ -182,10 +205,15 @@ echo "plain 1 untraced $(measure plain untraced)" >>"$raw"
 declare -A failed
 for ((i = 1; i <= COUNT; i++)); do
 	echo "# pass $i/$COUNT" >&2
+	if [[ " $MODES " == *" runtime-trace "* ]]; then
+		echo "# plain runtime-trace" >&2
+		echo "plain $i runtime-trace $(measure plain runtime-trace)" >>"$raw"
+		echo "plain $i untraced $(measure plain untraced)" >>"$raw"
+	fi
 	for set in $SETS; do
 		for ((j = 0; j < ${#modes[@]}; j++)); do
 			m=${modes[(i + j) % ${#modes[@]}]}
-			[[ -z $m ]] && continue
+			[[ -z $m || $m == runtime-trace ]] && continue
 			[[ -n ${failed["$set $m"]:-} ]] && continue
 			echo "# $set $m" >&2
 			result=$(measure "$set" "$m")

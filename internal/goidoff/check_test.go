@@ -6,6 +6,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 )
@@ -60,12 +61,18 @@ func TestPOffsetsFindRunningP(t *testing.T) {
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
+			// Gettid and the read of m must see one thread.
+			runtime.LockOSThread()
+			defer runtime.UnlockOSThread()
 			m := *(*unsafe.Pointer)(unsafe.Add(getg(), off.GM))
 			p := *(*unsafe.Pointer)(unsafe.Add(m, off.MP))
 			id := *(*int32)(unsafe.Add(p, off.ID))
 			status := *(*uint32)(unsafe.Add(p, off.ID+4))
 			if id < 0 || int(id) >= procs || status != running {
 				t.Errorf("P at offsets %+v: id %d of %d Ps, status %d", off, id, procs, status)
+			}
+			if tid := *(*uint64)(unsafe.Add(m, off.Procid)); tid != uint64(syscall.Gettid()) {
+				t.Errorf("M at offsets %+v: thread %d, want %d", off, tid, syscall.Gettid())
 			}
 		}()
 		<-done

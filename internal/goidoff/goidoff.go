@@ -38,17 +38,18 @@ func Offset(goroot, goarch string) (int64, error) {
 // P is where the runtime keeps the P a goroutine runs on: the word of
 // runtime.g that points to its M, the word of runtime.m that points to
 // its P, and runtime.p's 32-bit id. The in-process ring (internal/ring)
-// gives each P a buffer of its own by that id.
-type P struct{ GM, MP, ID int64 }
+// gives each P a buffer of its own by that id. Procid is the word of
+// runtime.m that holds its thread's id on Linux, which the ring records.
+type P struct{ GM, MP, ID, Procid int64 }
 
 // POffsets returns where the P's id is, for goarch in the runtime under
 // goroot.
 func POffsets(goroot, goarch string) (P, error) {
-	offs, err := cached(goroot, goarch, "p", []string{"g.m", "m.p", "p.id"})
+	offs, err := cached(goroot, goarch, "p", []string{"g.m", "m.p", "p.id", "m.procid"})
 	if err != nil {
 		return P{}, err
 	}
-	return P{offs[0], offs[1], offs[2]}, nil
+	return P{offs[0], offs[1], offs[2], offs[3]}, nil
 }
 
 // cached returns the offsets of fields ("type.field"), from the disk

@@ -58,7 +58,7 @@
 //
 // A record is RecordWords words, then its arguments: the site's address
 // with the count of words and which of them are strings, the goroutine
-// id, the time (runtime.nanotime), then the words the trampoline was
+// id, the time (runtime.nanotime), the thread's id, then the words the trampoline was
 // passed after the site index, then, for each word that points to a C
 // string, a word of its length and its bytes in whole words, then for a
 // site with value reads the value area they filled, as many bytes as the
@@ -152,7 +152,7 @@ const (
 	OpGuess = 10
 	AreaMax = values.AreaSize
 
-	RecordWords = 3
+	RecordWords = 4
 	// A record's first word holds the site's address in its low 48
 	// bits, the count of words at CountShift (4 bits), and at
 	// StringsShift a bit per word that points to a C string, whose

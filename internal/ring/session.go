@@ -76,7 +76,8 @@ func inBSS(f *elf.File, addr uint64) bool {
 type Record struct {
 	Site      uint64 // the site's address in the process
 	Goroutine uint64
-	Time      int64 // runtime.nanotime: CLOCK_MONOTONIC
+	Time      int64  // runtime.nanotime: CLOCK_MONOTONIC
+	Thread    uint32 // the thread's id
 	Words     []uint64
 	// Strings holds, for each word that points to a C string, its bytes
 	// as the probe copied them; nil for the other words.
@@ -504,6 +505,7 @@ func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 	rec.Site = w0 & (1<<CountShift - 1)
 	rec.Goroutine = binary.LittleEndian.Uint64(buf[8:])
 	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
+	rec.Thread = uint32(binary.LittleEndian.Uint64(buf[24:]))
 	rec.Words = rec.Words[:0]
 	rec.Strings = rec.Strings[:0]
 	for k := range count {

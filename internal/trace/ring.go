@@ -155,8 +155,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			clear(rec[:dirty])
 			dirty = bpfprog.RecStrings
 			le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
-			// Thread 0: the ring does not record the thread.
-			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32)
+			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32|uint64(r.Thread))
 			le.PutUint32(rec[bpfprog.RecCookie:], uint32(i))
 			le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
 			for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {

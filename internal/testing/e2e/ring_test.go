@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"debug/elf"
 	"encoding/binary"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -191,6 +192,18 @@ func TestRingEvents(t *testing.T) {
 	for _, want := range []string{"main.wide(a=1, b=2, c=3, d=4, e=5, f=6, g=7, h=8, i=9, j=200)", "main.wide = (r1=245)", "main.add(a=299, b=1)", "main.add = (r1=300)", `main.note(s="w200")`, "main.note = (r1=4)"} {
 		if !strings.Contains(strings.Join(ringEvents, "\n"), want) {
 			t.Errorf("no event %q through the ring:\n%s", want, strings.Join(ringEvents, "\n"))
+		}
+	}
+	// -json's tid: the thread each event fired on, as the program's M
+	// knows it.
+	out, errOut, err := usdtTrace(t, "-json", "-transport", "ring", "--", bin, "-g", "2", "300")
+	if err != nil {
+		t.Fatalf("trace -json: %v\n%s", err, errOut)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev struct{ PID, TID int }
+		if err := json.Unmarshal([]byte(l), &ev); err != nil || ev.TID == 0 || ev.PID == 0 {
+			t.Fatalf("an event without its process and thread (%v): %s", err, l)
 		}
 	}
 	if os.Geteuid() != 0 {

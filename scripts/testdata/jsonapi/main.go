@@ -1,6 +1,7 @@
 // Command jsonapi is the JSON API server scripts/bench-stats.sh loads:
 // GET /items/{id} answers an item of an in-memory store as JSON. It
-// prints the address it listens on, then serves until killed.
+// prints the address it listens on, then serves until killed; with
+// -trace FILE, under Go's execution tracer.
 package main
 
 import (
@@ -11,6 +12,8 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"os"
+	"runtime/trace"
 	"strconv"
 	"sync"
 )
@@ -85,7 +88,19 @@ func (s *store) handleItem(w http.ResponseWriter, r *http.Request) {
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
+	traceTo := flag.String("trace", "", "write Go's execution trace (runtime/trace) to this file while serving")
 	flag.Parse()
+	if *traceTo != "" {
+		// The benchmark's anchor: Go's own tracer on the same load. The
+		// server is killed, so the trace is flushed as it goes.
+		f, err := os.Create(*traceTo)
+		if err != nil {
+			log.Fatal(err)
+		}
+		if err := trace.Start(f); err != nil {
+			log.Fatal(err)
+		}
+	}
 	s := newStore(1000)
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /items/{id}", s.handleItem)
