@@ -80,6 +80,17 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 		if len(p.Ops) == MaxOps || op.Max == 0 || used+int(op.Max) > AreaSize {
 			return 0, false
 		}
+		// A pointer that a guessed read brought in is a guess too: a
+		// map's directory read as a group holds table pointers where
+		// the group's keys and elements would be.
+		if op.From != FromArg {
+			for _, o := range p.Ops {
+				if o.Guess && op.Src >= o.Dst && int(op.Src) < int(o.Dst)+int(o.Max) {
+					op.Guess = true
+					break
+				}
+			}
+		}
 		op.Dst = uint16(used)
 		used += (int(op.Max) + 7) &^ 7
 		p.Ops = append(p.Ops, op)

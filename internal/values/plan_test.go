@@ -34,7 +34,7 @@ func TestPlanBounds(t *testing.T) {
 			if len(p.Ops) == 0 || len(p.Ops) > MaxOps {
 				t.Errorf("%s: %d ops", tt.name, len(p.Ops))
 			}
-			filled := 0
+			filled, derived := 0, 0
 			for i, op := range p.Ops {
 				if op.Max == 0 || op.Max > OpMax || int(op.Dst)+int(op.Max) > AreaSize || op.Dst%8 != 0 {
 					t.Errorf("%s: op %d %+v out of bounds", tt.name, i, op)
@@ -48,10 +48,24 @@ func TestPlanBounds(t *testing.T) {
 					if int(op.Src)+8 > filled {
 						t.Errorf("%s: op %d reads a pointer at %d, before any copy brought it", tt.name, i, op.Src)
 					}
+					// A reader that faults on a bad pointer (the ring's)
+					// reads a guess safely: what a guess brought in is
+					// one too.
+					for j, from := range p.Ops[:i] {
+						if from.Guess && op.Src >= from.Dst && int(op.Src) < int(from.Dst)+int(from.Max) {
+							derived++
+							if !op.Guess {
+								t.Errorf("%s: op %d %+v reads a pointer op %d guessed, and is no guess", tt.name, i, op, j)
+							}
+						}
+					}
 				default:
 					t.Errorf("%s: op %d from %d", tt.name, i, op.From)
 				}
 				filled = max(filled, int(op.Dst)+int(op.Max))
+			}
+			if tt.name == "maps" && derived == 0 {
+				t.Errorf("maps: no read of a pointer that a group's read brought in")
 			}
 			for i, l := range tt.ls {
 				if _, ok := p.Root(i); ok != (l != nil) {
