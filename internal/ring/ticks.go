@@ -31,25 +31,26 @@ func stableTicks() bool {
 }
 
 // calibrate measures the nanoseconds of 1<<32 ticks against
-// CLOCK_MONOTONIC over d, each end read between two counter reads so that
-// a preemption between them shows.
+// CLOCK_MONOTONIC over d.
 func calibrate(d time.Duration) uint64 {
-	pair := func() (ticks uint64, ns int64) {
-		best := uint64(math.MaxUint64)
-		// The narrowest of a few tries: a read that a preemption
-		// stretched is worth less.
-		for range 16 {
-			t0 := readTicks()
-			n := monotonic()
-			t1 := readTicks()
-			if t1-t0 < best {
-				best, ticks, ns = t1-t0, t0+(t1-t0)/2, n
-			}
-		}
-		return ticks, ns
-	}
-	t0, ns0 := pair()
+	t0, ns0 := ticksAndNs()
 	time.Sleep(d)
-	t1, ns1 := pair()
+	t1, ns1 := ticksAndNs()
 	return uint64(float64(ns1-ns0) / float64(t1-t0) * (1 << 32))
+}
+
+// ticksAndNs reads the counter and CLOCK_MONOTONIC at one moment: the
+// clock between two counter reads, the narrowest of a few tries, since
+// a read that a preemption stretched is worth less.
+func ticksAndNs() (ticks uint64, ns int64) {
+	best := uint64(math.MaxUint64)
+	for range 16 {
+		t0 := readTicks()
+		n := monotonic()
+		t1 := readTicks()
+		if t1-t0 < best {
+			best, ticks, ns = t1-t0, t0+(t1-t0)/2, n
+		}
+	}
+	return ticks, ns
 }

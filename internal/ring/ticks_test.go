@@ -14,9 +14,9 @@ func TestCalibrate(t *testing.T) {
 	}
 	tickNs := calibrate(10 * time.Millisecond)
 	for _, d := range []time.Duration{20 * time.Millisecond, 100 * time.Millisecond} {
-		t0, ns0 := readTicks(), monotonic()
+		t0, ns0 := ticksAndNs()
 		time.Sleep(d)
-		t1, ns1 := readTicks(), monotonic()
+		t1, ns1 := ticksAndNs()
 		hi, lo := bits.Mul64(t1-t0, tickNs)
 		got := int64(hi<<32 | lo>>32)
 		want := ns1 - ns0
