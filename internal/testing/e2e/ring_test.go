@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -80,7 +81,7 @@ func TestRingStatsUnprivileged(t *testing.T) {
 			if !strings.Contains(out, "transport ring: BPF needs root") {
 				t.Errorf("-v does not say that it records in the process, and why:\n%s", out)
 			}
-			if got := statCounts(out); !equalCounts(got, tc.want) {
+			if got := statCounts(out); !maps.Equal(got, tc.want) {
 				t.Errorf("counted %v, want %v:\n%s", got, tc.want, out)
 			}
 			if strings.Contains(out, "lost") {
@@ -97,18 +98,6 @@ func TestRingStatsUnprivileged(t *testing.T) {
 			}
 		})
 	}
-}
-
-func equalCounts(a, b map[string]int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k, v := range a {
-		if b[k] != v {
-			return false
-		}
-	}
-	return true
 }
 
 // asNobody copies usdt-toolexec and bin where nobody can run them, and
