@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -288,15 +289,21 @@ type testResult struct {
 // the test logged, and fails t for each test that failed there.
 func checkGuest(t *testing.T, out string) []testResult {
 	t.Helper()
-	conv := exec.Command("go", "tool", "test2json")
+	conv := exec.Command("go", "tool", "test2json", "-t")
 	conv.Stdin = strings.NewReader(out)
 	js, err := conv.Output()
 	if err != nil {
 		t.Fatalf("go tool test2json: %v", err)
 	}
-	type event struct{ Action, Test, Output string }
+	type event struct {
+		Action, Test, Output string
+		Elapsed              float64
+	}
 	logs := map[string]string{}
 	var all []testResult
+	// The time of each top-level test, longest first, says where a
+	// machine's minutes go (test2json gives them with -t).
+	var took []event
 	dec := json.NewDecoder(bytes.NewReader(js))
 	for dec.More() {
 		var e event
@@ -311,8 +318,17 @@ func checkGuest(t *testing.T, out string) []testResult {
 			}
 		case e.Action == "pass", e.Action == "fail", e.Action == "skip":
 			all = append(all, testResult{name: e.Test, status: strings.ToUpper(e.Action), reason: strings.TrimSpace(logs[e.Test])})
+			if !strings.Contains(e.Test, "/") {
+				took = append(took, e)
+			}
 		}
 	}
+	slices.SortFunc(took, func(a, b event) int { return cmp.Compare(b.Elapsed, a.Elapsed) })
+	var times []string
+	for _, e := range took {
+		times = append(times, fmt.Sprintf("%s %.1fs", e.Test, e.Elapsed))
+	}
+	t.Logf("the guest's tests, longest first: %s", strings.Join(times, ", "))
 	var leaves []testResult
 	for _, r := range all {
 		if slices.ContainsFunc(all, func(o testResult) bool { return strings.HasPrefix(o.name, r.name+"/") }) {
