@@ -54,9 +54,14 @@ type Call struct {
 	// Start and End place the call in time, within its parent's.
 	Start, End time.Time
 	// Lost is set on a call whose exit event was not seen, ended when a
-	// call it was in returned: its End is the last end of the calls it
-	// made, or its Start.
+	// call it was in returned, or by Close: its End is the last end of
+	// the calls it made, or its Start.
 	Lost bool
+	// Adopted is set on a call that opened at its exit, when calls open
+	// on its goroutine had begun in it: the outermost of them, which is
+	// its child from then on. Begin sees it set, so that a root made this
+	// way can take over the trace the adopted call and its calls are in.
+	Adopted *Call
 	// Uncertain is set on a call that began under a call that was open
 	// when events of the goroutine were lost, and not seen to end since:
 	// that call may have returned in the gap, and this one be its
@@ -176,10 +181,13 @@ func (t *Tree) Add(ev *trace.Event) {
 		}
 		guess(c)
 		c.startAt(start)
-		t.begin(c)
 		// The calls that began after c did in c: their exits were lost.
 		if i < len(stack) {
-			stack[i].Parent = c
+			c.Adopted = stack[i]
+		}
+		t.begin(c)
+		if c.Adopted != nil {
+			c.Adopted.Parent = c
 		}
 		t.abandon(g, stack[i:])
 		stack = stack[:i]
@@ -291,6 +299,23 @@ func (t *Tree) OnThread(pid, tid int) *Call {
 		return nil
 	}
 	return stack[len(stack)-1]
+}
+
+// Close ends the calls still open, the innermost first, marked Lost (their
+// exits were not seen: they had not returned, or the events were lost),
+// so that the calls they made keep their parent. It returns how many it
+// ended.
+func (t *Tree) Close() int {
+	n := 0
+	for g, stack := range t.open {
+		for i := len(stack) - 1; i >= 0; i-- {
+			stack[i].Lost = true
+			t.end(stack[i], stack[i].Start)
+			n++
+		}
+		delete(t.open, g)
+	}
+	return n
 }
 
 // Open reports the number of calls open, which end with no exit seen when

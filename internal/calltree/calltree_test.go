@@ -2,6 +2,7 @@ package calltree
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -225,21 +226,7 @@ func TestTree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var got []string
 			var tree Tree
-			tree.End = func(c *Call) {
-				s := c.Function
-				if c.Parent != nil {
-					s += "<" + c.Parent.Function
-				}
-				us := func(x time.Time) int64 { return x.Sub(at(0)).Microseconds() }
-				s = fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self())
-				if c.Lost {
-					s += " lost"
-				}
-				if c.Uncertain {
-					s += " uncertain"
-				}
-				got = append(got, s)
-			}
+			tree.End = func(c *Call) { got = append(got, describe(c)) }
 			for _, ev := range tt.events {
 				tree.Add(ev)
 			}
@@ -256,6 +243,73 @@ func TestTree(t *testing.T) {
 				t.Errorf("%d calls uncertain, want %d", n, tt.uncertain)
 			}
 		})
+	}
+}
+
+// describe is a call as it ends: function<parent start-end self, and
+// whether it is lost or uncertain.
+func describe(c *Call) string {
+	s := c.Function
+	if c.Parent != nil {
+		s += "<" + c.Parent.Function
+	}
+	us := func(x time.Time) int64 { return x.Sub(at(0)).Microseconds() }
+	s = fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self())
+	if c.Lost {
+		s += " lost"
+	}
+	if c.Uncertain {
+		s += " uncertain"
+	}
+	return s
+}
+
+// TestClose: the calls open when tracing ends end then, the innermost
+// first and lost, so the calls they made that ended have a parent that
+// ends too, around them.
+func TestClose(t *testing.T) {
+	var got []string
+	tree := Tree{End: func(c *Call) { got = append(got, describe(c)) }}
+	for _, ev := range []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(2, "d", 3)} {
+		tree.Add(ev)
+	}
+	if n := tree.Close(); n != 3 {
+		t.Errorf("Close ended %d calls, want the 3 open", n)
+	}
+	// Goroutines in any order; a's self time (1 µs of 4) shows b ended first.
+	slices.Sort(got[1:])
+	if g, want := strings.Join(got, ", "), "c<b 2-4 2µs, a 0-4 1µs lost, b<a 1-4 1µs lost, d 3-3 0s lost"; g != want {
+		t.Errorf("calls %q, want %q", g, want)
+	}
+	if n := tree.Open(); n != 0 {
+		t.Errorf("%d calls open after Close", n)
+	}
+}
+
+// TestAdopted: a call whose entry was not seen, and that began before the
+// root open on its goroutine, becomes that root's parent, and Begin sees
+// which call it adopted.
+func TestAdopted(t *testing.T) {
+	var adopted []string
+	tree := Tree{Begin: func(c *Call) {
+		if c.Adopted != nil {
+			adopted = append(adopted, c.Function+" adopts "+c.Adopted.Function)
+		}
+	}}
+	var a *Call
+	tree.End = func(c *Call) {
+		if c.Function == "a" {
+			a = c
+		}
+	}
+	for _, ev := range []*trace.Event{entry(1, "a", 500), entry(1, "b", 510), exit(1, "b", 520, 10), exit(1, "x", 600, 300)} {
+		tree.Add(ev)
+	}
+	if g := strings.Join(adopted, ", "); g != "x adopts a" {
+		t.Errorf("Begin saw %q, want x adopting a", g)
+	}
+	if a == nil || a.Parent == nil || a.Parent.Function != "x" {
+		t.Errorf("a ended with the parent %v, want x", a.Parent)
 	}
 }
 

@@ -173,6 +173,11 @@ func (e *Exporter) begin(c *calltree.Call) {
 	if c.Parent != nil {
 		parent := c.Parent.Data.(*call)
 		d.ids.trace, d.unsampled = parent.ids.trace, parent.unsampled
+	} else if a := c.Adopted; a != nil {
+		// The call began before a root that is now its child: the trace
+		// is the one that root and the calls it made are in.
+		adopted := a.Data.(*call)
+		d.ids.trace, d.unsampled, d.remote = adopted.ids.trace, adopted.unsampled, adopted.remote
 	} else if d.remote = join(c.Entry); d.remote.IsValid() {
 		d.ids.trace, d.unsampled = d.remote.TraceID(), !d.remote.IsSampled()
 	} else {
@@ -280,6 +285,7 @@ func (e *Exporter) end(c *calltree.Call) {
 // Close flushes the spans and shuts the SDK down, within ctx, and reports
 // the spans that did not reach the collector.
 func (e *Exporter) Close(ctx context.Context) error {
+	open := e.tree.Close()
 	err := e.provider.Shutdown(ctx)
 	var msgs []string
 	if lost := e.ended - int(e.sent.exported.Load()) - int(e.sent.failed.Load()) - int(e.sent.refused.Load()); lost > 0 {
@@ -294,8 +300,8 @@ func (e *Exporter) Close(ctx context.Context) error {
 	if e.unsampled > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls joined traces their callers did not sample (the traceparent's flags): no span", e.unsampled))
 	}
-	if n := e.tree.Open(); n > 0 {
-		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended: no span", n))
+	if open > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended, or their exit events were lost: their spans (usdt.lost_exit) end with the last call they made", open))
 	}
 	if n, gs := e.tree.Lost(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their spans (usdt.lost_exit) end with the last call they made", n, gs))

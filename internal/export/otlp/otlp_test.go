@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -530,7 +531,7 @@ func TestCloseReports(t *testing.T) {
 		},
 		{
 			name: "calls open", status: http.StatusOK, open: 2,
-			want: `^2 calls had not returned when tracing ended: no span$`,
+			want: `^2 calls had not returned when tracing ended, or their exit events were lost: their spans \(usdt.lost_exit\) end with the last call they made$`,
 		},
 		{
 			// A queue of one span and exports of one: while the first
@@ -570,6 +571,17 @@ func TestCloseReports(t *testing.T) {
 			m := regexp.MustCompile(tt.want).FindStringSubmatch(err.Error())
 			if m == nil {
 				t.Fatalf("Close: %v\nwant %s", err, tt.want)
+			}
+			if tt.open > 0 {
+				spans, _ := r.received()
+				for _, s := range spans {
+					if attributes(s.Attributes)["usdt.lost_exit"] != true {
+						t.Errorf("%s's span, open when tracing ended, is not marked usdt.lost_exit", s.Name)
+					}
+				}
+				if len(spans) != tt.open {
+					t.Errorf("%d spans received, want one per open call, %d", len(spans), tt.open)
+				}
 			}
 			if hold != nil {
 				// Every span is either received or reported lost.
@@ -670,6 +682,55 @@ func TestIDs(t *testing.T) {
 	}
 }
 
+// TestAdoptedRoot: main.serve's entry was lost, and its exit shows it
+// began before main.handle, a root until then: handle becomes serve's
+// child, and serve's span joins the trace that handle's calls were sent
+// in, so that none of them is left without its parent there.
+func TestAdoptedRoot(t *testing.T) {
+	g := thread(1)
+	r := newReceiver(t, http.StatusOK, nil)
+	e := newExporter(t, r)
+	for _, ev := range []*trace.Event{
+		g.enter("main.handle", 500),
+		g.enter("main.parse", 510),
+		g.leave("main.parse", 520, 10),
+		g.leave("main.serve", 600, 300),
+	} {
+		e.Event(ev)
+	}
+	e.Close(context.Background())
+	spans, _ := r.received()
+	checkSpans(t, spans, []wantSpan{
+		{name: "main.parse", parent: "main.handle", start: us(510), end: us(520), attrs: mainAttrs("parse", nil)},
+		{name: "main.handle", parent: "main.serve", start: us(500), end: us(520), attrs: mainAttrs("handle", map[string]any{"usdt.lost_exit": true})},
+		{name: "main.serve", start: us(300), end: us(600), attrs: mainAttrs("serve", nil)},
+	})
+}
+
+// mainAttrs are the attributes of a span of function main.fn on goroutine
+// 1, and more.
+func mainAttrs(fn string, more map[string]any) map[string]any {
+	m := map[string]any{"code.namespace": "main", "code.function": fn, "goroutine": int64(1), "process.pid": int64(4242)}
+	maps.Copy(m, more)
+	return m
+}
+
+// checkSpans checks that spans has each of want.
+func checkSpans(t *testing.T, spans []*tracepb.Span, want []wantSpan) {
+	t.Helper()
+	byName := map[string]*tracepb.Span{}
+	for _, s := range spans {
+		byName[s.Name] = s
+	}
+	for _, w := range want {
+		if s := byName[w.name]; s == nil {
+			t.Errorf("no span %s", w.name)
+		} else {
+			checkSpan(t, s, w, byName)
+		}
+	}
+}
+
 // TestLostExit checks that a call whose exit event was lost still gets a
 // span, marked, inside its parent's, so that the spans of the calls it
 // made are not orphans, and that Close says how many. main.emit, which
@@ -700,33 +761,12 @@ func TestLostExit(t *testing.T) {
 		t.Errorf("Close: %v, want it to count the uncertain parent", err)
 	}
 	spans, _ := r.received()
-	byName := map[string]*tracepb.Span{}
-	for _, s := range spans {
-		byName[s.Name] = s
-	}
-	base := map[string]any{"code.namespace": "main", "goroutine": int64(1), "process.pid": int64(4242)}
-	with := func(fn string, more map[string]any) map[string]any {
-		m := map[string]any{"code.function": fn}
-		for k, v := range base {
-			m[k] = v
-		}
-		for k, v := range more {
-			m[k] = v
-		}
-		return m
-	}
-	for _, w := range []wantSpan{
-		{name: "main.token", parent: "main.parse", start: us(2), end: us(4), attrs: with("token", nil)},
-		{name: "main.emit", parent: "main.parse", start: us(5), end: us(6), attrs: with("emit", map[string]any{"usdt.parent_uncertain": true})},
-		{name: "main.parse", parent: "main.handle", start: us(1), end: us(6), attrs: with("parse", map[string]any{"usdt.lost_exit": true})},
-		{name: "main.handle", start: us(0), end: us(10), attrs: with("handle", nil)},
-	} {
-		if s := byName[w.name]; s == nil {
-			t.Errorf("no span %s", w.name)
-		} else {
-			checkSpan(t, s, w, byName)
-		}
-	}
+	checkSpans(t, spans, []wantSpan{
+		{name: "main.token", parent: "main.parse", start: us(2), end: us(4), attrs: mainAttrs("token", nil)},
+		{name: "main.emit", parent: "main.parse", start: us(5), end: us(6), attrs: mainAttrs("emit", map[string]any{"usdt.parent_uncertain": true})},
+		{name: "main.parse", parent: "main.handle", start: us(1), end: us(6), attrs: mainAttrs("parse", map[string]any{"usdt.lost_exit": true})},
+		{name: "main.handle", start: us(0), end: us(10), attrs: mainAttrs("handle", nil)},
+	})
 }
 
 // TestJoin: a root call whose entry passes a W3C traceparent joins that

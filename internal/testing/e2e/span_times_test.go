@@ -262,7 +262,8 @@ var nestCallers = map[string]string{"main.step": "main.request", "main.work": "m
 
 // TestTraceOTLPLosses traces nestSrc through the smallest ring buffer, 4K,
 // which loses events, and reads its spans back from Jaeger: every span
-// lies within its parent's, and one whose parent is not its caller (the
+// with a parent finds it in its own trace and lies within it, and one
+// whose parent is not its caller (the
 // calls it was taken to be in returned unseen) says its parent is
 // uncertain, as trace's count at the end says of that many.
 func TestTraceOTLPLosses(t *testing.T) {
@@ -289,7 +290,7 @@ func TestTraceOTLPLosses(t *testing.T) {
 		}
 		n = spanCount(traces)
 	}
-	marked, wrong := 0, 0
+	marked, wrong, orphans := 0, 0, 0
 	for id, tr := range traces {
 		spans := map[string]jaegerSpan{}
 		for _, s := range tr {
@@ -300,8 +301,13 @@ func TestTraceOTLPLosses(t *testing.T) {
 			if isUncertain {
 				marked++
 			}
+			if s.parent() == "" {
+				continue
+			}
 			p, ok := spans[s.parent()]
 			if !ok {
+				orphans++
+				t.Errorf("trace %s: %s's parent %s is not in its trace", id, s.OperationName, s.parent())
 				continue
 			}
 			if s.StartTime < p.StartTime || s.StartTime+s.Duration > p.StartTime+p.Duration+1 {
@@ -318,5 +324,5 @@ func TestTraceOTLPLosses(t *testing.T) {
 	if marked != uncertain {
 		t.Errorf("%d spans are marked usdt.parent_uncertain, trace counted %d:\n%s", marked, uncertain, errOut)
 	}
-	t.Logf("%d spans in %d traces; %d under a function that does not call them, %d marked uncertain\n%s", spanCount(traces), len(traces), wrong, marked, errOut)
+	t.Logf("%d spans in %d traces; %d under a function that does not call them, %d marked uncertain, %d whose parent is not in their trace\n%s", spanCount(traces), len(traces), wrong, marked, orphans, errOut)
 }
