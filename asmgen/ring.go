@@ -184,6 +184,9 @@ func recordFunc(b *bytes.Buffer, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordTime)
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n\tMOVQ %d(R10), R10\n", rt.P.GM, rt.P.Procid)
+	// The first record after a drop says so: the tracer cannot tell
+	// whose events went.
+	fmt.Fprintf(b, "\tMOVQ %d(BX), AX\n\tCMPQ AX, %d(BX)\n\tJEQ unbroken\n\tMOVQ AX, %[2]d(BX)\n\tBTSQ $%d, R10\nunbroken:\n", ring.LostAt, ring.LostSeenAt, ring.AfterLossBit)
 	b.WriteString(ringWrite)
 	// The words, from the registers the frame keeps, then from the
 	// caller's stack.

@@ -50,7 +50,8 @@
 //	           AreaMax bytes to fill the area in.
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
-//	           buffer, and at TailAt, the bytes the tracer has read
+//	           buffer, that count as the P's last record saw it, and at
+//	           TailAt, the bytes the tracer has read
 //	ListAt     the addresses of the semaphores the tracer incremented
 //	DataAt     with Counts, the table and the counters; with Events,
 //	           the table, the reads and the scratch areas
@@ -58,7 +59,8 @@
 //
 // A record is RecordWords words, then its arguments: the site's address
 // with the count of words and which of them are strings, the goroutine
-// id, the time (runtime.nanotime), the thread's id, then the words the trampoline was
+// id, the time (runtime.nanotime), the thread's id (with AfterLossBit
+// set on the P's first record after it dropped events), then the words the trampoline was
 // passed after the site index, then, for each word that points to a C
 // string, a word of its length and its bytes in whole words, then for a
 // site with value reads the value area they filled, as many bytes as the
@@ -107,6 +109,7 @@ const (
 	HeaderSize = 64
 	HeadAt     = 0
 	LostAt     = 8
+	LostSeenAt = 16
 	TailAt     = 32
 	MaxSlots   = 256
 
@@ -159,4 +162,7 @@ const (
 	// length and bytes follow the words.
 	CountShift   = 48
 	StringsShift = 52
+	// AfterLossBit, in a record's thread word, says that its P dropped
+	// events since its last record.
+	AfterLossBit = 63
 )

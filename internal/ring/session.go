@@ -85,6 +85,10 @@ type Record struct {
 	// Area is the value area the site's reads filled (Plan), nil for a
 	// site without.
 	Area []byte
+	// AfterLoss is set on the first record of each goroutine after a P
+	// dropped events: which goroutines lost theirs the ring does not
+	// know, so each of them may have.
+	AfterLoss bool
 }
 
 // Session is a ring trace of one process.
@@ -107,6 +111,9 @@ type Session struct {
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
 	// the time-stamp counter, else 0.
 	tickNs uint64
+	// marked holds the goroutines whose records Read has marked
+	// AfterLoss since a P last dropped events (nil before any did).
+	marked map[uint64]bool
 }
 
 // Open takes the ring of process pid, whose executable has it at ctl
@@ -404,13 +411,14 @@ func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
 	if !final {
 		until = monotonic() - HoldBack.Nanoseconds()
 	}
+	hdrs := make([]byte, s.slots*HeaderSize)
+	if err := s.read(s.ctl+HeadersAt, hdrs); err != nil {
+		return busy, err
+	}
 	heads := make([]uint64, s.slots)
 	total := uint64(0)
 	for i := range s.slots {
-		head, err := s.word(HeadersAt + uint64(i*HeaderSize) + HeadAt)
-		if err != nil {
-			return busy, err
-		}
+		head := binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
 		tail := s.tails[i]
 		if head-tail > s.size || head < tail {
 			return busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
@@ -469,6 +477,15 @@ func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
 	slices.SortStableFunc(recs, func(a, b placed) int { return cmp.Compare(a.time, b.time) })
 	for _, r := range recs {
 		parse(s.buf[r.at:r.at+r.size], &rec, s.areas)
+		// A P that dropped events may have dropped any goroutine's:
+		// from then on, each goroutine's next record says so.
+		if rec.AfterLoss {
+			s.marked = map[uint64]bool{}
+		}
+		if s.marked != nil && !s.marked[rec.Goroutine] {
+			rec.AfterLoss = true
+			s.marked[rec.Goroutine] = true
+		}
 		fn(&rec)
 	}
 	// Each P's tail moves past its last record handed on.
@@ -505,7 +522,8 @@ func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 	rec.Site = w0 & (1<<CountShift - 1)
 	rec.Goroutine = binary.LittleEndian.Uint64(buf[8:])
 	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
-	rec.Thread = uint32(binary.LittleEndian.Uint64(buf[24:]))
+	thread := binary.LittleEndian.Uint64(buf[24:])
+	rec.Thread, rec.AfterLoss = uint32(thread), thread>>AfterLossBit != 0
 	rec.Words = rec.Words[:0]
 	rec.Strings = rec.Strings[:0]
 	for k := range count {

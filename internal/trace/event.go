@@ -29,7 +29,9 @@ type Event struct {
 	Elapsed   time.Duration // of an exit: since the function's entry
 	// AfterLoss is set on an automatic probe's event when events of its
 	// goroutine were lost (the ring buffer full) just before it: the
-	// calls the goroutine had open may have returned in that gap.
+	// calls the goroutine had open may have returned in that gap. The
+	// in-process ring does not know whose events it dropped: after a
+	// loss, it sets it on the next event of every goroutine.
 	AfterLoss bool
 	// Start is, of an exit whose probe the clock's trampoline fired (see
 	// asmgen.SinceMark), when the call started by the program's own

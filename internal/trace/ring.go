@@ -157,6 +157,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
 			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32|uint64(r.Thread))
 			le.PutUint32(rec[bpfprog.RecCookie:], uint32(i))
+			if r.AfterLoss {
+				le.PutUint32(rec[bpfprog.RecFlags:], bpfprog.RecAfterLoss)
+			}
 			le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
 			for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {
 				le.PutUint64(rec[bpfprog.RecArgs+8*(k+1):], w)

@@ -260,21 +260,36 @@ func spanCount(traces map[string][]jaegerSpan) int {
 // nestCallers are the functions that call each of nestSrc's.
 var nestCallers = map[string]string{"main.step": "main.request", "main.work": "main.step", "main.label": "main.request"}
 
-// TestTraceOTLPLosses traces nestSrc through the smallest ring buffer, 4K,
-// which loses events, and reads its spans back from Jaeger: every span
-// with a parent finds it in its own trace and lies within it, and one
-// whose parent is not its caller (the
-// calls it was taken to be in returned unseen) says its parent is
-// uncertain, as trace's count at the end says of that many.
+// TestTraceOTLPLosses traces nestSrc through the smallest buffers, 4K,
+// which lose events, through BPF's ring buffer and through the in-process
+// ring, and reads its spans back from Jaeger: every span with a parent
+// finds it in its own trace and lies within it, and one whose parent is
+// not its caller (the calls it was taken to be in returned unseen) says
+// its parent is uncertain, as trace's count at the end says of that many.
 func TestTraceOTLPLosses(t *testing.T) {
-	requireBPF(t)
+	for _, tr := range []struct {
+		name    string
+		args    []string
+		require func(*testing.T)
+	}{
+		{"bpf", []string{"-transport", "bpf"}, requireBPF},
+		{"ring", []string{"-transport", "ring"}, requireRing},
+	} {
+		t.Run(tr.name, func(t *testing.T) {
+			tr.require(t)
+			testOTLPLosses(t, tr.args)
+		})
+	}
+}
+
+func testOTLPLosses(t *testing.T, transport []string) {
 	j := startJaeger(t)
 	bin := buildMainRules(t, target{}, "nest", nestSrc, nestRules)
-	_, errOut, err := usdtTrace(t, "-buffer", "4K", "-otlp", j.otlp, "-service", "nest-lost", "--", bin)
+	_, errOut, err := usdtTrace(t, append(transport, "-buffer", "4K", "-otlp", j.otlp, "-service", "nest-lost", "--", bin)...)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}
-	if !regexp.MustCompile(`lost \d+ events: the ring buffer \(4K\) was full`).MatchString(errOut) {
+	if !regexp.MustCompile(`lost \d+ events: the (ring buffer|in-process ring) \(4K( per P)?\) was full`).MatchString(errOut) {
 		t.Skipf("no event was lost through a 4K buffer on this machine, which the test needs:\n%s", errOut)
 	}
 	uncertain := 0
