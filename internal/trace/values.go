@@ -3,6 +3,7 @@ package trace
 import (
 	"debug/buildinfo"
 	"debug/elf"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -110,13 +111,24 @@ func (t *typeNames) of(pid int) values.Namer {
 	}
 	n, ok := t.loaded[pid]
 	if !ok {
-		if bias, err := loadBias(t.f, t.binary, fmt.Sprintf("/proc/%d/maps", pid)); err == nil {
+		bias, err := loadBias(t.f, t.binary, fmt.Sprintf("/proc/%d/maps", pid))
+		if errors.Is(err, errNotYetMapped) {
+			// Asked as soon as the command started: the kernel tells
+			// the parent its exec succeeded before it maps the
+			// executable. The first event asks again.
+			return nil
+		}
+		if err == nil {
 			n = t.names.Loaded(bias)
 		}
 		t.loaded[pid] = n
 	}
 	return n
 }
+
+// errNotYetMapped is loadBias's error for a process that maps something,
+// but not the executable yet.
+var errNotYetMapped = errors.New("the executable is not mapped yet")
 
 // loadBias returns how far above the addresses it is linked at the
 // process whose memory map is the file maps loaded the executable f,
@@ -129,6 +141,9 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 	b, err := os.ReadFile(maps)
 	if err != nil {
 		return 0, err
+	}
+	if len(b) == 0 {
+		return 0, fmt.Errorf("%s is empty: the process has exited", maps)
 	}
 	// start-end perms offset dev inode path
 	for _, line := range strings.Split(string(b), "\n") {
@@ -151,7 +166,7 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 			}
 		}
 	}
-	return 0, fmt.Errorf("%s maps no segment of %s", maps, path)
+	return 0, fmt.Errorf("%s maps no segment of %s: %w", maps, path, errNotYetMapped)
 }
 
 // valueArea is the value area of record b of site s, nil for a site
