@@ -244,14 +244,18 @@ func (t *Tree) end(c *Call, at time.Time) {
 // innermost first: their exits were lost.
 func (t *Tree) abandon(g goroutine, above []*Call) {
 	for i := len(above) - 1; i >= 0; i-- {
-		c := above[i]
-		c.Lost = true
 		if t.lost == nil {
 			t.lost = map[goroutine]int{}
 		}
 		t.lost[g]++
-		t.end(c, c.Start)
+		t.endLost(above[i])
 	}
+}
+
+// endLost ends c, whose exit was not seen, with the calls it made.
+func (t *Tree) endLost(c *Call) {
+	c.Lost = true
+	t.end(c, c.Start)
 }
 
 // guess marks c Uncertain where its parent is open through a loss.
@@ -309,8 +313,7 @@ func (t *Tree) Close() int {
 	n := 0
 	for g, stack := range t.open {
 		for i := len(stack) - 1; i >= 0; i-- {
-			stack[i].Lost = true
-			t.end(stack[i], stack[i].Start)
+			t.endLost(stack[i])
 			n++
 		}
 		delete(t.open, g)

@@ -145,7 +145,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	var l statLayout
 	if !opt.Stats {
 		d, p := newDecoder(sites, pid, names), newPrinter(opt)
-		names.of(pid)
+		names.early(pid)
 		handle = func(r *ring.Record) {
 			i, ok := bySite[r.Site-s.bias]
 			if !ok {

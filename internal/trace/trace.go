@@ -139,9 +139,9 @@ func Run(opt Options) error {
 	d, p := newDecoder(sites, opt.PID, names), newPrinter(opt)
 	switch {
 	case f.cmd != nil:
-		names.of(f.cmd.Process.Pid)
+		names.early(f.cmd.Process.Pid)
 	case opt.PID != 0:
-		names.of(opt.PID)
+		names.early(opt.PID)
 	}
 	var rec ringbuf.Record
 	for draining := false; ; {

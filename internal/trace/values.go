@@ -111,19 +111,33 @@ func (t *typeNames) of(pid int) values.Namer {
 	}
 	n, ok := t.loaded[pid]
 	if !ok {
-		bias, err := loadBias(t.f, t.binary, fmt.Sprintf("/proc/%d/maps", pid))
-		if errors.Is(err, errNotYetMapped) {
-			// Asked as soon as the command started: the kernel tells
-			// the parent its exec succeeded before it maps the
-			// executable. The first event asks again.
-			return nil
-		}
-		if err == nil {
-			n = t.names.Loaded(bias)
-		}
+		n, _ = t.load(pid)
 		t.loaded[pid] = n
 	}
 	return n
+}
+
+// early is of for a process trace has just started or taken, before any
+// of its events: the kernel tells the parent an exec succeeded before it
+// maps the executable, so an answer that it is not mapped yet is not
+// kept, and the first event asks again.
+func (t *typeNames) early(pid int) {
+	if t == nil || t.f.Type != elf.ET_DYN {
+		return
+	}
+	if n, err := t.load(pid); !errors.Is(err, errNotYetMapped) {
+		t.loaded[pid] = n
+	}
+}
+
+// load names the types of process pid from where its memory map says it
+// loaded the executable; nil when it does not say.
+func (t *typeNames) load(pid int) (values.Namer, error) {
+	bias, err := loadBias(t.f, t.binary, fmt.Sprintf("/proc/%d/maps", pid))
+	if err != nil {
+		return nil, err
+	}
+	return t.names.Loaded(bias), nil
 }
 
 // errNotYetMapped is loadBias's error for a process that maps something,
