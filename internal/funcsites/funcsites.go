@@ -1,0 +1,229 @@
+// Package funcsites finds where a note-only probe (rules' sites: notes)
+// sits in a function as the compiler made it: the function's first
+// instruction after its stack check, for the entry probe, and each of its
+// returns, for the exit probe.
+//
+// Such a probe adds no instruction to the function: the link step writes
+// a USDT note that points into the function's own code, as sys/sdt.h's
+// notes point at a NOP, and a tracer puts its breakpoint there. The entry
+// site is past the stack check because a goroutine whose stack must grow
+// runs the check twice: runtime.morestack returns to the function's first
+// instruction. The check leaves the argument registers and the stack
+// pointer as they were at the call, so the arguments are where Go's
+// register ABI put them.
+//
+// The same answer is computed twice, by the link step, which writes the
+// notes, and by tracers, which match each note with the probe table's
+// description of it: both read the finished executable.
+package funcsites
+
+import (
+	"debug/elf"
+	"debug/gosym"
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"golang.org/x/arch/x86/x86asm"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/probe"
+)
+
+// Sites is where one function's probes go.
+type Sites struct {
+	Entry   uint64
+	Returns []uint64
+}
+
+// Find returns the sites of the function whose machine code, for arch
+// ("amd64" or "arm64"), is code, loaded at addr.
+func Find(arch string, addr uint64, code []byte) (Sites, error) {
+	switch arch {
+	case "amd64":
+		return findAMD64(addr, code)
+	case "arm64":
+		return findARM64(addr, code)
+	}
+	return Sites{}, fmt.Errorf("note-only probes are not supported on %s (amd64 and arm64 are)", arch)
+}
+
+// stackCheckWindow bounds how far into a function its stack check may
+// end: the longest, for a frame larger than the stack guard, is five
+// instructions.
+const stackCheckWindow = 6
+
+// findAMD64 finds the returns by decoding every instruction: Go's code
+// holds no data between them. The stack check compares the stack pointer
+// (or what it will be, in R12) with the goroutine's stack bound at
+// 16(R14) and jumps to the runtime.morestack call on JBE.
+func findAMD64(addr uint64, code []byte) (Sites, error) {
+	s := Sites{Entry: addr}
+	checked := false
+	for off, n := 0, 0; off < len(code); n++ {
+		inst, err := x86asm.Decode(code[off:], 64)
+		if err != nil {
+			return s, fmt.Errorf("instruction at %#x: %v", addr+uint64(off), err)
+		}
+		at := off
+		off += inst.Len
+		switch {
+		case n < stackCheckWindow && inst.Op == x86asm.CMP && boundOperand(inst.Args[1]):
+			checked = true
+		case n < stackCheckWindow && checked && inst.Op == x86asm.JBE:
+			s.Entry, checked = addr+uint64(off), false
+		case inst.Op == x86asm.RET:
+			s.Returns = append(s.Returns, addr+uint64(at))
+		}
+	}
+	return s, nil
+}
+
+// boundOperand reports the stack bound, g.stackguard0: 16(R14).
+func boundOperand(a x86asm.Arg) bool {
+	m, ok := a.(x86asm.Mem)
+	return ok && m.Base == x86asm.R14 && m.Index == 0 && m.Disp == 16
+}
+
+// findARM64 reads the fixed four-byte words by their encodings. The
+// stack check loads the bound from 16(R28), g's register (LDR Xt,
+// [X28, #16]), compares, and branches to the runtime.morestack call on LS.
+func findARM64(addr uint64, code []byte) (Sites, error) {
+	const (
+		boundLoadMask, boundLoad = 0xffffffe0, 0xf9400b80 // LDR Xt, [X28, #16]
+		condBranchMask, condLS   = 0xff00001f, 0x54000009 // B.LS
+		retMask, ret             = 0xfffffc1f, 0xd65f0000 // RET Xn
+	)
+	s := Sites{Entry: addr}
+	loaded := false
+	for off := 0; off+4 <= len(code); off += 4 {
+		n, word := off/4, binary.LittleEndian.Uint32(code[off:])
+		switch {
+		case n < stackCheckWindow && word&boundLoadMask == boundLoad:
+			loaded = true
+		case n < stackCheckWindow && loaded && word&condBranchMask == condLS:
+			s.Entry, loaded = addr+uint64(off+4), false
+		case word&retMask == ret:
+			s.Returns = append(s.Returns, addr+uint64(off))
+		}
+	}
+	return s, nil
+}
+
+// Symbols finds functions of an executable by their linker names.
+type Symbols struct {
+	f     *elf.File
+	funcs map[string][2]uint64 // name -> [start, end)
+}
+
+// NewSymbols indexes f's functions: from its symbol table, or, for an
+// executable built with -s, from the runtime's own table, .gopclntab,
+// which every Go executable keeps.
+func NewSymbols(f *elf.File) (*Symbols, error) {
+	s := &Symbols{f: f, funcs: map[string][2]uint64{}}
+	syms, err := f.Symbols()
+	if err == nil {
+		for _, sym := range syms {
+			if elf.ST_TYPE(sym.Info) == elf.STT_FUNC && sym.Size > 0 {
+				s.funcs[sym.Name] = [2]uint64{sym.Value, sym.Value + sym.Size}
+			}
+		}
+		return s, nil
+	}
+	if !errors.Is(err, elf.ErrNoSymbols) {
+		return nil, err
+	}
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil, errors.New("no symbol table and no .gopclntab: not a Go executable")
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, fmt.Errorf(".gopclntab: %w", err)
+	}
+	table, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
+	if err != nil {
+		return nil, fmt.Errorf(".gopclntab: %w", err)
+	}
+	for _, fn := range table.Funcs {
+		s.funcs[fn.Name] = [2]uint64{fn.Entry, fn.End}
+	}
+	return s, nil
+}
+
+// ErrNoFunction reports a function the executable does not have: the
+// linker left it out, as it does every function nothing calls.
+var ErrNoFunction = errors.New("no such function")
+
+// Find returns the sites of the function named name, for the
+// executable's architecture.
+func (s *Symbols) Find(name string) (Sites, error) {
+	r, ok := s.funcs[name]
+	if !ok {
+		return Sites{}, ErrNoFunction
+	}
+	arch := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[s.f.Machine]
+	for _, sec := range s.f.Sections {
+		if sec.Flags&elf.SHF_EXECINSTR == 0 || r[0] < sec.Addr || r[1] > sec.Addr+sec.Size {
+			continue
+		}
+		code := make([]byte, r[1]-r[0])
+		if _, err := sec.ReadAt(code, int64(r[0]-sec.Addr)); err != nil {
+			return Sites{}, fmt.Errorf("%s: %w", name, err)
+		}
+		sites, err := Find(arch, r[0], code)
+		if err != nil {
+			return sites, fmt.Errorf("%s: %w", name, err)
+		}
+		return sites, nil
+	}
+	return Sites{}, fmt.Errorf("%s: its code at %#x is in no executable section", name, r[0])
+}
+
+// Place gives each note-only probe of probes (those with a Func) its
+// sites in the executable f: an entry probe one, an exit probe one per
+// return, each a probe of its own with its PC. Other probes are kept as
+// they are. A function the linker left out has no probes; one whose code
+// does not decode loses them, with an error saying so.
+func Place(f *elf.File, probes []probe.Probe) ([]probe.Probe, []error) {
+	var syms *Symbols
+	var errs []error
+	placed := probes[:0:0]
+	sites := map[string]Sites{}
+	for _, p := range probes {
+		if p.Func == "" {
+			placed = append(placed, p)
+			continue
+		}
+		if syms == nil {
+			var err error
+			if syms, err = NewSymbols(f); err != nil {
+				return placed, append(errs, fmt.Errorf("placing note-only probes: %w", err))
+			}
+		}
+		s, ok := sites[p.Func]
+		if !ok {
+			var err error
+			s, err = syms.Find(p.Func)
+			if err != nil && !errors.Is(err, ErrNoFunction) {
+				errs = append(errs, fmt.Errorf("probes %s:%s: %w", p.Provider, p.Name, err))
+			}
+			if err != nil {
+				s = Sites{}
+			}
+			sites[p.Func] = s
+		}
+		pcs := s.Returns
+		if kind, _, _, _ := autoprobe.Split(p.Name); kind == "entry" {
+			pcs = nil
+			if s.Entry != 0 {
+				pcs = []uint64{s.Entry}
+			}
+		}
+		for _, pc := range pcs {
+			p.PC = pc
+			placed = append(placed, p)
+		}
+	}
+	return placed, errs
+}
