@@ -152,6 +152,11 @@ type Probe struct {
 	// PC is the link-time address of the probe's NOP, Semaphore that of
 	// its semaphore (the Slot-th of its table).
 	PC, Semaphore uint64
+
+	// Func, for a note-only probe (rules' sites: notes), is the linker's
+	// name of the function whose own instructions the probe's notes
+	// point at; such a probe has no NOP and no semaphore of its own.
+	Func string
 }
 
 // Kinds are the kinds of p's arguments, in order.

@@ -71,6 +71,13 @@
 // of one C probe that sys/sdt.h gives a single semaphore, so a shared slot
 // is non-zero while any of its probes is traced.
 //
+// Version 6 describes note-only probes (rules' sites: notes), which have
+// no stub: it has no semaphores (slots is 0) and no stub address, its
+// strings are deflated as version 5's, and each record ends with a
+// reference to Probe.Func, the linker's name of the function whose own
+// instructions the probe's notes point at (see internal/funcsites). Its
+// probes' PCs are found in the executable from that name.
+//
 // The package is the import path of the package whose functions
 // usdt-toolexec instrumented, and empty for usdtgen's tables.
 package probetable
@@ -105,6 +112,7 @@ const (
 	version5 = 0x05
 	version4 = 0x04
 	version2 = 0x02
+	version6 = 0x06
 )
 
 // SiteSize is how far apart the stubs of a version 4 or 5 table are: one
@@ -124,13 +132,28 @@ func isMagic(b []byte) bool {
 	v := b[len(Magic)-1]
 	if v&LayoutsFlag != 0 {
 		v &^= LayoutsFlag
-		return v == version || v == version5 || v == version4
+		return v == version || v == version5 || v == version4 || v == version6
 	}
-	return v == version || v == version5 || v == version4 || v == version2
+	return v == version || v == version5 || v == version4 || v == version6 || v == version2
 }
 
 // backToBack reports whether a table of version v holds one stub address.
 func backToBack(v byte) bool { v &^= LayoutsFlag; return v == version4 || v == version5 }
+
+// notesOnly reports a version 6 table, of note-only probes.
+func notesOnly(v byte) bool { return v&^LayoutsFlag == version6 }
+
+// stubAddresses is how many stub addresses a table of count probes
+// whose version is v holds.
+func stubAddresses(v byte, count int) int {
+	switch {
+	case notesOnly(v):
+		return 0
+	case backToBack(v):
+		return min(count, 1)
+	}
+	return count
+}
 
 const headerSize = 24
 
@@ -161,14 +184,10 @@ func (l Layout) Stubs() int { return (l.SlotsOffset - l.StubsOffset) / 8 }
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
-// newLayout lays out a table of count probes sharing slots semaphores, with
-// a strings blob of blobSize bytes (already padded); with backToBack, one
-// stub address serves every probe.
-func newLayout(count, slots int, backToBack bool, blobSize int) Layout {
-	stubs := count
-	if backToBack {
-		stubs = min(count, 1)
-	}
+// newLayout lays out a table of count probes sharing slots semaphores,
+// with stubs stub addresses and a strings blob of blobSize bytes (already
+// padded).
+func newLayout(count, slots, stubs, blobSize int) Layout {
 	l := Layout{Count: count, SemaphoreSlots: (slots + 3) &^ 3}
 	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
 	l.SlotsOffset = l.StubsOffset + 8*stubs
@@ -195,10 +214,15 @@ type Image struct {
 // many semaphore slots as the highest Slot of probes plus one. With
 // backToBack, the probes' stubs follow each other SiteSize bytes apart, the
 // table holds the first one's address only, and its strings are deflated
-// (version 5) if that makes them smaller (version 4 if not).
+// (version 5) if that makes them smaller (version 4 if not). Probes with
+// a Func, which have no stub, make a table of their own: version 6.
 func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	if len(probes) > maxCount {
 		return Image{}, fmt.Errorf("probetable: %d probes, at most %d fit in a table", len(probes), maxCount)
+	}
+	notes := len(probes) > 0 && probes[0].Func != ""
+	if slices.ContainsFunc(probes, func(p probe.Probe) bool { return (p.Func != "") != notes || notes && p.Slot != 0 }) {
+		return Image{}, errors.New("probetable: a table holds probes with stubs or note-only probes (Func, no semaphore), not both")
 	}
 	w := newPool()
 	var rec []byte
@@ -236,6 +260,9 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 			}
 		}
 		put(w.ref(p.Receiver))
+		if notes {
+			put(w.ref(p.Func))
+		}
 	}
 	if w.err != nil {
 		return Image{}, w.err
@@ -243,7 +270,10 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	blob := append(binary.AppendUvarint(nil, uint64(len(w.pool))), w.pool...)
 	blob = append(blob, rec...)
 	ver := byte(version)
-	if backToBack {
+	switch {
+	case notes:
+		ver, blob = version6, deflate(blob)
+	case backToBack:
 		ver = version4
 		// A few probes' strings deflate to more than they are.
 		if d := deflate(blob); pad8(len(d)) < pad8(len(blob)) {
@@ -253,7 +283,7 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 	if layouts {
 		ver |= LayoutsFlag
 	}
-	l := newLayout(len(probes), slots, backToBack, pad8(len(blob)))
+	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	b[len(Magic)-1] = ver
@@ -357,7 +387,7 @@ func header(b []byte) (n, size int, err error) {
 	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
 		return 0, 0, ErrNotTable
 	}
-	l := newLayout(n, slots, backToBack(b[len(Magic)-1]), 0)
+	l := newLayout(n, slots, stubAddresses(b[len(Magic)-1], n), 0)
 	if l.StringsOffset >= size { // the strings hold at least the package
 		return 0, 0, ErrNotTable
 	}
@@ -382,7 +412,7 @@ func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
 func decodeText(probes []probe.Probe, b []byte) error {
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
 	ver := b[len(Magic)-1]
-	l := newLayout(len(probes), slots, backToBack(ver), 0)
+	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), 0)
 	for i := range probes {
 		p := &probes[i]
 		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
@@ -393,13 +423,13 @@ func decodeText(probes []probe.Probe, b []byte) error {
 	strs := b[l.StringsOffset:]
 	layouts := ver&LayoutsFlag != 0
 	ver &^= LayoutsFlag
-	if ver == version5 {
+	if ver == version5 || ver == version6 {
 		var ok bool
 		if strs, ok = inflate(strs); !ok {
 			return ErrNotTable
 		}
 	}
-	decode := func(b []byte, probes []probe.Probe) bool { return decodeStrings(b, probes, layouts) }
+	decode := func(b []byte, probes []probe.Probe) bool { return decodeStrings(b, probes, layouts, ver == version6) }
 	if ver == version2 {
 		decode = decodeV2
 	}
@@ -410,11 +440,15 @@ func decodeText(probes []probe.Probe, b []byte) error {
 }
 
 // locateProbes sets the PC and the Semaphore of probes, whose slots
-// decodeText read, from the table b loaded at addr.
+// decodeText read, from the table b loaded at addr. Note-only probes
+// have neither: their Func says where they are.
 func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
 	ver := b[len(Magic)-1]
-	l := newLayout(len(probes), slots, backToBack(ver), 0)
+	if notesOnly(ver) {
+		return nil
+	}
+	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), 0)
 	for i := range probes {
 		p := &probes[i]
 		if backToBack(ver) {
@@ -439,16 +473,17 @@ func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
 func linkInvariant(b []byte) (head, tail []byte) {
 	n := int(binary.LittleEndian.Uint32(b[8:]))
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
-	l := newLayout(n, slots, backToBack(b[len(Magic)-1]), 0)
+	l := newLayout(n, slots, stubAddresses(b[len(Magic)-1], n), 0)
 	return b[:headerSize], b[l.SlotsOffset:]
 }
 
 // decodeStrings reads a table's pool and records into probes, with a
-// layout per argument if layouts says the records have them, and reports
+// layout per argument if layouts says the records have them and a
+// function if funcs says so, and reports
 // whether they were well formed. The bytes may be data that merely passed
 // the checksum, so every count and reference is checked, and a bad one
 // makes the table bad, not a panic.
-func decodeStrings(b []byte, probes []probe.Probe, layouts bool) bool {
+func decodeStrings(b []byte, probes []probe.Probe, layouts, funcs bool) bool {
 	r := records{rest: b}
 	size := r.uvarint()
 	if r.bad || size > len(r.rest) {
@@ -490,6 +525,9 @@ func decodeStrings(b []byte, probes []probe.Probe, layouts bool) bool {
 			}
 		}
 		p.Receiver = r.str()
+		if funcs {
+			p.Func = r.str()
+		}
 		if r.bad {
 			return false
 		}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/go-usdt/usdt/internal/funcsites"
 	"github.com/go-usdt/usdt/internal/goarchive"
 	"github.com/go-usdt/usdt/internal/probe"
 )
@@ -213,13 +214,16 @@ func decodeAll(tables []located, ahead *Ahead) ([]probe.Probe, error) {
 
 // ByPC indexes the probes of f's tables, in its writable data and in
 // NamesSection, by PC, the address their notes give: a note's probe
-// describes the note's arguments. Notes without a table (those of C
+// describes the note's arguments. A note-only probe is there at each of
+// its sites. Notes without a table (those of C
 // objects) have no entry. The probes of NamesSection have no Semaphore.
 func ByPC(f *elf.File) (map[uint64]probe.Probe, error) {
 	probes, err := Scan(f)
 	if err != nil {
 		return nil, err
 	}
+	// The link step said why a probe could not be placed.
+	probes, _ = funcsites.Place(f, probes)
 	var named []probe.Probe
 	if s := f.Section(NamesSection); s != nil && s.Type == elf.SHT_PROGBITS {
 		data, err := s.Data()

@@ -1,6 +1,7 @@
 package toolexec
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/elfpatch"
+	"github.com/go-usdt/usdt/internal/funcsites"
 	"github.com/go-usdt/usdt/internal/importcfg"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
@@ -51,7 +53,9 @@ func (inv Invocation) link() error {
 		return nil
 	}
 	a := <-ahead
-	sites, err := writeNotes(out, a.tables)
+	sites, err := writeNotes(out, a.tables, func(err error) {
+		fmt.Fprintf(inv.Stderr, "usdt-toolexec: warning: %v\n", err)
+	})
 	if err != nil {
 		os.Remove(out)
 		return fmt.Errorf("writing USDT notes into %s: %w", out, err)
@@ -71,7 +75,9 @@ type archives struct {
 	selected    []int // the rules some package selected functions by
 }
 
-func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
+// writeNotes writes the notes of the probes of the executable at path,
+// and gives warn what kept a note-only probe from its function.
+func writeNotes(path string, ahead *probetable.Ahead, warn func(error)) ([]probe.Probe, error) {
 	return elfpatch.AddNotes(path, func(image []byte) ([]probe.Probe, error) {
 		sites, err := probetable.ScanImage(image, ahead)
 		// Not an ELF executable (another GOOS): nothing to do.
@@ -80,6 +86,17 @@ func writeNotes(path string, ahead *probetable.Ahead) ([]probe.Probe, error) {
 		}
 		if err != nil {
 			return nil, err
+		}
+		if slices.ContainsFunc(sites, func(p probe.Probe) bool { return p.Func != "" }) {
+			f, err := elf.NewFile(bytes.NewReader(image))
+			if err != nil {
+				return nil, err
+			}
+			var errs []error
+			sites, errs = funcsites.Place(f, sites)
+			for _, err := range errs {
+				warn(err)
+			}
 		}
 		disambiguate(sites)
 		return sites, nil
