@@ -216,3 +216,27 @@ func gnuEscape(b []byte) string {
 	}
 	return s.String()
 }
+
+// Plan9Notes writes the table of note-only probes (each with a Func, see
+// probetable's version 6) as the data symbol table, and the function
+// keep, which refers to it: nothing else does, and the linker keeps only
+// what something reachable refers to.
+func Plan9Notes(b *bytes.Buffer, arch Arch, pkg, table, keep string, probes []probe.Probe) error {
+	sym, err := asmName(table)
+	if err != nil {
+		return err
+	}
+	keepSym, err := asmName(keep)
+	if err != nil {
+		return err
+	}
+	if _, err := writeTable(b, pkg, sym, probes, false, nil); err != nil {
+		return err
+	}
+	load := map[Arch]string{AMD64: "LEAQ %s(SB), AX", ARM64: "MOVD $%s(SB), R0"}[arch]
+	if load == "" {
+		return fmt.Errorf("note-only probes are not supported on GOARCH=%s (amd64 and arm64 are)", arch)
+	}
+	fmt.Fprintf(b, "\nTEXT %s(SB), %d, $0-0\n\t%s\n\tRET\n", keepSym, flagNOSPLIT|flagNOFRAME, fmt.Sprintf(load, sym))
+	return nil
+}

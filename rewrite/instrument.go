@@ -68,6 +68,9 @@ type generator struct {
 	// calls holds the helpers callHelper handed out.
 	generics bool
 	calls    map[string]string
+	// notesOnly are the note-only probes (sites: notes), which have no
+	// stub and go in a table of their own.
+	notesOnly []probe.Probe
 }
 
 func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {

@@ -85,6 +85,11 @@ type Func struct {
 	// compiler inlines it: without inline: probe such a function has no
 	// probes (Entry and Exit are empty).
 	Inlined *inlining.Decision
+	// Notes says the function is left as the compiler makes it, its
+	// probes notes on its own code (sites: notes); Unprobed, why such a
+	// function has none.
+	Notes    bool
+	Unprobed string
 }
 
 // Result is what the compile must use instead of its inputs.
@@ -140,6 +145,7 @@ func Package(cfg Config) (*Result, error) {
 	fset := token.NewFileSet()
 	var files []*file
 	var selected []inlining.Pos
+	notes := 0
 	for _, path := range cfg.Files {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -152,17 +158,23 @@ func Package(cfg Config) (*Result, error) {
 		files = append(files, &file{path, src, f})
 		if !probeCode(files[len(files)-1]) {
 			for _, fd := range funcs(f) {
-				if _, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
-					selected = append(selected, namePos(fset, fd))
+				if rule, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
+					if rule.Notes {
+						notes++
+					} else {
+						selected = append(selected, namePos(fset, fd))
+					}
 				}
 			}
 		}
 	}
-	if len(selected) == 0 {
+	if len(selected) == 0 && notes == 0 {
 		return nil, nil
 	}
+	// A note-only probe changes no code, so its function's inlining stays
+	// as it is without asking.
 	var inlined map[inlining.Pos]inlining.Decision
-	if cfg.Inlined != nil {
+	if cfg.Inlined != nil && len(selected) > 0 {
 		inlined = cfg.Inlined(selected)
 	}
 	// An attribute's expression may use any import, which a stand-in
@@ -217,6 +229,10 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 			if obj == nil {
 				continue
 			}
+			if rule.Notes {
+				res.Funcs = append(res.Funcs, g.notes(fd, obj, rule, cfg))
+				continue
+			}
 			d, inlinable := inlined[namePos(fset, fd)]
 			inlinable = inlinable && d.Inlinable
 			if inlinable && !rule.ProbeInlined {
@@ -251,9 +267,30 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 	if len(res.Funcs) == 0 {
 		return nil, false, nil
 	}
-	if !slices.ContainsFunc(res.Funcs, func(fn Func) bool { return fn.Inlined == nil || fn.Entry != "" || fn.Exit != "" }) {
-		// Every function selected is inlined and stays as written.
-		return &Result{Skipped: "every function selected is one the compiler inlines", Funcs: res.Funcs}, false, nil
+	code := slices.ContainsFunc(res.Funcs, func(fn Func) bool { return !fn.Notes && (fn.Inlined == nil || fn.Entry != "" || fn.Exit != "") })
+	if !code && len(g.notesOnly) == 0 {
+		// Every function selected is inlined and stays as written, or
+		// has no note-only probes.
+		why := "every function selected is one the compiler inlines"
+		if slices.ContainsFunc(res.Funcs, func(fn Func) bool { return fn.Notes }) {
+			why = "no function selected has probes: the compiler inlines them, or they are generic and their sites notes"
+		}
+		return &Result{Skipped: why, Funcs: res.Funcs}, false, nil
+	}
+	if len(g.notesOnly) > 0 {
+		src, asm, err := g.notesFiles(cfg)
+		if err != nil {
+			return nil, false, err
+		}
+		// Last in the compiler's file order, its init runs after every
+		// other of the package.
+		path := filepath.Join(cfg.OutDir, "usdt_note_probes.go")
+		res.Sources[path] = append([]byte("//line "+path+":1:1\n"), src...)
+		res.Files = append(res.Files, path)
+		res.Asm = asm
+	}
+	if !code {
+		return res, false, nil
 	}
 	gen, asm, err := g.files(cfg, spliced.String())
 	var shadowed *Shadowed
@@ -263,6 +300,7 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 	if err != nil {
 		return nil, false, err
 	}
+	asm = append(asm, res.Asm...)
 	// The directive names the file as if it were on disk, where the
 	// compiler records a file passed through memory as /dev/fd/N.
 	genPath := filepath.Join(cfg.OutDir, "usdt_auto_probes.go")

@@ -14,6 +14,7 @@
 //	    args: true                        # pass arguments and results; default true
 //	    unwind: false                     # true: exit probes fire on panics too; default false
 //	    inline: keep                      # probe: probe functions the compiler inlines too; default keep
+//	    sites: code                       # notes: leave the functions as compiled, notes on their own code; default code
 //	    attributes:                       # span attributes: Go expressions; default none
 //	      order.path: "r.URL.Path"
 //	    context: "msg.Headers[\"traceparent\"]"  # the W3C traceparent the calls join; default none
@@ -44,6 +45,24 @@
 // its body and a test of its semaphore on the untraced path, so those
 // that still fit the budget stay inlined, and fire their probes from
 // every place they were inlined into while traced.
+//
+// With sites code, the probes are code spliced into the function: untraced,
+// a test of the semaphore at entry and of the start time at the return;
+// traced, the exit probe passes the call's elapsed time, and the probes
+// can write into the in-process ring. With sites notes the function is
+// left exactly as the compiler makes it, inlining included, and its
+// probes are notes that point at its own instructions: the entry probe at
+// its first instruction after the stack check, the exit probe at each of
+// its returns (see internal/funcsites). Untraced they cost nothing; a
+// traced fire is a breakpoint on one of the function's instructions
+// rather than on a NOP, and the exit probe's elapsed time (arg1) is 0:
+// usdt-toolexec trace times such a call from its entry event instead. The
+// probes pass the values Go's register ABI keeps in one integer register
+// (integers, booleans, pointers, maps, channels and funcs); strings,
+// slices, interfaces, structs, floats, and values passed on the stack
+// are left out (see internal/regabi). A function the compiler inlines
+// fires only where a call of it was not inlined. unwind, attributes and
+// context need code, and are errors with sites notes.
 //
 // attributes maps names to Go expressions over the function's receiver
 // and parameters, which the entry probe passes after the arguments while

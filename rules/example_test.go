@@ -46,5 +46,5 @@ rules:
 	fmt.Println(err)
 	// Output:
 	// usdt.yml:4:5: unknown key "fucn"
-	// 	hint: did you mean "func"? valid keys are: package, func, exclude, probes, args, unwind, inline, attributes, context
+	// 	hint: did you mean "func"? valid keys are: package, func, exclude, probes, args, unwind, inline, sites, attributes, context
 }

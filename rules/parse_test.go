@@ -103,6 +103,8 @@ rules:
     probes: [exit, entry]
     args: True
     inline: probe
+  - package: example.com/tree
+    sites: notes
 `
 	_, err := Parse("f.yml", []byte(src))
 	// "common" is not a key: anchors must hang off a valid key.
@@ -120,6 +122,7 @@ rules:
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: true},
 		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, ProbeInlined: true},
+		{Index: 2, Pos: Pos{File: "f.yml", Line: 15, Col: 5}, Package: "example.com/tree", Func: "*", Entry: true, Exit: true, Args: true, Notes: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
 		t.Fatalf("got %+v", rs)
@@ -134,7 +137,7 @@ rules:
 func equalRule(a, b Rule) bool {
 	return a.Index == b.Index && a.Pos == b.Pos && a.Package == b.Package && a.Func == b.Func &&
 		strings.Join(a.Exclude, "\x00") == strings.Join(b.Exclude, "\x00") &&
-		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.ProbeInlined == b.ProbeInlined
+		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.ProbeInlined == b.ProbeInlined && a.Notes == b.Notes
 }
 
 func TestParseHash(t *testing.T) {

@@ -41,6 +41,11 @@ type Rule struct {
 	// a call, so it would take the inlining away unless the function is
 	// small enough to keep it with the probe's test and call.
 	ProbeInlined bool
+	// Notes leaves the functions exactly as the compiler makes them: their
+	// probes are notes that point at the function's own instructions
+	// (sites: notes), which cost nothing untraced, instead of code spliced
+	// into it.
+	Notes bool
 	// Attributes are added to the entry probe, after the arguments.
 	Attributes []Attribute
 	// Context, when its Expr is set, yields the W3C traceparent that the
@@ -130,6 +135,8 @@ const providerHint = "USDT provider names are letters, digits and _, not startin
 
 const inlineHint = `inline is "keep" (functions the compiler inlines stay as written, unprobed) or "probe" (probed all the same)`
 
+const sitesHint = `sites is "code" (probes spliced into the function: a test of a semaphore untraced, the call's elapsed time at exit, the in-process ring) or "notes" (the function as the compiler made it, with notes at its first instruction and its returns: nothing untraced, a slower fire, no elapsed time)`
+
 const minimalHint = `a rules file needs at least: rules: [{package: "example.com/mod/..."}]`
 
 func posOf(file string, n *yaml.Node) Pos {
@@ -152,7 +159,7 @@ func (p *parser) errorf(n *yaml.Node, hint, format string, args ...any) {
 
 var (
 	topKeys  = []string{"provider", "rules"}
-	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind", "inline", "attributes", "context"}
+	ruleKeys = []string{"package", "func", "exclude", "probes", "args", "unwind", "inline", "sites", "attributes", "context"}
 )
 
 // topLevel reads the top-level mapping: provider and the rules list.
@@ -243,7 +250,7 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 		return
 	}
 	hasPackage := false
-	var unwind, atEntry *yaml.Node
+	var unwind, atEntry, notes *yaml.Node
 	p.mapping(n, ruleKeys, func(key string, k, v *yaml.Node) {
 		switch key {
 		case "package":
@@ -293,6 +300,19 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 			default:
 				p.errorf(v, inlineHint, "invalid inline %q", s)
 			}
+		case "sites":
+			s, ok := p.str("sites", v, strHints{null: `remove the key for probes spliced into the functions (the default, "code")`, other: sitesHint})
+			if !ok {
+				return
+			}
+			switch s {
+			case "code":
+			case "notes":
+				r.Notes = true
+				notes = k
+			default:
+				p.errorf(v, sitesHint, "invalid sites %q", s)
+			}
 		case "attributes":
 			r.Attributes = p.attributes(k, v)
 			atEntry = k
@@ -310,6 +330,13 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 	})
 	if unwind != nil && !r.Exit {
 		p.errorf(unwind, "remove unwind, or add exit to probes", "unwind is about exit probes, and rule %d has none", r.Index+1)
+	}
+	if notes != nil {
+		for _, needs := range []*yaml.Node{unwind, atEntry} {
+			if needs != nil {
+				p.errorf(needs, `remove sites: notes, or this key: it needs code in the function`, "%s needs probes spliced into the function, and rule %d has sites: notes", needs.Value, r.Index+1)
+			}
+		}
 	}
 	if atEntry != nil && !r.Entry {
 		p.errorf(atEntry, "add entry to probes", "%s is evaluated when the entry probe fires, and rule %d has none", atEntry.Value, r.Index+1)

@@ -154,6 +154,10 @@ func (inv Invocation) compile() error {
 			if fn.Inlined != nil {
 				continue
 			}
+			if fn.Notes {
+				notesOnly(inv.Stderr, f.pkg, fn)
+				continue
+			}
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", f.pkg, fn.Name, fn.Entry, fn.Exit)
 			if fn.Traced != "" {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
@@ -167,6 +171,18 @@ func (inv Invocation) compile() error {
 		}
 	}
 	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Sources: res.Sources, Asm: res.Asm}.Run()
+}
+
+// notesOnly says, for -v, what a function whose sites are notes got.
+func notesOnly(w io.Writer, pkg string, fn rewrite.Func) {
+	if fn.Unprobed != "" {
+		fmt.Fprintf(w, "usdt-toolexec: %s.%s: not probed: %s\n", pkg, fn.Name, fn.Unprobed)
+		return
+	}
+	fmt.Fprintf(w, "usdt-toolexec: %s.%s: %s %s (notes on its own code)\n", pkg, fn.Name, fn.Entry, fn.Exit)
+	if fn.Dropped > 0 {
+		fmt.Fprintf(w, "usdt-toolexec: %s.%s: %d values not passed: with sites: notes, only those Go's register ABI keeps in one integer register are\n", pkg, fn.Name, fn.Dropped)
+	}
 }
 
 // plain runs the compile of args as it is, or reuses the output of the
