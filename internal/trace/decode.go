@@ -23,7 +23,20 @@ type decoder struct {
 	names  *typeNames
 	// area holds a value area that its record ends before.
 	area []byte
+	// open holds, per process and goroutine, the calls of functions
+	// whose sites are notes (see timeNotes) that have not returned yet.
+	open map[[2]uint64][]openCall
 }
+
+// openCall is a call whose entry event was seen and exit event not yet.
+type openCall struct {
+	fn    string
+	start time.Time
+}
+
+// maxOpen bounds the calls timeNotes remembers of one goroutine: deeper
+// ones, and those whose exit events were lost, are forgotten.
+const maxOpen = 1024
 
 func newDecoder(sites []site, pid int, names *typeNames) *decoder {
 	d := &decoder{sites: sites, mono: monoOffset(), filter: pid, names: names, paired: map[string]bool{}}
@@ -88,6 +101,9 @@ func (d *decoder) decode(b []byte) *Event {
 				ev.Start = time.Unix(0, start+int64(d.mono))
 			}
 		}
+		if s.table.Func != "" {
+			d.timeNotes(s, ev, tgid)
+		}
 	}
 	var decl []probe.Arg
 	if len(s.table.Args) == len(s.args) {
@@ -102,6 +118,38 @@ func (d *decoder) decode(b []byte) *Event {
 	}
 	ev.Values = showPanics(ev.Values)
 	return ev
+}
+
+// timeNotes gives the exit event of a function whose sites are notes,
+// which has no code to time it (its elapsed argument is 0), the time
+// since the entry event of the same call: the latest one of its
+// goroutine that has not returned. Calls entered before tracing began,
+// and those whose entry event was lost, stay at 0.
+func (d *decoder) timeNotes(s *site, ev *Event, tgid int) {
+	if d.open == nil {
+		d.open = map[[2]uint64][]openCall{}
+	}
+	key := [2]uint64{uint64(tgid), ev.Goroutine}
+	calls := d.open[key]
+	if !s.exit {
+		if len(calls) == maxOpen {
+			calls = calls[1:]
+		}
+		d.open[key] = append(calls, openCall{s.fn, ev.Time})
+		return
+	}
+	for i := len(calls) - 1; i >= 0; i-- {
+		if calls[i].fn == s.fn {
+			ev.Start, ev.Elapsed = calls[i].start, ev.Time.Sub(calls[i].start)
+			calls = calls[:i]
+			break
+		}
+	}
+	if len(calls) == 0 {
+		delete(d.open, key)
+	} else {
+		d.open[key] = calls
+	}
 }
 
 // value is one argument as the record holds it.

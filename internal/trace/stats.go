@@ -63,23 +63,25 @@ func runStats(opt Options, selected []site, pidfd int) error {
 }
 
 // timedSite reports whether the calls of s carry their elapsed time: those
-// of an automatic exit probe, in arg1.
-func timedSite(s *site) bool { return s.fn != "" && s.exit && len(s.args) >= 2 }
+// of an automatic exit probe, in arg1, unless its sites are notes, whose
+// elapsed time is 0.
+func timedSite(s *site) bool { return s.fn != "" && s.exit && len(s.args) >= 2 && s.table.Func == "" }
 
 // statSites picks the sites -stats attaches to: all but the entry probes
 // of functions whose exit probe is selected, which counts their calls
 // already (an entry probe would add a trap to each call and nothing to
-// the counts).
+// the counts). The exit probe of a function whose sites are notes counts
+// its calls without their times.
 func statSites(sites []site) []site {
-	timed := map[string]bool{}
+	byExit := map[string]bool{}
 	for i := range sites {
-		if timedSite(&sites[i]) {
-			timed[sites[i].fn] = true
+		if s := &sites[i]; timedSite(s) || s.fn != "" && s.exit && s.table.Func != "" {
+			byExit[s.fn] = true
 		}
 	}
 	var out []site
 	for _, s := range sites {
-		if s.fn == "" || s.exit || !timed[s.fn] {
+		if s.fn == "" || s.exit || !byExit[s.fn] {
 			out = append(out, s)
 		}
 	}

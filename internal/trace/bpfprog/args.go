@@ -12,6 +12,8 @@ import (
 // register (RegOff is its offset in the kernel's pt_regs), or in user
 // memory at that register plus Disp; and how wide it is.
 type Arg struct {
+	// Const says the argument is the constant Disp ("8@$0").
+	Const  bool
 	Deref  bool
 	RegOff uint16
 	Disp   int64
@@ -83,6 +85,18 @@ func parseArg(arch, s string) (Arg, error) {
 	a.Signed, a.Size = n < 0, max(n, -n)
 	if err != nil || a.Size != 1 && a.Size != 2 && a.Size != 4 && a.Size != 8 {
 		return a, fmt.Errorf("bad size %q", size)
+	}
+	// A constant: "$0" on amd64, "0" on arm64, as GCC writes them.
+	constant, isConst := strings.CutPrefix(loc, "$")
+	if arch == "arm64" {
+		isConst = loc != "" && (loc[0] == '-' || '0' <= loc[0] && loc[0] <= '9')
+	}
+	if isConst {
+		a.Const = true
+		if a.Disp, err = strconv.ParseInt(constant, 0, 64); err != nil {
+			return a, fmt.Errorf("bad constant %q", loc)
+		}
+		return a, nil
 	}
 	regs := ptRegs[arch]
 	reg := func(name string) error {

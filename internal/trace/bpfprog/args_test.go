@@ -18,6 +18,12 @@ func TestParseArgs(t *testing.T) {
 			{Deref: true, RegOff: 152, Disp: 40, Size: 1},
 			{Deref: true, RegOff: 32, Disp: -8, Size: 2}}},
 		{"amd64", "8@(%rax)", []Arg{{Deref: true, RegOff: 80, Size: 8}}},
+		{"amd64", "-8@152(%r14) 8@$0 -4@$-9", []Arg{
+			{Deref: true, RegOff: 8, Disp: 152, Size: 8, Signed: true},
+			{Const: true, Size: 8}, {Const: true, Disp: -9, Size: 4, Signed: true}}},
+		{"arm64", "-8@[x28, 152] 8@0 4@7", []Arg{
+			{Deref: true, RegOff: 224, Disp: 152, Size: 8, Signed: true},
+			{Const: true, Size: 8}, {Const: true, Disp: 7, Size: 4}}},
 		{"arm64", "-4@x0 8@x30 8@sp", []Arg{
 			{Size: 4, Signed: true}, {RegOff: 240, Size: 8}, {RegOff: 248, Size: 8}}},
 		{"arm64", "-8@[sp, 16] 1@[x29]", []Arg{
@@ -38,7 +44,10 @@ func TestParseArgsRejects(t *testing.T) {
 		{"amd64", "3@%rax"},
 		{"amd64", "16@%rax"},
 		{"amd64", "8@%xmm0"},
-		{"amd64", "8@$5"},
+		{"amd64", "8@$x"},
+		{"amd64", "8@5"},
+		{"arm64", "8@$5"},
+		{"arm64", "8@-x"},
 		{"amd64", "8@x(%rsp)"},
 		{"arm64", "8@[sp, 16"},
 		{"arm64", "8@q0"},

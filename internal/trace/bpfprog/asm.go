@@ -115,21 +115,25 @@ func lookupKey(m int, key asm.Register, slot int16) asm.Instructions {
 }
 
 // putArg writes where a is as readArg reads it, at the start of b: where
-// u8 (whereReg or whereMem), regOff u16 at 2, disp s64 at 8. The bytes
-// between are the caller's.
+// u8 (whereReg, whereMem or whereConst), regOff u16 at 2, disp s64 at 8.
+// The bytes between are the caller's.
 func putArg(b []byte, a Arg) {
-	b[0] = whereReg
-	if a.Deref {
+	switch {
+	case a.Const:
+		b[0] = whereConst
+	case a.Deref:
 		b[0] = whereMem
+	default:
+		b[0] = whereReg
 	}
 	le.PutUint16(b[2:], a.RegOff)
 	le.PutUint64(b[8:], uint64(a.Disp))
 }
 
 // readArg reads an argument into dst, as the 16 bytes at off of the
-// register spec say (where u8: whereReg or whereMem, pad u8, regOff u16,
-// pad u32, disp s64), through slot of the stack (8 bytes); R6 holds the
-// context. Its last instruction is at label.
+// register spec say (where u8: whereReg, whereMem or whereConst, pad u8,
+// regOff u16, pad u32, disp s64), through slot of the stack (8 bytes); R6
+// holds the context. Its last instruction is at label.
 func readArg(spec asm.Register, off, slot int16, dst asm.Register, label string) asm.Instructions {
 	return asm.Instructions{
 		asm.Mov.Imm(asm.R1, 0),
@@ -143,7 +147,11 @@ func readArg(spec asm.Register, off, slot int16, dst asm.Register, label string)
 		asm.Add.Reg(asm.R3, rCtx),
 		asm.FnProbeReadKernel.Call(),
 		asm.LoadMem(asm.R1, spec, off, asm.Byte),
-		asm.JNE.Imm(asm.R1, whereMem, label),
+		asm.JNE.Imm(asm.R1, whereConst, label+"_notconst"),
+		asm.LoadMem(asm.R1, spec, off+8, asm.DWord),
+		asm.StoreMem(asm.RFP, slot, asm.R1, asm.DWord),
+		asm.Ja.Label(label),
+		asm.JNE.Imm(asm.R1, whereMem, label).WithSymbol(label + "_notconst"),
 		asm.LoadMem(asm.R3, asm.RFP, slot, asm.DWord),
 		asm.LoadMem(asm.R1, spec, off+8, asm.DWord),
 		asm.Add.Reg(asm.R3, asm.R1),

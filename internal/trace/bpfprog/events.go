@@ -75,6 +75,8 @@ const (
 	RecEnd   = RecVals + values.AreaSize + values.OpMax
 	whereReg = 1
 	whereMem = 2
+	// whereConst is an argument that is a constant: its disp.
+	whereConst = 3
 	// RecAfterLoss, in a record's flags, says that events of its
 	// goroutine (a site's with Site.Goroutine) were lost just before it.
 	RecAfterLoss = 1
