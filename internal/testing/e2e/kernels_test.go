@@ -46,7 +46,7 @@ var guestTests = []string{
 	"TestTracePIDExit", "TestTraceCommandOnly", "TestTraceLatencyColumns",
 	"TestTracePIENeedsCookies", "TestTraceValuesCorpus",
 	"TestTraceStats", "TestTraceStatsInterval", "TestTraceStatsProvider",
-	"TestTraceSpanTimes",
+	"TestTraceSpanTimes", "TestNotes",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -265,6 +265,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	}
 	put("main", "stats", func(t *testing.T) string { return buildMainRules(t, tg, "stats", statsSrc, statsRules) })
 	put("main", "nest", func(t *testing.T) string { return buildMainRules(t, tg, "nest", nestSrc, nestRules) })
+	put("main", "notes", func(t *testing.T) string { return buildMainRules(t, tg, "notes", notesSrc, notesRules) })
 	values := fixture(t, "values")
 	for _, variant := range valuesVariants {
 		put("values", variant.name, func(t *testing.T) string { return buildValues(t, values, tg, variant) })
