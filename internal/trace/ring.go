@@ -38,8 +38,8 @@ const (
 // trace goes through it, and why, for -v.
 func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why string, err error) {
 	automatic := 0
-	for _, s := range sites {
-		if s.fn != "" {
+	for i := range sites {
+		if ringRecords(&sites[i]) {
 			automatic++
 		}
 	}
@@ -55,31 +55,42 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 	case opt.Transport == TransportRing && !has:
 		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec for amd64, unstripped, or trace it with -transport bpf", opt.Binary)
 	case opt.Transport == TransportRing && automatic == 0:
-		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules, and no selected probe is one: trace usdtgen's probes with -transport bpf")
+		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and no selected probe is one: trace usdtgen's probes, and those of rules with sites: notes, with -transport bpf")
 	case opt.Transport == TransportRing:
 		return ctl, true, "as -transport ring asks", nil
 	case !has:
 		return 0, false, "the binary has no in-process ring", nil
 	case automatic == 0:
-		return 0, false, "the ring records no usdtgen probe, and no selected probe is automatic", nil
+		return 0, false, "the ring records no usdtgen probe, nor one whose sites are notes, and no selected probe is another", nil
 	case os.Geteuid() != 0:
 		return ctl, true, "BPF needs root, and the binary has an in-process ring", nil
 	}
 	return 0, false, "running as root (-transport ring records in the process)", nil
 }
 
+// ringRecords reports whether the ring records s: an automatic probe that
+// is code, not a note on its function's own instructions.
+func ringRecords(s *site) bool { return s.fn != "" && s.table.Func == "" }
+
 // runRing traces through the ring of the process: it turns the selected
 // probes on, reads their events every pollEvery while renew renews its lease,
 // and at the end turns them off again.
 func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error {
 	var all []site
-	for _, s := range selected {
-		if s.fn != "" {
+	notes := 0
+	for i, s := range selected {
+		switch {
+		case ringRecords(&selected[i]):
 			all = append(all, s)
+		case s.fn != "":
+			notes++
 		}
 	}
-	if n := len(selected) - len(all); n > 0 {
+	if n := len(selected) - len(all) - notes; n > 0 {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d usdtgen probes not traced: the ring records automatic probes only (-transport bpf traces both)\n", n)
+	}
+	if notes > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d probes not traced: their sites are notes (sites: notes), with no code to record them (-transport bpf traces them)\n", notes)
 	}
 	sites := all
 	if opt.Stats {

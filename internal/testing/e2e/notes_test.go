@@ -64,6 +64,9 @@ func main() {
 
 const notesRules = "provider: notes\nrules:\n  - package: example.com/notes\n    sites: notes\n"
 
+// notesMixedRules give leaf notes, and every other function code.
+const notesMixedRules = "provider: notes\nrules:\n  - package: example.com/notes\n    func: leaf\n    sites: notes\n  - package: example.com/notes\n    exclude: [main]\n"
+
 // notesCalls are the calls the program makes: fib(15) makes 1,973.
 var notesCalls = map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973, "main.main": 1}
 
@@ -81,10 +84,11 @@ func notesAddSums() (k, n int) {
 // TestNotes builds notesSrc with sites: notes. The compiler makes the
 // same inlining decisions as in the plain build, the program prints the
 // same, and the notes point into the functions' own code with no
-// semaphore. bpftrace counts every call and reads the arguments and
-// results where Go's register ABI keeps them, gdb stops at a probe and
-// reads its arguments, and usdt-toolexec trace prints the values and
-// times each call from its entry event.
+// semaphore, a note per return. bcc's tplist and perf list them,
+// bpftrace counts every call and reads the arguments and results where
+// Go's register ABI keeps them, gdb stops at a probe and reads its
+// arguments, and usdt-toolexec trace prints the values, times each call
+// from its entry event and counts every call.
 func TestNotes(t *testing.T) {
 	var bin string
 	if guestDir != "" {
@@ -160,6 +164,38 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 			}
 		})
 	})
+	t.Run("tplist", func(t *testing.T) {
+		tool := "tplist-bpfcc"
+		if _, err := exec.LookPath(tool); err != nil {
+			tool = "tplist"
+		}
+		tracetest.Require(t, tool)
+		out, err := tracetest.Output(60*time.Second, nil, tool, "-l", bin)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range want {
+			if !strings.Contains(out, bin+" notes:"+name+"\n") {
+				t.Errorf("tplist does not list notes:%s:\n%s", name, out)
+			}
+		}
+	})
+	t.Run("perf", func(t *testing.T) {
+		tracetest.Require(t, "perf")
+		penv := tracetest.PerfEnv(t.TempDir())
+		if out, err := tracetest.Output(60*time.Second, penv, "perf", "buildid-cache", "--add", bin); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+		out, err := tracetest.Output(60*time.Second, penv, "perf", "list", "sdt")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for name := range want {
+			if !strings.Contains(out, "sdt_notes:"+name) {
+				t.Errorf("perf list sdt does not list sdt_notes:%s:\n%s", name, out)
+			}
+		}
+	})
 	t.Run("gdb", func(t *testing.T) {
 		tracetest.Require(t, "gdb")
 		out, err := tracetest.Output(120*time.Second, nil, "gdb", "-batch", "-nx",
@@ -209,4 +245,37 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 			}
 		}
 	})
+}
+
+// TestNotesMixed builds notesSrc with leaf's sites notes and the other
+// functions' code: the BPF transport traces both kinds, and the ring
+// records the code probes and says it leaves the notes out.
+func TestNotesMixed(t *testing.T) {
+	requireBPF(t)
+	bin := buildMainRules(t, target{}, "notes", notesSrc, notesMixedRules)
+	for _, tt := range []struct {
+		transport string
+		want      map[string]int
+	}{
+		{"bpf", map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}},
+		{"ring", map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}},
+	} {
+		t.Run(tt.transport, func(t *testing.T) {
+			out, errOut, err := usdtTrace(t, "-stats", "-transport", tt.transport, "--", bin)
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, errOut)
+			}
+			got := map[string]int{}
+			for _, fs := range parseStats(t, out) {
+				got[fs.Function] = int(fs.Calls)
+			}
+			if !maps.Equal(got, tt.want) {
+				t.Errorf("trace -stats counted %v, want %v:\n%s", got, tt.want, out)
+			}
+			said := strings.Contains(errOut, "2 probes not traced: their sites are notes")
+			if said != (tt.transport == "ring") {
+				t.Errorf("-transport %s: stderr says the notes are not traced: %v\n%s", tt.transport, said, errOut)
+			}
+		})
+	}
 }
