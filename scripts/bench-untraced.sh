@@ -3,8 +3,8 @@
 # workload built plain and with every function of its library probed
 # (this tree's usdt-toolexec, default rules: functions the compiler
 # inlines stay as written), run in turn, plain first on odd passes and
-# probed first on even ones, COUNT passes. Per workload it prints each
-# build's median and the probed/plain ratio of the medians, in the
+# last on even ones, COUNT passes. Per workload it prints each
+# build's median and the probed/plain and notes/plain ratios of the medians, in the
 # workload's own unit (higher is better for op/s and req/s, lower for
 # ns/op and seconds).
 #
@@ -20,6 +20,10 @@
 #   gin        scripts/testdata/ginapi (gin v1.12.0), every function of
 #              github.com/gin-gonic/gin/... probed: wrk, 4 connections,
 #              DURATION s (req/s)
+#
+# Each workload has three builds: plain, probed (the probes code in the
+# functions, the default) and notes (the same rules with sites: notes:
+# the functions as compiled, the probes notes on their own code).
 #
 # Environment: COUNT=5, DURATION=5, WORKLOADS="bbolt jsonnet jsonapi gin",
 # OUT= (a new temp dir if empty). Needs wrk (installed with apt-get if
@@ -39,11 +43,14 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 go build -o "$OUT/" ./cmd/usdt-toolexec
 tool=$OUT/usdt-toolexec
 
-# build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain and $OUT/NAME.probed.
+# build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain, $OUT/NAME.probed
+# and $OUT/NAME.notes.
 build() {
 	printf 'rules:\n  - package: "%s"\n' "$4" >"$OUT/$1.yml"
+	printf 'rules:\n  - package: "%s"\n    sites: notes\n' "$4" >"$OUT/$1.notes.yml"
 	(cd "$2" && go build -o "$OUT/$1.plain" "$3")
 	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.yml" -o "$OUT/$1.probed" "$3")
+	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.notes.yml" -o "$OUT/$1.notes" "$3")
 }
 
 for w in $WORKLOADS; do
@@ -98,9 +105,11 @@ run() {
 	case $1 in
 	bbolt)
 		rm -f "$OUT/bench.db"
+		# bench rounds ns/op to whole ns, a tenth of a read: the
+		# operations and their time give it exactly.
 		"$bin" bench --count 300000 --batch-size 1000 --path "$OUT/bench.db" |
-			awk '/^# Write/ { sub(/^\(/, "", $5); print "write-ns/op", $5 } /^# Read/ { sub(/^\(/, "", $5); print "read-ns/op", $5 }' |
-			sed 's/ns\/op)$//; s/µs\/op)$/e3/'
+			awk 'function ns(ops, d) { sub(/\(ops\)/, "", ops); if (d ~ /ms$/) { sub(/ms$/, "", d); d *= 1e6 } else if (d ~ /µs$/) { sub(/µs$/, "", d); d *= 1e3 } else { sub(/s$/, "", d); d *= 1e9 } return sprintf("%.2f", d / ops) }
+				/^# Write/ { print "write-ns/op", ns($3, $4) } /^# Read/ { print "read-ns/op", ns($3, $4) }'
 		rm -f "$OUT/bench.db"
 		;;
 	jsonnet)
@@ -116,8 +125,8 @@ run() {
 
 : >"$OUT/results.txt"
 for pass in $(seq "$COUNT"); do
-	order="plain probed"
-	[ $((pass % 2)) -eq 0 ] && order="probed plain"
+	order="plain probed notes"
+	[ $((pass % 2)) -eq 0 ] && order="notes probed plain"
 	for w in $WORKLOADS; do
 		for b in $order; do
 			run "$w" "$b" | while read -r metric value; do
@@ -127,7 +136,7 @@ for pass in $(seq "$COUNT"); do
 	done
 done
 
-echo "workload metric plain probed probed/plain (medians of $COUNT, $(uname -r), $(go env GOVERSION))"
+echo "workload metric plain probed notes probed/plain notes/plain (medians of $COUNT, $(uname -r), $(go env GOVERSION))"
 awk '
 function median(s,    n, a, i, j, t) {
 	n = split(s, a, " ")
@@ -137,7 +146,7 @@ function median(s,    n, a, i, j, t) {
 { key = $1 " " $2; v[key, $3] = v[key, $3] " " $4; keys[key] = 1 }
 END {
 	for (k in keys) {
-		p = median(v[k, "plain"]); q = median(v[k, "probed"])
-		printf "%s %s %s %.3f\n", k, p, q, (p ? q / p : 0)
+		p = median(v[k, "plain"]); q = median(v[k, "probed"]); n = median(v[k, "notes"])
+		printf "%s %s %s %s %.3f %.3f\n", k, p, q, n, (p ? q / p : 0), (p ? n / p : 0)
 	}
 }' "$OUT/results.txt" | sort
