@@ -72,6 +72,20 @@ func (g *generator) notes(fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, c
 	return fn
 }
 
+// keptInlined records that fd, which the compiler inlines, stays as
+// written, without probes (inline: keep): the link step places no note
+// for such a record, and usdt-toolexec list shows the function as not
+// probed.
+func (g *generator) keptInlined(fd *ast.FuncDecl, obj *types.Func, cfg Config) {
+	sig := obj.Type().(*types.Signature)
+	symbol := linkerPrefix(cfg.ImportPath) + "." + linkerName(fd)
+	if sig.TypeParams().Len() > 0 || sig.RecvTypeParams().Len() > 0 {
+		symbol += "[...]"
+	}
+	g.notesOnly = append(g.notesOnly, probe.Probe{Provider: g.provider, Name: autoprobe.Name(autoprobe.KeptInlined, g.pkg.Name(), funcName(fd)),
+		Receiver: goReceiver(fd), Func: symbol})
+}
+
 // inRegisters passes the values that one integer register holds, after
 // lead arguments, appending their specs; the others, and those past the
 // note's room, it drops.

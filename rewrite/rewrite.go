@@ -237,6 +237,7 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 			inlinable = inlinable && d.Inlinable
 			if inlinable && !rule.ProbeInlined {
 				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d})
+				g.keptInlined(fd, obj, cfg)
 				continue
 			}
 			in := g.instrument(fset, f, fd, obj, rule, inlinable)
@@ -267,15 +268,10 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 	if len(res.Funcs) == 0 {
 		return nil, false, nil
 	}
-	code := slices.ContainsFunc(res.Funcs, func(fn Func) bool { return !fn.Notes && (fn.Inlined == nil || fn.Entry != "" || fn.Exit != "") })
+	code := slices.ContainsFunc(res.Funcs, func(fn Func) bool { return !fn.Notes && fn.Inlined == nil })
 	if !code && len(g.notesOnly) == 0 {
-		// Every function selected is inlined and stays as written, or
-		// has no note-only probes.
-		why := "every function selected is one the compiler inlines"
-		if slices.ContainsFunc(res.Funcs, func(fn Func) bool { return fn.Notes }) {
-			why = "no function selected has probes: the compiler inlines them, or they are generic and their sites notes"
-		}
-		return &Result{Skipped: why, Funcs: res.Funcs}, false, nil
+		// Every function selected is generic and its sites notes.
+		return &Result{Skipped: "no function selected has probes: they are generic, and their sites notes", Funcs: res.Funcs}, false, nil
 	}
 	if len(g.notesOnly) > 0 {
 		src, asm, err := g.notesFiles(cfg)

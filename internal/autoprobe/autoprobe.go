@@ -23,6 +23,11 @@ func Name(kind, pkg, fn string) string {
 	return kind + "__" + probe.Ident(pkg) + "__" + probe.Ident(strings.ReplaceAll(fn, ".", "__"))
 }
 
+// KeptInlined is the kind of the record, in place of probes, of a
+// function the compiler inlines that stays as written (rules' inline:
+// keep): it has no notes, and usdt-toolexec list shows it as not probed.
+const KeptInlined = "inlined"
+
 // Split splits an automatic probe name "kind__pkg__Func" (or
 // "kind__pkg__Type__Method").
 func Split(name string) (kind, pkg, fn string, ok bool) {

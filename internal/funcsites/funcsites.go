@@ -182,8 +182,8 @@ func (s *Symbols) Find(name string) (Sites, error) {
 
 // Place gives each note-only probe of probes (those with a Func) its
 // sites in the executable f: an entry probe one, an exit probe one per
-// return, each a probe of its own with its PC. Other probes are kept as
-// they are. A function the linker left out has no probes; one whose code
+// return, each a probe of its own with its PC; a record of another kind
+// (autoprobe.KeptInlined) none. Other probes are kept as they are. A function the linker left out has no probes; one whose code
 // does not decode loses them, with an error saying so.
 func Place(f *elf.File, probes []probe.Probe) ([]probe.Probe, []error) {
 	var syms *Symbols
@@ -193,6 +193,10 @@ func Place(f *elf.File, probes []probe.Probe) ([]probe.Probe, []error) {
 	for _, p := range probes {
 		if p.Func == "" {
 			placed = append(placed, p)
+			continue
+		}
+		kind, _, _, _ := autoprobe.Split(p.Name)
+		if kind != "entry" && kind != "exit" {
 			continue
 		}
 		if syms == nil {
@@ -214,7 +218,7 @@ func Place(f *elf.File, probes []probe.Probe) ([]probe.Probe, []error) {
 			sites[p.Func] = s
 		}
 		pcs := s.Returns
-		if kind, _, _, _ := autoprobe.Split(p.Name); kind == "entry" {
+		if kind == "entry" {
 			pcs = nil
 			if s.Entry != 0 {
 				pcs = []uint64{s.Entry}

@@ -6,8 +6,10 @@ import (
 	"debug/elf"
 	"fmt"
 	"io"
+	"slices"
 	"text/tabwriter"
 
+	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/internal/sdtnote"
@@ -29,17 +31,61 @@ func readProbes(path string) ([]sdtnote.Note, map[uint64]probe.Probe, error) {
 	return notes, byPC, err
 }
 
+// keptInlined returns the functions of the executable at path that a rule
+// selected and that stay as written, unprobed, because the compiler
+// inlines them, by their import paths and names.
+func keptInlined(path string) ([]string, error) {
+	f, err := elf.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	probes, err := probetable.Scan(f)
+	if err != nil {
+		return nil, err
+	}
+	var kept []string
+	for _, p := range probes {
+		if kind, _, fn, ok := autoprobe.Split(p.Name); ok && kind == autoprobe.KeptInlined && p.Func != "" {
+			kept = append(kept, autoprobe.Label(p.Package, fn, p.Receiver))
+		}
+	}
+	slices.Sort(kept)
+	return slices.Compact(kept), nil
+}
+
 // List prints the probes of a binary the way tracers will see them, with
 // the names and Go types of their arguments where the binary's probe
-// tables record them.
+// tables record them, then the functions the rules selected that have
+// no probes because the compiler inlines them.
 func List(path string, w io.Writer) error {
 	notes, byPC, err := readProbes(path)
 	if err != nil {
 		return err
 	}
-	if len(notes) == 0 {
+	kept, err := keptInlined(path)
+	if err != nil {
+		return err
+	}
+	if len(notes) == 0 && len(kept) == 0 {
 		return fmt.Errorf("%s: no USDT probes", path)
 	}
+	if len(notes) > 0 {
+		if err := listNotes(w, notes, byPC); err != nil {
+			return err
+		}
+	}
+	if len(kept) > 0 {
+		fmt.Fprintf(w, "\nNot probed: the compiler inlines them, and they stay as written (inline: probe in their rule probes them):\n")
+		for _, fn := range kept {
+			fmt.Fprintf(w, "  %s\n", fn)
+		}
+	}
+	return nil
+}
+
+// listNotes prints a line per note.
+func listNotes(w io.Writer, notes []sdtnote.Note, byPC map[uint64]probe.Probe) error {
 	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "PROVIDER\tPROBE\tPC\tSEMAPHORE\tARGS\tSPEC")
 	for _, n := range notes {

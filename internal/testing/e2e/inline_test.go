@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -39,7 +40,7 @@ func readInlining(t *testing.T, out string) inlining.Build {
 
 // TestInlinedKept builds a program whose small functions the compiler
 // inlines, with every function probed by default rules: those stay as
-// written, unprobed, and -v says so; the compiler inlines in the probed
+// written, unprobed, and -v and usdt-toolexec list say so; the compiler inlines in the probed
 // build every function and call it inlines in the plain one; the others
 // have their probes.
 func TestInlinedKept(t *testing.T) {
@@ -53,6 +54,19 @@ func TestInlinedKept(t *testing.T) {
 		}
 	}
 	checkProbes(t, bin, "stats", []string{"entry__main__fib", "exit__main__fib"})
+	list, err := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "list", bin).Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, notProbed, _ := strings.Cut(string(list), "\nNot probed: the compiler inlines them")
+	for _, fn := range []string{"fast", "nap", "counted"} {
+		if !strings.Contains(notProbed, "\n  example.com/stats."+fn+"\n") {
+			t.Errorf("usdt-toolexec list does not mark example.com/stats.%s as not probed:\n%s", fn, list)
+		}
+	}
+	if strings.Contains(notProbed, "fib") {
+		t.Errorf("usdt-toolexec list marks fib, which has probes, as not probed:\n%s", list)
+	}
 }
 
 // TestInlinedProbed builds the same program with inline: probe: fast and
