@@ -37,6 +37,11 @@
 #                (scripts/testdata/fire/rules-ret.yml): the exit probe
 #                fired at the return, not in a deferred call
 #   get-*        the same two scripts on Cache.Get (examples/toolexec's)
+#   notes-*      still (small kept a call) with sites: notes
+#                (scripts/testdata/fire/rules-notes.yml): notes-entry
+#                counts its entry probe, on the function's first
+#                instruction, notes-pair pairs its entry and exit as
+#                pair-* does
 #
 # scripts/fire-measure.sh runs the passes and prints the summary. With
 # VM=NAME (a kernel that `go run ./internal/testing/vm/vmrun -list` lists,
@@ -89,11 +94,12 @@ build after "$root"
 grep -v '^ *unwind:' "$src/rules.yml" >"$OUT/rules-before.yml"
 build before "$OUT/base-tree" "$OUT/rules-before.yml"
 build ret "$root" "$src/rules-ret.yml"
+build notes "$root" "$src/rules-notes.yml"
 gcc -O2 -o "$OUT/cfire" "$src/fire.c"
 
 # The bytes at each probe site, as objdump decodes them.
 echo "== probe sites"
-for v in after before ret; do
+for v in after before ret notes; do
 	"$OUT/$v/usdt-toolexec" list "$OUT/$v/fire" >"$OUT/$v/probes.txt"
 	awk 'NR > 1 { print $2, $3 }' "$OUT/$v/probes.txt" | while read -r name pc; do
 		printf '%-7s %-28s %s\n' "$v" "$name" "$(objdump -d --start-address="$pc" --stop-address=$((pc + 5)) "$OUT/$v/fire" | awk -F'\t' '/^ *[0-9a-f]+:/ { print $2 $3; exit }')"

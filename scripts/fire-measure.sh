@@ -45,7 +45,9 @@ add get-exit-after "$OUT/after/fire -mode get -n $N" "${exitonly//FN/Cache__Get}
 add exit-count-ret "$OUT/ret/fire -mode call -n $N" 'usdt:BIN:fire:exit__main__small { @n = count(); }'
 add exit-after-ret "$OUT/ret/fire -mode call -n $N" "${exitonly//FN/small}"
 add pair-after-ret "$OUT/ret/fire -mode call -n $N" "${pair//FN/small}"
-all="c-sdt c-nop5 c-nop5x c-step gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret"
+add notes-entry "$OUT/notes/fire -mode still -n $N" 'usdt:BIN:fire:entry__main__still { @n = count(); }'
+add notes-pair "$OUT/notes/fire -mode still -n $N" "${pair//FN/still}"
+all="c-sdt c-nop5 c-nop5x c-step gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret notes-entry notes-pair"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt

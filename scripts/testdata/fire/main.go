@@ -10,6 +10,8 @@
 //	fire -mode get -n N    Cache.Get on a hit
 //	fire -mode pair -n N   pair, a tiny function of two ints with automatic
 //	                       probes (for scripts/bench-ring.sh)
+//	fire -mode still -n N  still, small kept out of line, whose probes are
+//	                       notes on its own code (rules-notes.yml)
 //
 // Cache and its Get are examples/toolexec's: scripts/bench-fire.sh copies
 // them from there into cache.go, so that the benchmark times a traced Get
@@ -31,8 +33,14 @@ func lone(i int) int { return i*3 + 1 }
 
 func pair(a, b int) int { return a*3 + b }
 
+// still is small, which the compiler would inline, kept a call: a probe
+// that is only a note fires where the function's own code runs.
+//
+//go:noinline
+func still(i int) int { return i*3 + 1 }
+
 func main() {
-	mode := flag.String("mode", "call", "gen, call, lone, get or pair")
+	mode := flag.String("mode", "call", "gen, call, lone, get, pair or still")
 	n := flag.Int("n", 100000, "iterations")
 	rate := flag.Int("rate", 0, "gen mode: fires per second at most, 0 for no limit")
 	flag.Parse()
@@ -60,6 +68,10 @@ func main() {
 	case "pair":
 		for i := 0; i < *n; i++ {
 			s += pair(i, s)
+		}
+	case "still":
+		for i := 0; i < *n; i++ {
+			s += still(i)
 		}
 	case "get":
 		for i := 0; i < *n; i++ {
