@@ -15,6 +15,9 @@
 #             standard library packages (net/http, go/types, crypto/tls,
 #             html/template, ...), with "...": 25k+
 #   bigunwind big with unwind: true
+#   notes     "..." with sites: notes: every function as compiled, its
+#             probes notes on its own code (no inlining asked, no code)
+#   bignotes  big with sites: notes
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
 # warm builds of each (the main package edited, everything else cached;
@@ -37,7 +40,8 @@
 # stderr and exit code must be the same, else the script fails.
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, WARM=9, OUT= (a new temp dir
-# if empty), PROGRAMS="own all entry unwind big bigunwind".
+# if empty), PROGRAMS="own all entry unwind big bigunwind" (notes and
+# bignotes on request).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -67,6 +71,8 @@ printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/
 printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: true\n' >"$OUT/unwind.yml"
 cp "$OUT/all.yml" "$OUT/big.yml"
 cp "$OUT/unwind.yml" "$OUT/bigunwind.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    sites: notes\n' >"$OUT/notes.yml"
+cp "$OUT/notes.yml" "$OUT/bignotes.yml"
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }

@@ -49,6 +49,9 @@ const usage = `usage:
   go tool usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER] go build|test|run|install|vet [go flags] [packages]
   go build -toolexec='usdt-toolexec [-v] [-rules FILE] [-exec WRAPPER]' ./...
   usdt-toolexec list BINARY   # every probe, like tplist
+  usdt-toolexec list -inlined BINARY
+                              # the functions the rules select that stay
+                              # unprobed because the compiler inlines them
   usdt-toolexec bt BINARY [PATTERN...]
                               # a bpftrace script: latency per function, of
                               # the functions (pkg.Func, pkg.Type.Method) or
@@ -77,6 +80,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "list", "bt":
+			inlined := args[0] == "list" && len(args) > 1 && args[1] == "-inlined"
+			if inlined {
+				args = append(args[:1:1], args[2:]...)
+			}
 			if len(args) < 2 || args[0] == "list" && len(args) != 2 {
 				fmt.Fprint(stderr, usage)
 				return 2
@@ -85,7 +92,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if args[0] == "bt" {
 				err = inspect.BT(args[1], args[2:], stdout, stderr)
 			} else {
-				err = inspect.List(args[1], stdout)
+				err = inspect.List(args[1], inlined, stdout, stderr)
 			}
 			if err != nil {
 				fmt.Fprintln(stderr, "usdt-toolexec:", err)

@@ -56,14 +56,22 @@ func keptInlined(path string) ([]string, error) {
 
 // List prints the probes of a binary the way tracers will see them, with
 // the names and Go types of their arguments where the binary's probe
-// tables record them, then the functions the rules selected that have
-// no probes because the compiler inlines them.
-func List(path string, w io.Writer) error {
-	notes, byPC, err := readProbes(path)
+// tables record them. With inlined, it prints instead the functions the
+// rules selected that have no probes because the compiler inlines them
+// (inline: keep), one per line; without, it says on stderr how many there
+// are, so that stdout stays one line per probe.
+func List(path string, inlined bool, stdout, stderr io.Writer) error {
+	kept, err := keptInlined(path)
 	if err != nil {
 		return err
 	}
-	kept, err := keptInlined(path)
+	if inlined {
+		for _, fn := range kept {
+			fmt.Fprintln(stdout, fn)
+		}
+		return nil
+	}
+	notes, byPC, err := readProbes(path)
 	if err != nil {
 		return err
 	}
@@ -71,15 +79,12 @@ func List(path string, w io.Writer) error {
 		return fmt.Errorf("%s: no USDT probes", path)
 	}
 	if len(notes) > 0 {
-		if err := listNotes(w, notes, byPC); err != nil {
+		if err := listNotes(stdout, notes, byPC); err != nil {
 			return err
 		}
 	}
 	if len(kept) > 0 {
-		fmt.Fprintf(w, "\nNot probed: the compiler inlines them, and they stay as written (inline: probe in their rule probes them):\n")
-		for _, fn := range kept {
-			fmt.Fprintf(w, "  %s\n", fn)
-		}
+		fmt.Fprintf(stderr, "usdt-toolexec list: %d functions the rules select are not probed: the compiler inlines them, and they stay as written (list -inlined names them; inline: probe in their rule probes them)\n", len(kept))
 	}
 	return nil
 }
