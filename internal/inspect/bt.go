@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"io"
 	"path"
+	"slices"
 	"sort"
 	"strings"
 
@@ -39,8 +40,15 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	if err != nil {
 		return err
 	}
-	type fn struct{ provider, exit, label, attrs string }
+	type fn struct {
+		provider, exit, label, attrs string
+		// notes says the function's sites are notes (sites: notes):
+		// its exit probe's arg1 is 0, so the script times the call
+		// from its entry.
+		notes bool
+	}
 	var fns []fn
+	listed := map[string]bool{} // a note-only exit probe has a note per return
 	entries := map[string]probe.Probe{}
 	for _, n := range notes {
 		if kind, pkg, name, ok := autoprobe.Split(n.Name); ok && kind == "entry" {
@@ -49,10 +57,11 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	}
 	for _, n := range notes {
 		kind, pkg, name, ok := autoprobe.Split(n.Name)
-		if !ok || kind != "exit" {
+		if !ok || kind != "exit" || listed[n.Provider+":"+n.Name] {
 			continue
 		}
-		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Receiver)}
+		listed[n.Provider+":"+n.Name] = true
+		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Receiver), notes: byPC[n.PC].Func != ""}
 		f.attrs = attributeReads(entries[n.Provider+":"+n.Name])
 		if selected(patterns, f.label, autoprobe.Label(pkg, name, ""), f.exit) {
 			fns = append(fns, f)
@@ -88,11 +97,34 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 		fmt.Fprintf(w, "// WARNING: %s.\n", tooMany)
 	}
 	fmt.Fprintf(w, "// An exit probe's arg1 is the nanoseconds since the same call's entry: no\n// entry probe, no pairing, recursion and panics included.\n")
-	for _, f := range fns {
+	if slices.ContainsFunc(fns, func(f fn) bool { return f.notes }) {
+		fmt.Fprintf(w, "// Except where the probes are notes on the function's own code (sites:\n// notes): arg1 is 0 there, and the entry's time is kept per goroutine\n// (arg0) instead, which a recursive call overwrites.\n")
+	}
+	// The start is kept signed and the difference cast: bpftrace 0.27
+	// takes nsecs - nsecs as signed, and warns otherwise. An exit zeroes
+	// the start rather than deleting it, whose result 0.27 warns is
+	// discarded and 0.17 does not give; END clears the maps.
+	var starts []string
+	for i, f := range fns {
+		if f.notes {
+			entry := strings.Replace(f.exit, "exit__", "entry__", 1)
+			label := fmt.Sprintf("%-*s", width, f.label)
+			fmt.Fprintf(w, "\nusdt:%[1]s:%[2]s:%[3]s\n{\n\t@start%[4]d[arg0] = (int64)nsecs;\n}\n\nusdt:%[1]s:%[2]s:%[5]s\n/@start%[4]d[arg0]/\n{\n\t@us[\"%[6]s\"] = hist((uint64)((int64)nsecs - @start%[4]d[arg0]) / 1000);\n\t@start%[4]d[arg0] = 0;\n}\n",
+				bin, f.provider, entry, i, f.exit, label)
+			starts = append(starts, fmt.Sprintf("@start%d", i))
+			continue
+		}
 		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[\"%-*s\"] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, width, f.label)
 		if f.attrs != "" {
 			fmt.Fprintf(w, "// %s's attributes, at usdt:%s:%s:%s: %s\n", f.label, bin, f.provider, strings.Replace(f.exit, "exit__", "entry__", 1), f.attrs)
 		}
+	}
+	if len(starts) > 0 {
+		fmt.Fprintf(w, "\nEND\n{\n")
+		for _, m := range starts {
+			fmt.Fprintf(w, "\tclear(%s);\n", m)
+		}
+		fmt.Fprintf(w, "}\n")
 	}
 	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -161,6 +162,40 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 				if !strings.Contains(out, want) {
 					t.Errorf("bpftrace printed no %q:\n%s", want, out)
 				}
+			}
+		})
+	})
+	t.Run("bt", func(t *testing.T) {
+		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+			bt.RequireAttach(t)
+			script, err := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "bt", bin).Output()
+			if err != nil {
+				t.Fatalf("usdt-toolexec bt: %v", err)
+			}
+			// Add returns twice, and has one pair of blocks.
+			if n := strings.Count(string(script), ":exit__main__Tree__Add\n"); n != 1 {
+				t.Errorf("the script has %d blocks for Add's exit:\n%s", n, script)
+			}
+			file := filepath.Join(t.TempDir(), "notes.bt")
+			writeFile(t, file, string(script))
+			out, err := bt.Output(90*time.Second, "", file, "-c", bin)
+			if err != nil {
+				t.Fatalf("%v\nscript:\n%s", err, script)
+			}
+			checkNoWarning(t, out)
+			// Timed from its entry, not from arg1 (0): every one of the
+			// 1,000 calls of leaf is in a bucket above [0] (µs; a fire on
+			// a function's own instruction takes microseconds).
+			m := regexp.MustCompile(`(?s)@us\[main\.leaf *\]:\s*\n(.*?)\n\n`).FindStringSubmatch(out + "\n\n")
+			calls := 0
+			if m != nil {
+				for _, c := range regexp.MustCompile(`(?m)^\[[^\])]+[\])]\s+(\d+)`).FindAllStringSubmatch(m[1], -1) {
+					n, _ := strconv.Atoi(c[1])
+					calls += n
+				}
+			}
+			if m == nil || calls != 1000 || strings.Contains(m[1], "[0]") {
+				t.Errorf("leaf's histogram does not hold its 1,000 calls, each timed:\n%s", out)
 			}
 		})
 	})
