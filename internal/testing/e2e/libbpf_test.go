@@ -14,10 +14,11 @@ import (
 
 // libbpfConsumer is testdata/libbpf built with the host's clang against
 // the libbpf-dev of bt's system: a loader and the BPF objects for the types
-// fixture and for the automatic probes of testdata/auto. The loader links
+// fixture, for the automatic probes of testdata/auto and for those of
+// notesSrc, whose sites are notes. The loader links
 // the host's libbpf.so.1 and runs with the chroot's just as well; the BPF
 // side's usdt.bpf.h must come from the libbpf that fills its maps.
-type libbpfConsumer struct{ loader, types, auto string }
+type libbpfConsumer struct{ loader, types, auto, notes string }
 
 // For a VM's architecture (tg), the target's root is bt's system: the
 // headers come from it and the loader is cross-linked against its libbpf.
@@ -26,7 +27,7 @@ func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string, tg tar
 	if guestDir != "" {
 		dir = filepath.Join(guestDir, "libbpf")
 	}
-	c := libbpfConsumer{filepath.Join(dir, "usdtload"), filepath.Join(dir, "types.bpf.o"), filepath.Join(dir, "auto.bpf.o")}
+	c := libbpfConsumer{filepath.Join(dir, "usdtload"), filepath.Join(dir, "types.bpf.o"), filepath.Join(dir, "auto.bpf.o"), filepath.Join(dir, "notes.bpf.o")}
 	if guestDir != "" {
 		prebuilt(t, "libbpf", "usdtload")
 		return c
@@ -49,6 +50,7 @@ func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string, tg tar
 	for _, args := range [][]string{
 		append(bpf, "-DTYPES", "-o", c.types),
 		append(bpf, "-o", c.auto),
+		append(bpf, "-DNOTES", "-o", c.notes),
 		append(tg.cflags(), "-O2", "-Wall", "-Werror", "-o", c.loader, filepath.Join(src, "loader.c"), "-lbpf"),
 	} {
 		if out, err := tracetest.Output(2*time.Minute, nil, "clang", args...); err != nil {
@@ -121,6 +123,27 @@ func TestLibbpf(t *testing.T) {
 				if w = rep.Replace(w); strings.HasPrefix(w, "P entry Place ") && !strings.Contains(out, w+"\n") {
 					t.Errorf("libbpf did not print %q:\n%s", w, out)
 				}
+			}
+		})
+	})
+	t.Run("notes", func(t *testing.T) {
+		var bin string
+		if guestDir != "" {
+			bin = prebuilt(t, "main", "notes")
+		} else {
+			bin = buildMainRules(t, target{}, "notes", notesSrc, notesRules)
+		}
+		k, n := notesAddSums()
+		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+			c := consumer(t, bt)
+			out, err := bt.Exec(90*time.Second, c.loader, "-w", c.notes, "notes", bin)
+			skipRefusedUSDT(t, out)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := fmt.Sprintf("notes g=1 leaf=1000 add=1000 addexit=1000 k=%d n=%d elapsed=0\n", k, n)
+			if !strings.Contains(out, want) {
+				t.Errorf("libbpf did not print %q:\n%s", want, out)
 			}
 		})
 	})

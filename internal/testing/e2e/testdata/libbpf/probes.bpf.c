@@ -81,6 +81,42 @@ int BPF_USDT(twelve, int a0, int a1, int a2, int a3, int a4, int a5, int a6, int
 	EMIT("twelve %d %d %d %d %d %d", a6, a7, a8, a9, a10, a11);
 	return 0;
 }
+#elif defined(NOTES)
+// The probes of notesSrc (../../notes_test.go), whose sites are notes on
+// the functions' own code: libbpf attaches an exit probe at every return,
+// counts here, and main's exit prints the counts and sums.
+static long leafs, adds, addexits, sumk, sumn;
+
+SEC("usdt")
+int BPF_USDT(entry__main__leaf, long g, signed char a, unsigned int b, void *p)
+{
+	if (a == -3 && b == 7 && p)
+		__sync_fetch_and_add(&leafs, 1);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(entry__main__Tree__Add, long g, void *t, long k, _Bool ok)
+{
+	__sync_fetch_and_add(&adds, 1);
+	__sync_fetch_and_add(&sumk, k);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(exit__main__Tree__Add, long g, long elapsed, long n, _Bool ok)
+{
+	__sync_fetch_and_add(&addexits, 1);
+	__sync_fetch_and_add(&sumn, n);
+	return 0;
+}
+
+SEC("usdt")
+int BPF_USDT(exit__main__main, long g, long elapsed)
+{
+	EMIT("notes g=%ld leaf=%ld add=%ld addexit=%ld k=%ld n=%ld elapsed=%ld", g, leafs, adds, addexits, sumk, sumn, elapsed);
+	return 0;
+}
 #else
 // An automatic probe of ../auto: goroutine id, receiver pointer, string,
 // two ints and a bool.
