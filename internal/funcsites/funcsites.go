@@ -63,7 +63,15 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 	for off, n := 0, 0; off < len(code); n++ {
 		inst, err := x86asm.Decode(code[off:], 64)
 		if err != nil {
-			return s, fmt.Errorf("instruction at %#x: %v", addr+uint64(off), err)
+			// The decoder knows no VEX instruction, which Go emits
+			// for GOAMD64=v3 (ANDN, SHLX, ...): none is a return or
+			// part of the stack check, so only its length matters.
+			n, ok := vexLen(code[off:])
+			if !ok {
+				return s, fmt.Errorf("instruction at %#x: %v", addr+uint64(off), err)
+			}
+			off += n
+			continue
 		}
 		at := off
 		off += inst.Len
@@ -77,6 +85,56 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 		}
 	}
 	return s, nil
+}
+
+// vexLen is the length of the VEX-encoded instruction b starts with
+// (Intel SDM vol. 2, 2.3): its 2- or 3-byte prefix, the opcode, the
+// ModRM byte and what it implies (SIB, displacement), and an 8-bit
+// immediate for the opcodes that take one.
+func vexLen(b []byte) (int, bool) {
+	if len(b) < 2 || b[0] != 0xc4 && b[0] != 0xc5 {
+		return 0, false
+	}
+	n, opmap := 2, 1 // C5: the 0F map
+	if b[0] == 0xc4 {
+		n, opmap = 3, int(b[1]&0x1f)
+	}
+	if len(b) < n+1 || opmap < 1 || opmap > 3 {
+		return 0, false
+	}
+	op := b[n]
+	n++
+	if opmap == 1 && op == 0x77 { // VZEROUPPER, VZEROALL: no ModRM
+		return n, true
+	}
+	if len(b) < n+1 {
+		return 0, false
+	}
+	modrm := b[n]
+	n++
+	mod, rm := modrm>>6, modrm&7
+	if mod != 3 && rm == 4 { // SIB
+		if len(b) < n+1 {
+			return 0, false
+		}
+		if b[n]&7 == 5 && mod == 0 {
+			n += 4
+		}
+		n++
+	}
+	switch {
+	case mod == 0 && rm == 5: // RIP-relative
+		n += 4
+	case mod == 1:
+		n++
+	case mod == 2:
+		n += 4
+	}
+	switch {
+	case opmap == 3, opmap == 1 && (op >= 0x70 && op <= 0x73 || op >= 0xc2 && op <= 0xc6):
+		n++
+	}
+	return n, n <= len(b)
 }
 
 // boundOperand reports the stack bound, g.stackguard0: 16(R14).

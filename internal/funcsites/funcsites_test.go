@@ -7,10 +7,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // prog has functions of every prologue the compiler gives: none (a leaf),
@@ -57,12 +60,25 @@ func returns(n int) string {
 //go:noinline
 func leafString() string { return "one" }
 
-func main() { println(leaf(1, 2), small(nil), big(3), returns(4)) }
+// bits compiles to VEX-encoded instructions with GOAMD64=v3 (ANDN, SHLX),
+// which the decoder does not know.
+//
+//go:noinline
+func bits(x, y uint64, n uint) uint64 {
+	if n > 64 {
+		return 0
+	}
+	return (x &^ y) << (n & 63)
+}
+
+func main() { println(leaf(1, 2), small(nil), big(3), returns(4), bits(7, 2, 3)) }
 `
 
-var funcs = []string{"main.leaf", "main.small", "main.big", "main.returns", "main.leafString"}
+var funcs = []string{"main.leaf", "main.small", "main.big", "main.returns", "main.leafString", "main.bits"}
 
-// TestFind checks the sites of real functions against go tool objdump:
+// TestFind checks the sites of real functions against go tool objdump
+// (binutils' objdump for GOAMD64=v3, whose VEX instructions go tool
+// objdump does not decode):
 // the entry is the instruction after the stack check's branch to
 // runtime.morestack (JBE, BLS), or the first one without a check, and
 // the returns are its RETs. Stripped executables find their functions in
@@ -72,12 +88,21 @@ func TestFind(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "main.go"), []byte(prog), 0o666); err != nil {
 		t.Fatal(err)
 	}
-	for _, arch := range []string{"amd64", "arm64"} {
+	for _, arch := range []string{"amd64", "amd64.v3", "arm64"} {
 		t.Run(arch, func(t *testing.T) {
 			// The stripped executable has the same code at the same
 			// addresses, which objdump reads only with symbols.
 			bin := filepath.Join(dir, arch)
-			want := objdump(t, build(t, dir, arch, "", bin))
+			build(t, dir, arch, "", bin)
+			want := objdump(t, bin)
+			if arch == "amd64.v3" {
+				// go tool objdump does not decode VEX either: binutils'
+				// objdump does.
+				want = gnuObjdump(t, bin)
+				if !strings.Contains(want["main.bits"].text, "andn") {
+					t.Fatal("with GOAMD64=v3, main.bits has no ANDN: the test no longer meets a VEX instruction")
+				}
+			}
 			for _, b := range []string{bin, build(t, dir, arch, "-s -w", bin+".stripped")} {
 				f, err := elf.Open(b)
 				if err != nil {
@@ -111,29 +136,92 @@ func TestFind(t *testing.T) {
 	}
 }
 
+// build builds prog for arch, "amd64.v3" meaning GOAMD64=v3.
 func build(t *testing.T, dir, arch, ldflags, bin string) string {
 	cmd := exec.Command("go", "build", "-ldflags="+ldflags, "-o", bin, "main.go")
 	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+arch, "CGO_ENABLED=0", "GO111MODULE=off")
+	goarch, level, _ := strings.Cut(arch, ".")
+	cmd.Env = append(os.Environ(), "GOOS=linux", "GOARCH="+goarch, "GOAMD64="+level, "CGO_ENABLED=0", "GO111MODULE=off")
+	if level == "" {
+		cmd.Env = append(cmd.Env, "GOAMD64=v1")
+	}
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}
 	return bin
 }
 
+// listed is a function's sites as a disassembler lists them, and for
+// binutils' objdump the listing.
+type listed struct {
+	Sites
+	text string
+}
+
+// gnuObjdump reads the sites of funcs from binutils' objdump.
+func gnuObjdump(t *testing.T, bin string) map[string]listed {
+	tracetest.Require(t, "objdump")
+	out, err := exec.Command("objdump", "-d", "--no-show-raw-insn", bin).Output()
+	if err != nil {
+		t.Fatalf("objdump: %v", err)
+	}
+	sites := map[string]listed{}
+	head := regexp.MustCompile(`^[0-9a-f]+ <(main\.[^>]+)>:$`)
+	inst := regexp.MustCompile(`^\s*([0-9a-f]+):\s+(\S+)\s*(.*)$`)
+	var name string
+	var l listed
+	n, checked, afterBranch := 0, false, false
+	flush := func() {
+		if name != "" {
+			sites[name] = l
+		}
+	}
+	for _, line := range strings.Split(string(out), "\n") {
+		if m := head.FindStringSubmatch(line); m != nil {
+			flush()
+			name, l, n, checked, afterBranch = m[1], listed{}, 0, false, false
+			continue
+		}
+		m := inst.FindStringSubmatch(line)
+		if m == nil || name == "" {
+			if line == "" {
+				flush()
+				name = ""
+			}
+			continue
+		}
+		addr, _ := strconv.ParseUint(m[1], 16, 64)
+		l.text += line + "\n"
+		if n == 0 || afterBranch {
+			l.Entry, afterBranch = addr, false
+		}
+		n++
+		switch {
+		case n <= stackCheckWindow && m[2] == "cmp" && strings.Contains(m[3], "0x10(%r14)"):
+			checked = true
+		case checked && m[2] == "jbe":
+			checked, afterBranch = false, true
+		case m[2] == "ret":
+			l.Returns = append(l.Returns, addr)
+		}
+	}
+	flush()
+	return sites
+}
+
 // objdump reads the sites of funcs from go tool objdump's listing.
-func objdump(t *testing.T, bin string) map[string]Sites {
+func objdump(t *testing.T, bin string) map[string]listed {
 	out, err := exec.Command("go", "tool", "objdump", "-s", `^main\.`, bin).Output()
 	if err != nil {
 		t.Fatalf("go tool objdump: %v", err)
 	}
-	sites := map[string]Sites{}
+	sites := map[string]listed{}
 	var name string
 	var s Sites
 	n, checked, afterBranch := 0, false, false
 	flush := func() {
 		if name != "" {
-			sites[name] = s
+			sites[name] = listed{Sites: s}
 		}
 	}
 	sc := bufio.NewScanner(bytes.NewReader(out))
