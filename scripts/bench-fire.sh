@@ -90,8 +90,8 @@ mkdir -p "$OUT/base-tree"
 git archive "$BASE" | tar -x -C "$OUT/base-tree"
 build after "$root"
 # BASE knows no unwind: its exit probes were all deferred calls, which is
-# what unwind: true asks for now.
-grep -v '^ *unwind:' "$src/rules.yml" >"$OUT/rules-before.yml"
+# what unwind: true asks for now. Nor inline: it probed every function.
+grep -v '^ *unwind:\|^ *inline:' "$src/rules.yml" >"$OUT/rules-before.yml"
 build before "$OUT/base-tree" "$OUT/rules-before.yml"
 build ret "$root" "$src/rules-ret.yml"
 build notes "$root" "$src/rules-notes.yml"
