@@ -237,7 +237,9 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 		if p.Slot < 0 || p.Slot >= maxCount {
 			return Image{}, fmt.Errorf("probetable: probe %s:%s has semaphore slot %d, outside [0, %d)", p.Provider, p.Name, p.Slot, maxCount)
 		}
-		slots = max(slots, p.Slot+1)
+		if !notes {
+			slots = max(slots, p.Slot+1)
+		}
 		put(w.ref(p.Provider))
 		parts := strings.Split(p.Name, nameSep)
 		put(len(parts))
@@ -412,11 +414,15 @@ func decodeInto(probes []probe.Probe, b []byte, addr uint64) error {
 func decodeText(probes []probe.Probe, b []byte) error {
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
 	ver := b[len(Magic)-1]
+	if notesOnly(ver) && slots != 0 {
+		return ErrNotTable
+	}
 	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), 0)
 	for i := range probes {
 		p := &probes[i]
 		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
-		if p.Slot >= slots {
+		// A note-only probe has no semaphore: its slot is 0 of none.
+		if notesOnly(ver) && p.Slot != 0 || !notesOnly(ver) && p.Slot >= slots {
 			return ErrNotTable
 		}
 	}
@@ -434,6 +440,11 @@ func decodeText(probes []probe.Probe, b []byte) error {
 		decode = decodeV2
 	}
 	if !decode(strs, probes) {
+		return ErrNotTable
+	}
+	// Build writes exactly the tables whose probes all have a function
+	// (version 6) or none does (the others).
+	if slices.ContainsFunc(probes, func(p probe.Probe) bool { return (p.Func == "") == notesOnly(ver) }) {
 		return ErrNotTable
 	}
 	return nil

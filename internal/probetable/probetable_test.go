@@ -171,6 +171,43 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	}
 }
 
+// TestNotesOnly round-trips a table of note-only probes (version 6): no
+// semaphore, no stub, each probe's function; a tracer places them by it.
+func TestNotesOnly(t *testing.T) {
+	probes := []probe.Probe{
+		{Provider: "go", Name: "entry__bbolt__Cursor__keyValue", Spec: "-8@152(%r14) 8@%rax", Receiver: "*", Func: "go.etcd.io/bbolt.(*Cursor).keyValue",
+			Args: []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "c", Type: "*Cursor", Kind: probe.Pointer, Layout: `{"k":"ptr","s":8}`}}},
+		{Provider: "go", Name: "exit__bbolt__Cursor__keyValue", Spec: "-8@152(%r14) 8@$0 4@%rsi", Receiver: "*", Func: "go.etcd.io/bbolt.(*Cursor).keyValue",
+			Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "elapsed", Type: "time.Duration", Kind: probe.Int64}, {Type: "uint32", Kind: probe.Uint32}},
+			Dropped: []probe.Arg{{Type: "[]byte"}, {Type: "[]byte"}}},
+		{Provider: "go", Name: "inlined__bbolt__small", Func: "go.etcd.io/bbolt.small"},
+	}
+	img, err := Build("go.etcd.io/bbolt", probes, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if v := img.Bytes[len(Magic)-1]; v != version6|LayoutsFlag {
+		t.Errorf("version %#x, want %#x", v, version6|LayoutsFlag)
+	}
+	if l := img.Layout; l.Stubs() != 0 || l.SemaphoreSlots != 0 {
+		t.Errorf("a table of note-only probes has %d stubs and %d semaphores", l.Stubs(), l.SemaphoreSlots)
+	}
+	got, size, err := Decode(img.Bytes, 0x500000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if size != img.Layout.Size {
+		t.Errorf("size %d, want %d", size, img.Layout.Size)
+	}
+	for i := range got {
+		want := probes[i]
+		want.Package = "go.etcd.io/bbolt"
+		if !reflect.DeepEqual(got[i], want) {
+			t.Errorf("probe %d: %+v, want %+v", i, got[i], want)
+		}
+	}
+}
+
 // TestSharedSemaphore checks the case the format exists for: sites with one
 // slot share a semaphore address, and only they do.
 func TestSharedSemaphore(t *testing.T) {
@@ -334,6 +371,8 @@ func TestBuildRejects(t *testing.T) {
 		{"negative slot", []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", -1)}},
 		{"slot too large", []probe.Probe{entry("p", "a", "", 1<<16)}},
 		{"NUL in a type", []probe.Probe{{Provider: "p", Name: "a", Args: []probe.Arg{{Name: "x", Type: "struct{a string \"\x00\"}", Kind: probe.Int64}}}}},
+		{"a stub and a note-only probe", []probe.Probe{entry("p", "a", "", 0), {Provider: "p", Name: "b", Func: "main.b"}}},
+		{"a note-only probe with a semaphore", []probe.Probe{{Provider: "p", Name: "b", Func: "main.b", Slot: 1}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -405,22 +444,45 @@ func FuzzDecode(f *testing.F) {
 		Args:    []probe.Arg{{Name: "goid", Type: "int64", Kind: probe.Int64}, {Name: "", Type: "string", Kind: probe.String}},
 		Dropped: []probe.Arg{{Name: "_", Type: "[]byte"}},
 	}
-	base := map[bool][]byte{} // by layout, the table up to its strings
-	slotsOffset := map[bool]int{}
-	for _, back := range []bool{false, true} {
-		img, err := Build("example.com/pkg", []probe.Probe{named, entry("p", "b", "", 0)}, back)
+	// class is the layout a version gives a table: stubs each, stubs back
+	// to back, or no stubs (note-only probes).
+	class := func(ver byte) int {
+		switch {
+		case notesOnly(ver):
+			return 2
+		case backToBack(ver):
+			return 1
+		}
+		return 0
+	}
+	base := map[int][]byte{} // by class, the table up to its strings
+	slotsOffset := map[int]int{}
+	noted := named
+	noted.Slot, noted.Func = 0, "example.com/pkg.(*T).f"
+	other := entry("p", "b", "", 0)
+	other.Func = "example.com/pkg.g"
+	for _, c := range []struct {
+		ver    byte
+		probes []probe.Probe
+	}{
+		{version, []probe.Probe{named, entry("p", "b", "", 0)}},
+		{version4, []probe.Probe{named, entry("p", "b", "", 0)}},
+		{version6, []probe.Probe{noted, other}},
+	} {
+		img, err := Build("example.com/pkg", c.probes, c.ver == version4)
 		if err != nil {
 			f.Fatal(err)
 		}
 		l := img.Layout
-		base[back], slotsOffset[back] = link(img)[:l.StringsOffset], l.SlotsOffset
+		base[class(c.ver)], slotsOffset[class(c.ver)] = link(img)[:l.StringsOffset], l.SlotsOffset
 		strs := img.Bytes[l.StringsOffset:]
-		if !back {
-			f.Add(byte(version), strs)
-			continue
+		switch c.ver {
+		case version4:
+			f.Add(byte(version4), strs)
+			f.Add(byte(version5), deflate(strs))
+		default:
+			f.Add(c.ver, strs)
 		}
-		f.Add(byte(version4), strs)
-		f.Add(byte(version5), deflate(strs))
 	}
 	f.Add(byte(version2), []byte("\x00p\x00a\x00-8@8(%rsp)\x00p\x00b\x00\x00kinds\x00int64\x00\x00names\x001\x00x\x00int64\x000\x00"))
 	f.Fuzz(func(t *testing.T, ver byte, strs []byte) {
@@ -428,11 +490,11 @@ func FuzzDecode(f *testing.F) {
 			return
 		}
 		back := backToBack(ver)
-		b := append(append([]byte(nil), base[back]...), strs...)
+		b := append(append([]byte(nil), base[class(ver)]...), strs...)
 		b[len(Magic)-1] = ver
 		b = append(b, make([]byte, pad8(len(b))-len(b))...)
 		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
-		binary.LittleEndian.PutUint32(b[16:], checksum(b[slotsOffset[back]:]))
+		binary.LittleEndian.PutUint32(b[16:], checksum(b[slotsOffset[class(ver)]:]))
 		probes, _, err := Decode(b, 0x500000)
 		if err != nil {
 			return
