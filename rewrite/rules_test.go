@@ -401,6 +401,25 @@ func TestOwnPrefix(t *testing.T) {
 	}
 }
 
+// TestLinkerPrefix checks the escaping cmd/internal/objabi.PathToPrefix
+// gives import paths in symbol names, by which a note-only probe's record
+// names its function: a wrong one leaves the function without notes.
+func TestLinkerPrefix(t *testing.T) {
+	for _, tt := range []struct{ path, want string }{
+		{"main", "main"},
+		{"encoding/json", "encoding/json"},
+		{"gopkg.in/yaml.v3", "gopkg.in/yaml%2ev3"},
+		{"a.b/c.d/e.f", "a.b/c.d/e%2ef"},
+		{"github.com/google/go-jsonnet", "github.com/google/go-jsonnet"},
+		{"example.com/ü", "example.com/%c3%bc"},
+		{"example.com/a b%c\"d", "example.com/a%20b%25c%22d"},
+	} {
+		if got := linkerPrefix(tt.path); got != tt.want {
+			t.Errorf("linkerPrefix(%q) = %q, want %q", tt.path, got, tt.want)
+		}
+	}
+}
+
 func TestPrune(t *testing.T) {
 	const support = `package p
 
