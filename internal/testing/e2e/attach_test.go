@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"fmt"
+	"maps"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -216,39 +217,47 @@ func TestBCCAndPerf(t *testing.T) {
 	for _, r := range []route{routeA, routeB} {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
-			t.Run("tplist", func(t *testing.T) {
-				tool := "tplist-bpfcc"
-				if _, err := exec.LookPath(tool); err != nil {
-					tool = "tplist"
-				}
-				tracetest.Require(t, tool)
-				out, err := tracetest.Output(60*time.Second, nil, tool, "-l", bin)
-				if err != nil {
-					t.Fatal(err)
-				}
-				for name := range wantProbes {
-					if !strings.Contains(out, bin+" types:"+name+"\n") {
-						t.Errorf("tplist does not list types:%s:\n%s", name, out)
-					}
-				}
-			})
-			t.Run("perf", func(t *testing.T) {
-				tracetest.Require(t, "perf")
-				penv := tracetest.PerfEnv(t.TempDir())
-				if out, err := tracetest.Output(60*time.Second, penv, "perf", "buildid-cache", "--add", bin); err != nil {
-					t.Fatalf("%v\n%s", err, out)
-				}
-				out, err := tracetest.Output(60*time.Second, penv, "perf", "list", "sdt")
-				if err != nil {
-					t.Fatal(err)
-				}
-				for name := range wantProbes {
-					if !strings.Contains(out, "sdt_types:"+name) {
-						t.Errorf("perf list sdt does not list sdt_types:%s:\n%s", name, out)
-					}
-				}
-			})
+			t.Run("tplist", func(t *testing.T) { checkTplist(t, bin, "types", slices.Collect(maps.Keys(wantProbes))) })
+			t.Run("perf", func(t *testing.T) { checkPerfList(t, bin, "types", slices.Collect(maps.Keys(wantProbes))) })
 		})
+	}
+}
+
+// checkTplist checks that bcc's tplist lists every probe of names of
+// provider in bin.
+func checkTplist(t *testing.T, bin, provider string, names []string) {
+	tool := "tplist-bpfcc"
+	if _, err := exec.LookPath(tool); err != nil {
+		tool = "tplist"
+	}
+	tracetest.Require(t, tool)
+	out, err := tracetest.Output(60*time.Second, nil, tool, "-l", bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !strings.Contains(out, bin+" "+provider+":"+name+"\n") {
+			t.Errorf("tplist does not list %s:%s:\n%s", provider, name, out)
+		}
+	}
+}
+
+// checkPerfList checks that perf, once it has bin in its build-id cache,
+// lists every probe of names of provider as an SDT event.
+func checkPerfList(t *testing.T, bin, provider string, names []string) {
+	tracetest.Require(t, "perf")
+	penv := tracetest.PerfEnv(t.TempDir())
+	if out, err := tracetest.Output(60*time.Second, penv, "perf", "buildid-cache", "--add", bin); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	out, err := tracetest.Output(60*time.Second, penv, "perf", "list", "sdt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range names {
+		if !strings.Contains(out, "sdt_"+provider+":"+name) {
+			t.Errorf("perf list sdt does not list sdt_%s:%s:\n%s", provider, name, out)
+		}
 	}
 }
 

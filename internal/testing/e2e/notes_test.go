@@ -199,38 +199,8 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 			}
 		})
 	})
-	t.Run("tplist", func(t *testing.T) {
-		tool := "tplist-bpfcc"
-		if _, err := exec.LookPath(tool); err != nil {
-			tool = "tplist"
-		}
-		tracetest.Require(t, tool)
-		out, err := tracetest.Output(60*time.Second, nil, tool, "-l", bin)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name := range want {
-			if !strings.Contains(out, bin+" notes:"+name+"\n") {
-				t.Errorf("tplist does not list notes:%s:\n%s", name, out)
-			}
-		}
-	})
-	t.Run("perf", func(t *testing.T) {
-		tracetest.Require(t, "perf")
-		penv := tracetest.PerfEnv(t.TempDir())
-		if out, err := tracetest.Output(60*time.Second, penv, "perf", "buildid-cache", "--add", bin); err != nil {
-			t.Fatalf("%v\n%s", err, out)
-		}
-		out, err := tracetest.Output(60*time.Second, penv, "perf", "list", "sdt")
-		if err != nil {
-			t.Fatal(err)
-		}
-		for name := range want {
-			if !strings.Contains(out, "sdt_notes:"+name) {
-				t.Errorf("perf list sdt does not list sdt_notes:%s:\n%s", name, out)
-			}
-		}
-	})
+	t.Run("tplist", func(t *testing.T) { checkTplist(t, bin, "notes", slices.Collect(maps.Keys(want))) })
+	t.Run("perf", func(t *testing.T) { checkPerfList(t, bin, "notes", slices.Collect(maps.Keys(want))) })
 	t.Run("gdb", func(t *testing.T) {
 		tracetest.Require(t, "gdb")
 		out, err := tracetest.Output(120*time.Second, nil, "gdb", "-batch", "-nx",
