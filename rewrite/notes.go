@@ -45,7 +45,7 @@ func (g *generator) notes(fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, c
 		params = append(params, sig.Recv())
 	}
 	params = append(params, tupleVars(sig.Params())...)
-	symbol := linkerPrefix(cfg.ImportPath) + "." + linkerName(fd)
+	symbol := linkerSymbol(cfg.ImportPath, fd)
 	add := func(kind string, vals []value, lead []probe.Arg, specs []string) string {
 		name := autoprobe.Name(kind, g.pkg.Name(), fn.Name)
 		args, dropped := g.inRegisters(cfg.GOARCH, vals, len(lead), &specs)
@@ -78,7 +78,7 @@ func (g *generator) notes(fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, c
 // probed.
 func (g *generator) keptInlined(fd *ast.FuncDecl, obj *types.Func, cfg Config) {
 	sig := obj.Type().(*types.Signature)
-	symbol := linkerPrefix(cfg.ImportPath) + "." + linkerName(fd)
+	symbol := linkerSymbol(cfg.ImportPath, fd)
 	if sig.TypeParams().Len() > 0 || sig.RecvTypeParams().Len() > 0 {
 		symbol += "[...]"
 	}
@@ -146,6 +146,12 @@ func tupleVars(t *types.Tuple) []*types.Var {
 		vars[i] = t.At(i)
 	}
 	return vars
+}
+
+// linkerSymbol is the linker's name of fd, of the package importPath:
+// "example.com/p.F", "example.com/p.T.M", "example.com/p.(*T).M".
+func linkerSymbol(importPath string, fd *ast.FuncDecl) string {
+	return linkerPrefix(importPath) + "." + linkerName(fd)
 }
 
 // linkerName is fd's name in its package's symbols: "F", "T.M", "(*T).M".
