@@ -199,8 +199,12 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 			}
 		})
 	})
-	t.Run("tplist", func(t *testing.T) { checkTplist(t, bin, "notes", slices.Collect(maps.Keys(want))) })
-	t.Run("perf", func(t *testing.T) { checkPerfList(t, bin, "notes", slices.Collect(maps.Keys(want))) })
+	// tplist and perf list the notes as the ELF file has them, the same
+	// on every kernel: the host checks them.
+	if guestDir == "" {
+		t.Run("tplist", func(t *testing.T) { checkTplist(t, bin, "notes", slices.Collect(maps.Keys(want))) })
+		t.Run("perf", func(t *testing.T) { checkPerfList(t, bin, "notes", slices.Collect(maps.Keys(want))) })
+	}
 	t.Run("gdb", func(t *testing.T) {
 		tracetest.Require(t, "gdb")
 		out, err := tracetest.Output(120*time.Second, nil, "gdb", "-batch", "-nx",

@@ -34,6 +34,12 @@ func TestTraceValuesCorpus(t *testing.T) {
 	for _, variant := range valuesVariants {
 		for _, transport := range []string{"bpf", "ring"} {
 			t.Run(variant.name+"/"+transport, func(t *testing.T) {
+				if variant.name == "stripped" && guestDir != "" {
+					// Where trace finds types and the ring without a
+					// symbol table is the host's work, the same on
+					// every kernel: the host checks it.
+					t.Skip("stripped: trace reads the same values as from the plain binary; the host checks how it finds them")
+				}
 				if transport == "bpf" {
 					requireBPF(t)
 				} else {
