@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"sync"
 	"syscall"
 	"unsafe"
 
@@ -18,6 +19,10 @@ import (
 // Exiting, and lets it go on once Drained. Its signals are passed on at
 // once. A tracer that dies detaches by itself: the process goes on.
 //
+// A command that Start starts is followed into the processes it starts:
+// every thread of it and of them is traced, so that each fork, and each
+// exec, stops where the tracer sees it (Children).
+//
 // Every ptrace call comes from one locked thread: the kernel knows the
 // tracer by thread.
 type Hold struct {
@@ -26,13 +31,36 @@ type Hold struct {
 	Exiting chan struct{}
 	// Done is closed when the process is no longer held: only then may
 	// its parent wait for it, as a wait would take the ptrace stops.
-	Done    chan struct{}
-	drained chan struct{}
-	resume  chan struct{}
-	started chan error
+	Done chan struct{}
+	// Children has, for a command Start started, each process of its
+	// that has just run an executable, and each such process (but the
+	// command's) at its exit: stopped, until the tracer says Go.
+	Children chan *Child
+	drained  chan struct{}
+	resume   chan struct{}
+	started  chan error
+	// ignore is closed when the tracer no longer takes Children.
+	ignore     chan struct{}
+	ignoreOnce sync.Once
 	// stopped says the process waits in a ptrace stop to be let go on.
 	stopped bool
 }
+
+// Child is a process of the command's, stopped at an exec or its exit.
+type Child struct {
+	Pid int
+	// Exec says that the process has just run an executable; else it is
+	// exiting, and its memory still there.
+	Exec bool
+	on   chan struct{}
+}
+
+// Go lets the child go on.
+func (c *Child) Go() { close(c.on) }
+
+// follow is what a command's tracee stops at: the command's forks,
+// vforks, threads and execs too.
+const follow = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC
 
 // Start starts cmd, stopped before its first instruction until Resume:
 // the ring must be on before the program's first probe fires.
@@ -53,7 +81,7 @@ func Start(cmd *exec.Cmd) (*Hold, error) {
 			cmd.Process.Kill()
 			return 0, fmt.Errorf("starting %s stopped: %v (code %d, status %#x)", cmd.Path, err, code, status)
 		}
-		return pid, unix.PtraceSetOptions(pid, unix.PTRACE_O_TRACEEXIT)
+		return pid, unix.PtraceSetOptions(pid, follow)
 	})
 	if err := <-h.started; err != nil {
 		return nil, err
@@ -62,7 +90,8 @@ func Start(cmd *exec.Cmd) (*Hold, error) {
 	return h, nil
 }
 
-// Seize holds process pid, already running.
+// Seize holds process pid, already running (not the processes it
+// starts).
 func Seize(pid int) (*Hold, error) {
 	h := newHold()
 	h.Pid = pid
@@ -82,7 +111,8 @@ func Seize(pid int) (*Hold, error) {
 }
 
 func newHold() *Hold {
-	return &Hold{Exiting: make(chan struct{}), Done: make(chan struct{}), drained: make(chan struct{}), resume: make(chan struct{}), started: make(chan error)}
+	return &Hold{Exiting: make(chan struct{}), Done: make(chan struct{}), Children: make(chan *Child), drained: make(chan struct{}),
+		resume: make(chan struct{}), started: make(chan error), ignore: make(chan struct{})}
 }
 
 // Resume lets a process that Start started run.
@@ -97,49 +127,97 @@ func (h *Hold) Drained() {
 	}
 }
 
+// Ignore tells Hold that the tracer takes no more Children: they go on
+// untraced by it.
+func (h *Hold) Ignore() { h.ignoreOnce.Do(func() { close(h.ignore) }) }
+
+// tell hands the tracer a child stopped at pid and waits until it goes
+// on, or the tracer ignores children.
+func (h *Hold) tell(pid int, exec bool) {
+	c := &Child{Pid: pid, Exec: exec, on: make(chan struct{})}
+	select {
+	case h.Children <- c:
+	case <-h.ignore:
+		return
+	}
+	select {
+	case <-c.on:
+	case <-h.ignore:
+	}
+}
+
 func (h *Hold) run(attach func() (int, error)) {
 	defer close(h.Done)
 	runtime.LockOSThread()
 	// The thread stays locked, and so exits with the goroutine: it is
-	// the tracer of a process that may still run.
+	// the tracer of a process that may still run, and of the processes
+	// it started, which the kernel detaches then.
 	pid, err := attach()
 	h.started <- err
 	if err != nil {
 		return
 	}
 	<-h.resume
-	sig, stopped := 0, h.stopped
-	for {
-		// A seized process runs already; one Start started is stopped.
-		if stopped {
-			if err := unix.PtraceCont(pid, sig); err != nil {
-				return
-			}
-		}
-		stopped = true
-		code, status, err := waitStop(pid)
-		if err != nil || code != cldTrapped {
+	// seen holds the tasks that have stopped here before: a task the
+	// kernel attached at a fork or a clone stops first with a SIGSTOP
+	// of the kernel's, which is not passed on. execed holds the
+	// processes told to the tracer at an exec, to be told at their exit.
+	seen, execed := map[int]bool{pid: true}, map[int]bool{}
+	if h.stopped {
+		if err := unix.PtraceCont(pid, 0); err != nil {
 			return
 		}
-		sig = 0
+	}
+	for {
+		tid, code, status, err := waitAny()
+		if err != nil {
+			return
+		}
+		if code != cldTrapped {
+			if tid == pid {
+				return
+			}
+			// A thread or a process of the command's ended: reaped
+			// here, its tracer, so that its parent learns of it.
+			var info unix.Siginfo
+			unix.Waitid(unix.P_PID, tid, &info, unix.WEXITED|unix.WALL|unix.WNOTHREAD, nil)
+			delete(seen, tid)
+			delete(execed, tid)
+			continue
+		}
+		sig := 0
 		// A ptrace stop's status is its signal, and its event above.
 		switch event := status >> 8; {
-		case event == unix.PTRACE_EVENT_EXIT:
+		case !seen[tid]:
+			seen[tid] = true
+			if status&0xff != int(unix.SIGSTOP) {
+				sig = status & 0xff
+			}
+		case event == unix.PTRACE_EVENT_EXIT && tid == pid:
 			close(h.Exiting)
 			<-h.drained
 			unix.PtraceDetach(pid)
 			return
+		case event == unix.PTRACE_EVENT_EXIT:
+			if execed[tid] {
+				h.tell(tid, false)
+			}
+		case event == unix.PTRACE_EVENT_EXEC:
+			// The thread that called exec is now the process's only
+			// one, known by the process's id.
+			execed[tid] = true
+			h.tell(tid, true)
 		case event == unix.PTRACE_EVENT_STOP:
 			// A group stop of a seized process: it stays stopped
 			// until a SIGCONT, as without a tracer.
-			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(pid), 0, 0, 0, 0)
-			code, _, err := waitStop(pid)
-			if err != nil || code != cldTrapped {
-				return
-			}
+			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
+			continue
 		case event == 0:
 			// A signal: passed on as it came.
 			sig = status & 0xff
+		}
+		if err := unix.PtraceCont(tid, sig); err != nil && tid == pid {
+			return
 		}
 	}
 }
@@ -150,17 +228,28 @@ const cldTrapped = 4
 // waitStop waits for the process to stop or exit, without reaping it
 // (its parent's Wait does), and returns the siginfo's code and status.
 func waitStop(pid int) (code, status int, err error) {
+	_, code, status, err = wait(unix.P_PID, pid)
+	return code, status, err
+}
+
+// waitAny is waitStop for any task this thread traces.
+func waitAny() (tid, code, status int, err error) { return wait(unix.P_ALL, 0) }
+
+// wait waits as waitStop does, for the children and tracees of this
+// thread only (WNOTHREAD): trace's other children, usdt-export, are not
+// its business.
+func wait(idtype, id int) (tid, code, status int, err error) {
 	var info unix.Siginfo
 	for {
-		err = unix.Waitid(unix.P_PID, pid, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|unix.WALL, nil)
+		err = unix.Waitid(idtype, id, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|unix.WALL|unix.WNOTHREAD, nil)
 		if err != unix.EINTR {
 			break
 		}
 	}
 	if err != nil {
-		return 0, 0, err
+		return 0, 0, 0, err
 	}
 	// The SIGCHLD fields follow signo, errno and code: pid, uid, status.
 	raw := (*[7]int32)(unsafe.Pointer(&info))
-	return int(info.Code), int(raw[6]), nil
+	return int(raw[4]), int(info.Code), int(raw[6]), nil
 }

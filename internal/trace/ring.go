@@ -110,8 +110,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if err != nil {
 		return err
 	}
-	pid := hold.Pid
 	defer hold.Drained()
+	// Before the hold is let go: a child stopped for the tracer goes on.
+	defer hold.Ignore()
 	defer f.Close()
 	var prepare func(*ring.Session, uint64) error
 	var names *typeNames
@@ -136,7 +137,8 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			return s.Plan(plans)
 		}
 	}
-	s, err := openRing(opt, pid, ctl, sems, f, prepare)
+	pid := hold.Pid
+	s, err := openRing(opt, pid, ctl, sems, f.resume, prepare)
 	if err != nil {
 		return err
 	}
@@ -151,43 +153,46 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 
 	rec := make([]byte, bpfprog.RecEnd)
 	dirty := len(rec)
-	handle := func(*ring.Record) {}
+	handle := func(*ringSession) func(*ring.Record) { return func(*ring.Record) {} }
 	var finish func()
 	var l statLayout
 	if !opt.Stats {
-		d, p := newDecoder(sites, pid, names), newPrinter(opt)
+		// The records come from the sessions' processes only.
+		d, p := newDecoder(sites, 0, names), newPrinter(opt)
 		names.early(pid)
-		handle = func(r *ring.Record) {
-			i, ok := bySite[r.Site-s.bias]
-			if !ok {
-				return
-			}
-			// Only what the last record wrote: rec is 6 KB.
-			clear(rec[:dirty])
-			dirty = bpfprog.RecStrings
-			le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
-			le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(pid)<<32|uint64(r.Thread))
-			le.PutUint32(rec[bpfprog.RecCookie:], uint32(i))
-			if r.AfterLoss {
-				le.PutUint32(rec[bpfprog.RecFlags:], bpfprog.RecAfterLoss)
-			}
-			le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
-			for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {
-				le.PutUint64(rec[bpfprog.RecArgs+8*(k+1):], w)
-				if str := r.Strings[k]; str != nil {
-					// NUL-terminated in its slot, as the BPF program
-					// copies a string.
-					at := bpfprog.RecStrings + bpfprog.StrMax*(k+1)
-					dirty = max(dirty, at+copy(rec[at:], str[:min(len(str), bpfprog.StrMax-1)]))
+		handle = func(s *ringSession) func(*ring.Record) {
+			return func(r *ring.Record) {
+				i, ok := bySite[r.Site-s.bias]
+				if !ok {
+					return
 				}
-			}
-			at := bpfprog.ValsAt(sites[i].strs)
-			dirty = max(dirty, at+copy(rec[at:], r.Area))
-			if sites[i].exit && len(r.Words) > 0 {
-				le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
-			}
-			if ev := d.decode(rec); ev != nil {
-				p.print(ev)
+				// Only what the last record wrote: rec is 6 KB.
+				clear(rec[:dirty])
+				dirty = bpfprog.RecStrings
+				le.PutUint64(rec[bpfprog.RecTime:], uint64(r.Time))
+				le.PutUint64(rec[bpfprog.RecPidTgid:], uint64(s.pid)<<32|uint64(r.Thread))
+				le.PutUint32(rec[bpfprog.RecCookie:], uint32(i))
+				if r.AfterLoss {
+					le.PutUint32(rec[bpfprog.RecFlags:], bpfprog.RecAfterLoss)
+				}
+				le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
+				for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {
+					le.PutUint64(rec[bpfprog.RecArgs+8*(k+1):], w)
+					if str := r.Strings[k]; str != nil {
+						// NUL-terminated in its slot, as the BPF
+						// program copies a string.
+						at := bpfprog.RecStrings + bpfprog.StrMax*(k+1)
+						dirty = max(dirty, at+copy(rec[at:], str[:min(len(str), bpfprog.StrMax-1)]))
+					}
+				}
+				at := bpfprog.ValsAt(sites[i].strs)
+				dirty = max(dirty, at+copy(rec[at:], r.Area))
+				if sites[i].exit && len(r.Words) > 0 {
+					le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
+				}
+				if ev := d.decode(rec); ev != nil {
+					p.print(ev)
+				}
 			}
 		}
 		finish = func() { p.w.Flush(); p.finish() }
@@ -195,12 +200,82 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	} else {
 		l = newStatLayout(sites)
 	}
+	mainHandle := handle(s)
+
+	// The command's processes that run the same binary, each with a
+	// session of its own; their counts and losses are added here when
+	// they end.
+	children := map[int]*ringChild{}
+	ended, endedLost := make([]uint64, l.slots), uint64(0)
+	endChild := func(c *ringChild, readable bool) {
+		c.stopRenewing()
+		if readable {
+			c.Read(c.handle, true)
+			if n, err := c.Lost(); err == nil {
+				endedLost += n
+			}
+			if opt.Stats {
+				if counts, err := c.Counters(); err == nil {
+					for i, n := range counts {
+						ended[i] += n
+					}
+				}
+			}
+		}
+		c.Close()
+		delete(children, c.pid)
+	}
+	adopt := func(c *ring.Child) {
+		defer c.Go()
+		if old := children[c.Pid]; old != nil {
+			// At its exit its memory is still there; after an exec,
+			// another executable's.
+			endChild(old, !c.Exec)
+		}
+		if !c.Exec || c.Pid == pid || !runsBinary(c.Pid, opt.Binary) {
+			return
+		}
+		cs, err := openRing(opt, c.Pid, ctl, sems, nil, prepare)
+		if err != nil {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d, which the command started, runs %s but is not traced: %v\n", c.Pid, opt.Binary, err)
+			return
+		}
+		names.early(c.Pid)
+		child := &ringChild{ringSession: cs, handle: handle(cs)}
+		_, child.stopRenewing = renew(cs.Session)
+		children[c.Pid] = child
+		if opt.Verbose {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d, which the command started\n", len(sites), c.Pid)
+		}
+	}
+	endChildren := func() {
+		for _, c := range children {
+			c.Stop()
+			endChild(c, true)
+		}
+	}
+	defer endChildren()
+
 	var final []uint64
 	read := func() ([]uint64, error) {
 		if final != nil {
 			return final, nil
 		}
-		return s.Counters()
+		sum, err := s.Counters()
+		if err != nil {
+			return nil, err
+		}
+		for i, n := range ended {
+			sum[i] += n
+		}
+		for _, c := range children {
+			if counts, err := c.Counters(); err == nil {
+				for i, n := range counts {
+					sum[i] += n
+				}
+			}
+		}
+		return sum, nil
 	}
 	sp := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
 	next := sp.since.Add(opt.Interval)
@@ -217,13 +292,24 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 				exiting = true
 			case <-lapsed:
 				readErr = stopRenewing()
+			case c := <-hold.Children:
+				adopt(c)
+				continue
 			}
 		}
 		if readErr != nil {
 			break
 		}
-		if busy, readErr = s.Read(handle, exiting); readErr != nil {
+		if busy, readErr = s.Read(mainHandle, exiting); readErr != nil {
 			break
+		}
+		for _, c := range children {
+			cbusy, err := c.Read(c.handle, false)
+			if err != nil {
+				// Gone without stopping at its exit (killed).
+				endChild(c, false)
+			}
+			busy = busy || cbusy
 		}
 		if opt.Stats && opt.Interval > 0 && !time.Now().Before(next) {
 			if err := sp.print(read); err != nil {
@@ -232,6 +318,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			next = next.Add(opt.Interval)
 		}
 	}
+	hold.Ignore()
 	if err := stopRenewing(); readErr == nil {
 		readErr = err
 	}
@@ -239,8 +326,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	// The losses and counts are in the program's memory: read while it
 	// lasts.
 	lost, _ := s.Lost()
+	var counts []uint64
 	if opt.Stats {
-		final, _ = s.Counters()
+		counts, _ = s.Counters()
 	}
 	if exiting {
 		hold.Drained()
@@ -253,14 +341,22 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if err := s.Stop(); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
-		if _, err := s.Read(handle, true); err != nil && !errors.Is(err, ring.ErrExited) {
+		if _, err := s.Read(mainHandle, true); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
 		if n, err := s.Lost(); err == nil {
 			lost = n
 		}
 		if opt.Stats {
-			final, _ = s.Counters()
+			counts, _ = s.Counters()
+		}
+	}
+	endChildren()
+	lost += endedLost
+	if counts != nil {
+		final = counts
+		for i, n := range ended {
+			final[i] += n
 		}
 	}
 	if !opt.Stats {
@@ -331,17 +427,34 @@ func renew(s *ring.Session) (lapsed <-chan struct{}, stop func() error) {
 // ringSession is a ring.Session and the load bias of its executable.
 type ringSession struct {
 	*ring.Session
+	pid  int
 	bias uint64
 	size uint64
 }
 
+// ringChild is a process the command started that runs the same
+// binary, traced through its own ring.
+type ringChild struct {
+	*ringSession
+	handle       func(*ring.Record)
+	stopRenewing func() error
+}
+
+// runsBinary reports whether process pid runs the executable binary.
+func runsBinary(pid int, binary string) bool {
+	exe, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	bin, err2 := os.Stat(binary)
+	return err1 == nil && err2 == nil && os.SameFile(exe, bin)
+}
+
 // openRing opens the ring of process pid and turns the semaphores sems
-// (link-time addresses) on; a command started stopped goes on then.
+// (link-time addresses) on; then resume, if any, lets a command started
+// stopped go on.
 //
 // prepare, given the executable's load bias, tells the program what to
 // write before the probes go on: the counts of ring.Count, or the value
 // reads of ring.Plan.
-func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, prepare func(*ring.Session, uint64) error) (*ringSession, error) {
+func openRing(opt Options, pid int, ctl uint64, sems []uint64, resume func() error, prepare func(*ring.Session, uint64) error) (*ringSession, error) {
 	ef, err := elf.Open(opt.Binary)
 	if err != nil {
 		return nil, err
@@ -376,14 +489,14 @@ func openRing(opt Options, pid int, ctl uint64, sems []uint64, f *follower, prep
 		s.Close()
 		return nil, err
 	}
-	if f.resume != nil {
-		if err := f.resume(); err != nil {
+	if resume != nil {
+		if err := resume(); err != nil {
 			s.Stop()
 			s.Close()
 			return nil, err
 		}
 	}
-	return &ringSession{Session: s, bias: bias, size: uint64(size)}, nil
+	return &ringSession{Session: s, pid: pid, bias: bias, size: uint64(size)}, nil
 }
 
 // startRing starts the command, stopped before its first instruction

@@ -100,6 +100,74 @@ func TestRingStatsUnprivileged(t *testing.T) {
 	}
 }
 
+// TestRingChildrenUnprivileged traces, as nobody, a command that starts
+// the same binary again, directly and through a shell: trace follows it
+// into those processes, counts their calls with the command's, and shows
+// their events with their own process ids.
+func TestRingChildrenUnprivileged(t *testing.T) {
+	requireRing(t)
+	as := asNobody(t, buildMain(t, "family", familyProgram))
+	for _, tc := range []struct {
+		who  string
+		want map[string]int // calls of main.mark by each caller
+	}{
+		{"parent", map[string]int{"parent": 2, "child": 2}},
+		{"shell", map[string]int{"shell": 1, "child": 2}},
+	} {
+		t.Run(tc.who, func(t *testing.T) {
+			out, err := as("trace", "-v", "-stats", "main.mark", "--", "PROG", tc.who)
+			if err != nil {
+				t.Fatalf("trace -stats as nobody: %v\n%s", err, out)
+			}
+			total := 0
+			for _, n := range tc.want {
+				total += n
+			}
+			if got := statCounts(out)["main.mark"]; got != total || !strings.Contains(out, "transport ring") {
+				t.Errorf("trace -stats counted %d calls of main.mark through the ring, want %d:\n%s", got, total, out)
+			}
+			if !strings.Contains(out, "which the command started") {
+				t.Errorf("-v does not say that trace attached to the child:\n%s", out)
+			}
+			out, err = as("trace", "-json", "main.mark", "--", "PROG", tc.who)
+			if err != nil {
+				t.Fatalf("trace -json as nobody: %v\n%s", err, out)
+			}
+			// The command's stderr comes with the events: the lines of
+			// JSON are the events.
+			var events strings.Builder
+			for _, line := range strings.SplitAfter(out, "\n") {
+				if strings.HasPrefix(line, "{") {
+					events.WriteString(line)
+				}
+			}
+			calls, pids := map[string]int{}, map[string]map[int]bool{}
+			for _, e := range parseTraceJSON(t, events.String()) {
+				if len(e.Args) != 2 {
+					continue
+				}
+				who, _ := e.Args[0].Value.(string)
+				calls[who]++
+				if pids[who] == nil {
+					pids[who] = map[int]bool{}
+				}
+				pids[who][e.PID] = true
+			}
+			if !maps.Equal(calls, tc.want) || len(pids["child"]) != 1 || pids["child"][firstKey(pids[tc.who])] {
+				t.Errorf("main.mark's events by caller %v in processes %v, want %v, the child's in a process of its own:\n%s", calls, pids, tc.want, out)
+			}
+		})
+	}
+}
+
+func firstKey[K comparable, V any](m map[K]V) K {
+	for k := range m {
+		return k
+	}
+	var zero K
+	return zero
+}
+
 // asNobody copies usdt-toolexec and bin where nobody can run them, and
 // returns a function that runs usdt-toolexec as nobody (setpriv), PROG
 // in its arguments standing for the copy of bin.

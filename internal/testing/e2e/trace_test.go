@@ -416,17 +416,29 @@ func TestTraceInterruptBusy(t *testing.T) {
 }
 
 // TestTraceCommandOnly traces a command while another process of the same
-// binary runs: trace shows the events of the command and of the child it
-// starts, and none of the other process's. It exits as the command did,
-// as a shell does for one a signal killed.
+// binary runs, through BPF and through the ring: trace shows the events
+// of the command and of the child it starts, and none of the other
+// process's. It exits as the command did, as a shell does for one a
+// signal killed.
 func TestTraceCommandOnly(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildMain(t, "family", familyProgram)
 	other := start(t, bin, "other")
 	other.expect(t, "ready", 10*time.Second)
+	for _, transport := range []string{"bpf", "ring"} {
+		t.Run(transport, func(t *testing.T) {
+			if transport == "bpf" {
+				requireBPF(t)
+			} else {
+				requireRing(t)
+			}
+			testCommandOnly(t, bin, transport, other.cmd.Process.Pid)
+		})
+	}
+}
 
-	out, errOut, err := usdtTrace(t, "-json", "main.mark", "--", bin, "parent")
+func testCommandOnly(t *testing.T, bin, transport string, other int) {
+	out, errOut, err := usdtTrace(t, "-json", "-transport", transport, "main.mark", "--", bin, "parent")
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}
@@ -453,16 +465,16 @@ func TestTraceCommandOnly(t *testing.T) {
 		return 0
 	}
 	if parent, child := two("parent"), two("child"); len(pids) != 2 || parent == 0 || child == 0 || parent == child {
-		t.Errorf("calls of main.mark by caller and pid %v: want 2 by the parent, 2 by its child in a process of its own, none by the other process (pid %d)\n%s", pids, other.cmd.Process.Pid, out)
+		t.Errorf("calls of main.mark by caller and pid %v: want 2 by the parent, 2 by its child in a process of its own, none by the other process (pid %d)\n%s", pids, other, out)
 	}
 	// Still running (not a zombie), it has marked every millisecond all
 	// along.
-	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other.cmd.Process.Pid))
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", other))
 	if _, state, _ := strings.Cut(string(stat), ") "); err != nil || strings.HasPrefix(state, "Z") {
 		t.Errorf("the other process ended while traced: %v %s", err, stat)
 	}
 
-	out, errOut, err = usdtTrace(t, "main.mark", "--", bin, "killed")
+	out, errOut, err = usdtTrace(t, "-transport", transport, "main.mark", "--", bin, "killed")
 	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != 128+int(syscall.SIGTERM) || !strings.Contains(out, `main.mark(who="killed"`) {
 		t.Errorf("trace of a command that SIGTERM killed: %v, want exit status 143, and its event\nstdout:\n%s\nstderr:\n%s", err, out, errOut)
@@ -588,6 +600,15 @@ func main() {
 		<-done
 		time.Sleep(100 * time.Millisecond)
 		mark("child", 1)
+	case "shell":
+		// The child through a shell: a process of another executable
+		// between the two.
+		mark("shell", 0)
+		child := exec.Command("/bin/sh", "-c", os.Args[0]+" child; true")
+		child.Stderr = os.Stderr
+		if err := child.Run(); err != nil {
+			panic(err)
+		}
 	case "killed":
 		mark("killed", 0)
 		syscall.Kill(os.Getpid(), syscall.SIGTERM)
