@@ -39,10 +39,12 @@ example: setup tools
 	bpftrace -l 'usdt:$(BIN)/cache:*'
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
 	bpftrace $(BIN)/cache.bt -c '$(BIN)/cache -ops 2000'
-	@echo '--- usdt-toolexec trace: every call, with its Go values and goroutine'
-	$(BIN)/usdt-toolexec trace -- $(BIN)/cache -ops 6 -workers 2
-	@echo '--- trace -stats: calls and latencies counted in the kernel'
+	@echo '--- usdt-toolexec trace: every call, with its Go values and goroutine, recorded in the program'"'"'s own memory'
+	$(BIN)/usdt-toolexec trace -v -- $(BIN)/cache -ops 6 -workers 2
+	@echo '--- trace -stats: calls and latencies counted by the program'
 	$(BIN)/usdt-toolexec trace -stats -- $(BIN)/cache -ops 2000
+	@echo '--- trace -transport bpf -stats: the same counted in the kernel'
+	$(BIN)/usdt-toolexec trace -transport bpf -stats -- $(BIN)/cache -ops 2000
 	@echo '--- trace -pprof: wall time per chain of traced calls'
 	$(BIN)/usdt-toolexec trace -pprof $(BIN)/cache.pprof -- $(BIN)/cache -ops 2000
 	$(GO) tool pprof -top $(BIN)/cache.pprof

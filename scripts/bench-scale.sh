@@ -26,9 +26,10 @@
 # `usdt-toolexec list`; and the start-up of tracers attaching to the probed
 # executable, one after the other in this run:
 #
-#   trace     usdt-toolexec trace -v on every probe, the program run once:
-#             the attach time it reports, the time from start to its first
-#             printed event, and its peak RSS
+#   trace     usdt-toolexec trace -v on every probe, the program run once,
+#             with -transport auto (the ring where it records every probe)
+#             and bpf: the attach time it reports, the time from start to
+#             its first printed event, and its peak RSS
 #   bpftrace  each bpftrace present (the host's, and 0.27 from the sid
 #             chroot of scripts/sid-chroot.sh): seconds from start to the
 #             end of a run that attaches ONE probe (the first one `list`
@@ -188,8 +189,10 @@ for prog in "${programs[@]}"; do
 	else
 		run=("$probed")
 	fi
-	first=$(first_line /usr/bin/time -f %M -o "$OUT/rss.txt" "$UT" trace -v -- "${run[@]}")
-	echo "trace: $(grep -o 'attached.*' "$OUT/stderr.txt"); first event at $first s; peak RSS $(($(cat "$OUT/rss.txt") / 1024)) MB"
+	for transport in auto bpf; do
+		first=$(first_line /usr/bin/time -f %M -o "$OUT/rss.txt" "$UT" trace -v -transport "$transport" -- "${run[@]}")
+		echo "trace -transport $transport: $(grep -o 'attached.*' "$OUT/stderr.txt" | head -1); $(grep -o 'transport [a-z]*:' "$OUT/stderr.txt" | head -1) first event at $first s; peak RSS $(($(cat "$OUT/rss.txt") / 1024)) MB"
+	done
 	one=$("$UT" list "$probed" | awk 'NR == 2 { print $1 ":" $2 }')
 	for b in "${tracers[@]}"; do
 		echo "bpftrace $b, one probe ($one): $(bt "$b" -e "usdt:$probed:$one { @n = count(); }" -c "${run[*]}")"

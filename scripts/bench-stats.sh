@@ -122,11 +122,11 @@ measure() {
 	case $mode in
 	untraced) ;;
 	stats)
-		"$tool" trace -v -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
+		"$tool" trace -v -transport bpf -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
 		tracer=$!
 		;;
 	events)
-		"$tool" trace -v -p "$server" >/dev/null 2>"$log" &
+		"$tool" trace -v -transport bpf -p "$server" >/dev/null 2>"$log" &
 		tracer=$!
 		;;
 	ring-stats)

@@ -50,7 +50,7 @@ loopNs() { awk '$1 == "loop_ns" { print $2 }' "$@"; }
 # trace PROBES... -- CMD runs CMD under usdt-toolexec trace and prints the
 # loop time, the events printed and the events lost.
 trace() {
-	"$tool" trace "$@" >"$OUT/events" 2>"$OUT/stderr"
+	"$tool" trace -transport bpf "$@" >"$OUT/events" 2>"$OUT/stderr"
 	printf '%s %s %s\n' "$(loopNs "$OUT/stderr")" "$(wc -l <"$OUT/events")" \
 		"$(awk '/lost [0-9]+ events/ { for (i = 1; i <= NF; i++) if ($i == "lost") print $(i + 1) }' "$OUT/stderr" | grep . || echo 0)"
 }

@@ -38,8 +38,8 @@ for ((i = 1; i <= COUNT; i++)); do
 	for mode in req raw; do
 		echo "untraced-$mode $("$bin" -mode $mode -n "$N" | loopNs)" >>"$raw"
 	done
-	echo "trace-values $("$tool" trace main.handle -- "$bin" -mode req -n "$N" 2>&1 >"$OUT/events-req" | loopNs)" >>"$raw"
-	echo "trace-scalar $("$tool" trace main.handleRaw -- "$bin" -mode raw -n "$N" 2>&1 >"$OUT/events-raw" | loopNs)" >>"$raw"
+	echo "trace-values $("$tool" trace -transport bpf main.handle -- "$bin" -mode req -n "$N" 2>&1 >"$OUT/events-req" | loopNs)" >>"$raw"
+	echo "trace-scalar $("$tool" trace -transport bpf main.handleRaw -- "$bin" -mode raw -n "$N" 2>&1 >"$OUT/events-raw" | loopNs)" >>"$raw"
 	echo "bpftrace-count $(bpftrace -e "usdt:$bin:vals:entry__main__handle { @n = count(); }" -c "$bin -mode req -n $N" 2>&1 | loopNs)" >>"$raw"
 done
 echo "# one event of each:" >&2

@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -23,8 +25,9 @@ import (
 type Transport string
 
 const (
-	// TransportAuto is the ring where the binary has one and this user
-	// cannot load BPF programs (not root), else BPF.
+	// TransportAuto is the ring where the binary has one and it records
+	// every selected probe, else BPF; and the ring for a user who may
+	// not load BPF programs (not root) whatever it leaves out.
 	TransportAuto Transport = "auto"
 	// TransportBPF attaches a BPF program to every site: every fire is
 	// a trap.
@@ -49,6 +52,7 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 	}
 	defer f.Close()
 	ctl, has := ring.Address(f)
+	root := os.Geteuid() == 0
 	switch {
 	case opt.Transport == TransportBPF:
 		return 0, false, "as -transport bpf asks", nil
@@ -62,10 +66,41 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 		return 0, false, "the binary has no in-process ring", nil
 	case automatic == 0:
 		return 0, false, "the ring records no usdtgen probe, nor one whose sites are notes, and no selected probe is another", nil
-	case os.Geteuid() != 0:
+	case !root:
 		return ctl, true, "BPF needs root, and the binary has an in-process ring", nil
+	case automatic < len(sites):
+		return 0, false, fmt.Sprintf("the ring records no usdtgen probe, nor one whose sites are notes, and %d selected probes are", len(sites)-automatic), nil
+	case opt.Attach != "" && opt.Attach != AttachAuto:
+		return 0, false, "-attach chooses how BPF attaches", nil
 	}
-	return 0, false, "running as root (-transport ring records in the process)", nil
+	if opt.PID != 0 {
+		// Where ptrace is denied (Yama's ptrace_scope 3) but BPF is
+		// allowed, BPF; /proc/PID/mem asks what ptrace would.
+		mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", opt.PID), os.O_RDWR, 0)
+		if err != nil {
+			return 0, false, fmt.Sprintf("the ring needs ptrace access to process %d, which is denied (%v)", opt.PID, err), nil
+		}
+		mem.Close()
+		if tracer := tracerOf(opt.PID); tracer != 0 {
+			return 0, false, fmt.Sprintf("the ring ptraces process %d, which process %d already does", opt.PID, tracer), nil
+		}
+	}
+	return ctl, true, "the binary has an in-process ring, which records every selected probe (-transport bpf traps into BPF instead)", nil
+}
+
+// tracerOf returns the process that ptraces process pid, 0 for none.
+func tracerOf(pid int) int {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
+			n, _ := strconv.Atoi(strings.TrimSpace(v))
+			return n
+		}
+	}
+	return 0
 }
 
 // ringRecords reports whether the ring records s: an automatic probe that

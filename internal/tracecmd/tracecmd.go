@@ -42,8 +42,9 @@ trace that lost events says so at the end.
 program's own memory, with no trap, as any user who may ptrace the
 program (-buffer is then each P's share, 4M by default); bpf attaches a
 BPF program, which needs root. Without it, trace records in the process
-when it does not run as root and the binary has a ring (amd64), and
-through BPF otherwise.
+when the binary has a ring (amd64) and it records every selected probe
+(not usdtgen's, nor notes), else through BPF; not as root, through the
+ring whatever it leaves out. -v says which, and why.
 
 -otlp sends every traced call of an automatic probe as an OpenTelemetry
 span to the collector at URL (its base URL, as OTEL_EXPORTER_OTLP_ENDPOINT

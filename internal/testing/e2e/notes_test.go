@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"fmt"
 	"maps"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
@@ -258,19 +259,33 @@ usdt:BIN:notes:exit__main__fib { @fibexit = count(); }`, "BIN", bin)
 
 // TestNotesMixed builds notesSrc with leaf's sites notes and the other
 // functions' code: the BPF transport traces both kinds, and the ring
-// records the code probes and says it leaves the notes out.
+// records the code probes and says it leaves the notes out. Without
+// -transport, as root, trace takes the ring when it records every
+// selected probe, and BPF when a note is among them.
 func TestNotesMixed(t *testing.T) {
 	requireBPF(t)
 	bin := buildMainRules(t, target{}, "notes", notesSrc, notesMixedRules)
+	code := []string{"main.fib", "main.(*Tree).Add"}
 	for _, tt := range []struct {
-		transport string
-		want      map[string]int
+		name, transport string
+		patterns        []string
+		want            map[string]int
+		why             string // what -v says of the transport
 	}{
-		{"bpf", map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}},
-		{"ring", map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}},
+		{"bpf", "bpf", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: as -transport bpf asks"},
+		{"ring", "ring", nil, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: as -transport ring asks"},
+		{"auto", "auto", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: the ring records no usdtgen probe, nor one whose sites are notes, and 2 selected probes are"},
+		{"auto code", "auto", code, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: the binary has an in-process ring, which records every selected probe"},
 	} {
-		t.Run(tt.transport, func(t *testing.T) {
-			out, errOut, err := usdtTrace(t, "-stats", "-transport", tt.transport, "--", bin)
+		t.Run(tt.name, func(t *testing.T) {
+			if tt.transport != "bpf" {
+				requireRing(t)
+			}
+			if tt.transport == "auto" && os.Geteuid() != 0 {
+				t.Skip("what trace takes without -transport as root: not root")
+			}
+			args := append(append([]string{"-v", "-stats", "-transport", tt.transport}, tt.patterns...), "--", bin)
+			out, errOut, err := usdtTrace(t, args...)
 			if err != nil {
 				t.Fatalf("trace: %v\n%s", err, errOut)
 			}
@@ -280,6 +295,9 @@ func TestNotesMixed(t *testing.T) {
 			}
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("trace -stats counted %v, want %v:\n%s", got, tt.want, out)
+			}
+			if !strings.Contains(errOut, tt.why) {
+				t.Errorf("-v does not say %q:\n%s", tt.why, errOut)
 			}
 			said := strings.Contains(errOut, "2 probes not traced: their sites are notes")
 			if said != (tt.transport == "ring") {

@@ -417,6 +417,42 @@ func TestRingKilledTracer(t *testing.T) {
 	}
 }
 
+// TestRingAutoPtraced traces a process that a ring trace already holds,
+// without -transport, as root: trace cannot ptrace it too, so it takes
+// BPF, says why, and both traces count.
+func TestRingAutoPtraced(t *testing.T) {
+	requireRing(t)
+	requireBPF(t)
+	bin := buildFixtureRules(t, "ring")
+	prog, stdin, _ := startReady(t, bin, "-wait", "0")
+	fmt.Fprintln(stdin) // it calls until the next line
+	pid := strconv.Itoa(prog.Process.Pid)
+	var ringOut, autoOut strings.Builder
+	ringTrace, _, _ := traceAttached(t, &ringOut, "-v", "-transport", "ring", "-stats", "-p", pid, "main.add")
+	auto, autoLine, autoErr := traceAttached(t, &autoOut, "-v", "-transport", "auto", "-stats", "-p", pid, "main.add")
+	var autoLog strings.Builder
+	logged := make(chan struct{})
+	go func() { io.Copy(&autoLog, autoErr); close(logged) }()
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprintln(stdin) // the program ends, and both traces with it
+	if err := ringTrace.Wait(); err != nil {
+		t.Errorf("the ring trace: %v", err)
+	}
+	// Its stderr read to the end before Wait closes the pipe.
+	<-logged
+	if err := auto.Wait(); err != nil {
+		t.Errorf("the trace without -transport: %v", err)
+	}
+	why := regexp.MustCompile(`transport bpf: the ring ptraces process ` + pid + `, which process \d+ already does`)
+	if !why.MatchString(autoLog.String()) {
+		t.Errorf("the trace without -transport does not say %s:\n%s%s", why, autoLine, autoLog.String())
+	}
+	ringCalls, autoCalls := statCounts(ringOut.String())["main.add"], statCounts(autoOut.String())["main.add"]
+	if ringCalls == 0 || autoCalls == 0 {
+		t.Errorf("the ring trace counted %d calls of main.add, BPF %d: want both some\n%s\n%s", ringCalls, autoCalls, ringOut.String(), autoOut.String())
+	}
+}
+
 // semaphores returns the addresses of the semaphores of bin's probes,
 // from its notes: bin is not position-independent.
 func semaphores(t *testing.T, bin string) []uint64 {
