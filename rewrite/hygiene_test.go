@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/rewrite"
 	"github.com/go-usdt/usdt/rules"
 )
@@ -20,6 +21,9 @@ import (
 const (
 	atReturns = "provider: hyg\nrules:\n  - package: example.com/shop\n"
 	deferred  = atReturns + "    unwind: true\n"
+	// inlined probes the functions the compiler inlines too: each is
+	// split, its untraced body calling its traced copy.
+	inlined = atReturns + "    inline: probe\n"
 )
 
 // writeFiles writes files (name to source) into a new directory and
@@ -48,7 +52,19 @@ func instrumentAll(t testing.TB, paths []string, text string) (*rewrite.Result, 
 		t.Fatal(err)
 	}
 	out := t.TempDir()
-	res, err := rewrite.Package(rewrite.Config{ImportPath: "example.com/shop", Files: paths, ImportCfg: stdImportCfg(t), GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out})
+	cfg := rewrite.Config{ImportPath: "example.com/shop", Files: paths, ImportCfg: stdImportCfg(t), GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: out}
+	if text == inlined {
+		// As if the compiler inlined every function: each is split,
+		// its untraced body calling the traced copy through a helper.
+		cfg.Inlined = func(want []inlining.Pos) map[inlining.Pos]inlining.Decision {
+			all := map[inlining.Pos]inlining.Decision{}
+			for _, p := range want {
+				all[p] = inlining.Decision{Inlinable: true, Cost: 10}
+			}
+			return all
+		}
+	}
+	res, err := rewrite.Package(cfg)
 	return res, out, err
 }
 
@@ -176,6 +192,15 @@ var hygieneCases = []hygieneCase{
 		files: map[string]string{"a.go": "package shop\nfunc Pick[P any](n int) (k *int, p P, err error) {\n\tdefer func() {}()\n\treturn &n, p, nil\n}\n"},
 	},
 	{
+		// A method expression of the receiver's type would name the
+		// receiver (go-jsonnet's func (closure *closure) parameters()).
+		name: "receiver named as its type",
+		files: map[string]string{"a.go": "package shop\ntype closure struct{ p []int }\n" +
+			"func (closure *closure) parameters() []int { return closure.p }\n" +
+			"type Ring[T any] struct{ v T }\nfunc (Ring *Ring[T]) Get() T { return Ring.v }\n" +
+			"type N int\nfunc (n N) Add(N int) int { return int(n) + N }\n"},
+	},
+	{
 		name:    "uint16 shadowed",
 		files:   map[string]string{"a.go": "package shop\ntype uint16 = bool\nfunc F(a int8) {}\n"},
 		skipped: "declares uint16",
@@ -188,10 +213,13 @@ var hygieneCases = []hygieneCase{
 // failed to build before the generated code became hygienic.
 func TestHygiene(t *testing.T) {
 	for _, tt := range hygieneCases {
-		for _, text := range []string{deferred, atReturns} {
+		for _, text := range []string{deferred, atReturns, inlined} {
 			name := tt.name
-			if text == atReturns {
+			switch text {
+			case atReturns:
 				name += ", unwind false"
+			case inlined:
+				name += ", inline probe"
 			}
 			t.Run(name, func(t *testing.T) { testHygiene(t, tt, text) })
 		}
@@ -247,7 +275,7 @@ func FuzzInstrument(f *testing.F) {
 		if typeCheckFiles(t, paths) != nil {
 			t.Skip("not a package that type-checks")
 		}
-		for _, text := range []string{deferred, atReturns} {
+		for _, text := range []string{deferred, atReturns, inlined} {
 			res, _, err := instrumentAll(t, paths, text)
 			if err != nil {
 				t.Fatalf("instrumenting a package that type-checks: %v", err)

@@ -437,7 +437,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	}
 	var call string
 	switch {
-	case inlinable && g.generics:
+	case inlinable && g.generics && !shadowsReceiverType(fd):
 		// Through a helper that calls a parameter: see callHelper.
 		fun := tracedName + typeArgs
 		if len(recv) > 0 {
@@ -487,6 +487,35 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	fmt.Fprintf(&b, " /*line :%d:%d*/{%s%s", lbrace.Line, lbrace.Column, probes, opening)
 	b.WriteString(applySplices(f.src, off(fd.Body.Lbrace)+1, off(fd.Body.Rbrace)+1, bodyEdits))
 	return instrumented{fn: fn, edits: edits, traced: b.String()}
+}
+
+// shadowsReceiverType reports whether a name that fd declares (receiver,
+// parameter or result) is also a name in its receiver's type, as in
+// func (closure *closure) f(): in fd's body the method expression
+// (*closure).f would name the receiver, not the type.
+func shadowsReceiverType(fd *ast.FuncDecl) bool {
+	if fd.Recv == nil || len(fd.Recv.List) == 0 {
+		return false
+	}
+	declared := map[string]bool{}
+	for _, fl := range []*ast.FieldList{fd.Recv, fd.Type.Params, fd.Type.Results} {
+		if fl == nil {
+			continue
+		}
+		for _, field := range fl.List {
+			for _, id := range field.Names {
+				declared[id.Name] = true
+			}
+		}
+	}
+	shadowed := false
+	ast.Inspect(fd.Recv.List[0].Type, func(n ast.Node) bool {
+		if id, ok := n.(*ast.Ident); ok && declared[id.Name] {
+			shadowed = true
+		}
+		return !shadowed
+	})
+	return shadowed
 }
 
 // callHelper returns the name of a generic function that calls its first
