@@ -15,6 +15,9 @@
 #             standard library packages (net/http, go/types, crypto/tls,
 #             html/template, ...), with "...": 25k+
 #   bigunwind big with unwind: true
+#   biginline big with inline: probe: the functions the compiler inlines
+#             probed too, split into an untraced body and a traced copy:
+#             26k+ probes, the start-up benchmark's large case
 #   notes     "..." with sites: notes: every function as compiled, its
 #             probes notes on its own code (no inlining asked, no code)
 #   bignotes  big with sites: notes
@@ -41,8 +44,8 @@
 # stderr and exit code must be the same, else the script fails.
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, WARM=9, OUT= (a new temp dir
-# if empty), PROGRAMS="own all entry unwind big bigunwind" (notes and
-# bignotes on request).
+# if empty), PROGRAMS="own all entry unwind big bigunwind" (biginline,
+# notes and bignotes on request).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -72,6 +75,7 @@ printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/
 printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: true\n' >"$OUT/unwind.yml"
 cp "$OUT/all.yml" "$OUT/big.yml"
 cp "$OUT/unwind.yml" "$OUT/bigunwind.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    inline: probe\n' >"$OUT/biginline.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    sites: notes\n' >"$OUT/notes.yml"
 cp "$OUT/notes.yml" "$OUT/bignotes.yml"
 
