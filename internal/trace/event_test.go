@@ -72,3 +72,85 @@ func TestStringArgumentBytes(t *testing.T) {
 		}
 	}
 }
+
+// jsonEvents are events whose -json lines AppendJSON writes by hand:
+// each kind of value, and strings with every byte encoding/json escapes.
+func jsonEvents() []Event {
+	at := time.Date(2026, 11, 26, 13, 4, 5, 123456789, time.FixedZone("", 3600))
+	odd := "<a&b> \"q\" \\ \b\f\n\r\t\x00\x1f\x7f é \u2028\u2029 \xff\xfe end"
+	return []Event{
+		{Time: at, PID: 10, TID: 11, Provider: "shop", Probe: "order__placed",
+			Values: []Value{{Name: "id", Data: int64(-3)}, {Name: "who", Data: odd}, {Name: "n", Data: uint64(1 << 63)}, {Name: "ok", Data: true}, {Name: "nothing", Data: nil}}},
+		{Time: at, PID: 1, TID: 2, Provider: "usdt_main", Probe: "entry", Function: "main.(*Cache).Get<" + odd, Goroutine: 1<<64 - 1,
+			Values: []Value{{Name: odd, Data: map[string]any{"k": []any{1.5, "x", nil}}}, {Name: "f", Data: 0.000001}}},
+		{Time: at, Provider: "p", Probe: "exit", Function: "f", Exit: true, Elapsed: -1, AfterLoss: true,
+			Start: at.Add(-time.Nanosecond), Dropped: []string{"r2", odd}},
+		{Provider: "", Probe: "", Exit: true},
+	}
+}
+
+// TestAppendJSON: AppendJSON writes what encoding/json writes for the
+// same ordered object.
+func TestAppendJSON(t *testing.T) {
+	for i, e := range jsonEvents() {
+		o := object{{"time", e.Time.Format(time.RFC3339Nano)}, {"pid", e.PID}, {"tid", e.TID}, {"provider", e.Provider}, {"probe", e.Probe}}
+		if e.Function != "" {
+			o = append(o, field{"function", e.Function}, field{"goroutine", e.Goroutine})
+		}
+		vals := object{}
+		for _, v := range e.Values {
+			vals = append(vals, field{v.Name, v.Data})
+		}
+		if e.Exit {
+			o = append(o, field{"results", vals}, field{"elapsed_ns", int64(e.Elapsed)})
+			if !e.Start.IsZero() {
+				o = append(o, field{"start", e.Start.Format(time.RFC3339Nano)})
+			}
+		} else {
+			o = append(o, field{"args", vals})
+		}
+		if len(e.Dropped) > 0 {
+			o = append(o, field{"dropped", e.Dropped})
+		}
+		if e.AfterLoss {
+			o = append(o, field{"after_loss", true})
+		}
+		want, err := json.Marshal(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := e.AppendJSON([]byte("kept"))
+		if err != nil || string(got) != "kept"+string(want) {
+			t.Errorf("event %d: %v\n got %s\nwant kept%s", i, err, got, want)
+		}
+	}
+}
+
+// FuzzJSONString: appendJSONString quotes any string as encoding/json
+// does.
+func FuzzJSONString(f *testing.F) {
+	for _, s := range []string{"", "plain", "<a&b>", "\x00\x1f\x7f\b\f\n\r\t\"\\", "é\u2028\u2029", "\xff\xfe\xc3", "\xed\xa0\x80"} {
+		f.Add(s)
+	}
+	for c := range 256 {
+		f.Add(string([]byte{byte(c)}))
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		if got := appendJSONString(nil, s); string(got) != string(want) {
+			t.Errorf("%q: got %s, want %s", s, got, want)
+		}
+	})
+}
+
+// BenchmarkAppendJSON is the -json printer's work for an entry with two
+// integer arguments and a string.
+func BenchmarkAppendJSON(b *testing.B) {
+	e := Event{Time: time.Now(), PID: 10, TID: 11, Provider: "usdt_main", Probe: "entry", Function: "main.handle", Goroutine: 7,
+		Values: []Value{{Name: "a", Data: int64(3)}, {Name: "b", Data: int64(-9)}, {Name: "path", Data: "/api/orders/17"}}}
+	var line []byte
+	b.ReportAllocs()
+	for b.Loop() {
+		line, _ = e.AppendJSON(line[:0])
+	}
+}

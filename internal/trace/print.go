@@ -2,7 +2,6 @@ package trace
 
 import (
 	"bufio"
-	"encoding/json"
 	"fmt"
 	"io"
 	"math"
@@ -51,12 +50,13 @@ func (p *printer) print(ev *Event) {
 		}
 	}
 	if p.opt.JSON {
-		b, err := json.Marshal(ev)
+		line, err := ev.AppendJSON(p.line[:0])
 		if err != nil {
 			fmt.Fprintf(p.opt.Stderr, "usdt-toolexec trace: %s: %v\n", ev.Label(), err)
 			return
 		}
-		p.w.Write(append(b, '\n'))
+		p.line = append(line, '\n')
+		p.w.Write(p.line)
 		return
 	}
 	p.line = append(ev.AppendText(p.line[:0]), '\n')
