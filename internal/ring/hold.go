@@ -196,8 +196,11 @@ func (h *Hold) run(attach func() (int, error)) {
 		case event == unix.PTRACE_EVENT_EXIT && tid == pid:
 			close(h.Exiting)
 			<-h.drained
+			// Its other threads stop at their exits too: they are
+			// continued, and reaped, as they come, until its parent
+			// may reap it (a seized process's end is not told here).
 			unix.PtraceDetach(pid)
-			return
+			continue
 		case event == unix.PTRACE_EVENT_EXIT:
 			if execed[tid] {
 				h.tell(tid, false)
