@@ -121,8 +121,11 @@ const (
 	PlanRoom  = 8 << 20
 	ScratchAt = DataAt + PlanRoom - MaxSlots*AreaMax
 	BuffersAt = DataAt + PlanRoom
-	// DataMax is the room for every P's buffer, or for the counters.
-	DataMax = 64 << 20
+	// DataMax is the room for every P's buffer, or for the counters:
+	// enough for 32M a P on machines of up to 8 CPUs, which holds a
+	// burst of 40,000 events with large Go values (bbolt's Puts with
+	// their *Bucket, 23 MB) while the reader decodes at its own pace.
+	DataMax = 256 << 20
 	Size    = BuffersAt + DataMax
 
 	// On values.

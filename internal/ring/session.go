@@ -10,6 +10,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -25,8 +26,16 @@ import (
 // stopped) turns its probes off by itself at the first fire after it.
 const Lease = time.Second
 
-// DefaultSize is each P's buffer unless the tracer is asked for another.
-const DefaultSize = 4 << 20
+// DefaultSize is each P's buffer unless the tracer is asked for
+// another: DataMax shared by as many Ps as the machine has CPUs, at
+// least 8 (a program may raise GOMAXPROCS past them), at most 32M.
+func DefaultSize() int {
+	size := 32 << 20
+	for size > 4096 && size*max(runtime.NumCPU(), 8) > DataMax {
+		size /= 2
+	}
+	return size
+}
 
 // Address returns where the executable f has the ring, at link time; ok
 // is false for a binary built without it (by an older usdt-toolexec, or

@@ -501,7 +501,7 @@ func openRing(opt Options, pid int, ctl uint64, sems []uint64, resume func() err
 	}
 	size := opt.Buffer
 	if size == 0 {
-		size = ring.DefaultSize
+		size = ring.DefaultSize()
 	}
 	slots := min(ring.MaxSlots, max(runtime.NumCPU(), 8), ring.DataMax/size)
 	s, err := ring.Open(pid, ctl+bias, slots, size)

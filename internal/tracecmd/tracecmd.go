@@ -40,7 +40,7 @@ trace that lost events says so at the end.
 
 -transport ring has the probes write their events into a buffer in the
 program's own memory, with no trap, as any user who may ptrace the
-program (-buffer is then each P's share, 4M by default); bpf attaches a
+program (-buffer is then each P's share, 32M by default); bpf attaches a
 BPF program, which needs root. Without it, trace records in the process
 when the binary has a ring (amd64) and it records every selected probe
 (not usdtgen's, nor notes), else through BPF; not as root, through the
