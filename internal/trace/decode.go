@@ -26,6 +26,9 @@ type decoder struct {
 	// open holds, per process and goroutine, the calls of functions
 	// whose sites are notes (see timeNotes) that have not returned yet.
 	open map[[2]uint64][]openCall
+	// jsonOnly leaves the values' Text out: only -json reads the
+	// events, and a large value's text cost as much as its decoding.
+	jsonOnly bool
 }
 
 // openCall is a call whose entry event was seen and exit event not yet.
@@ -111,7 +114,10 @@ func (d *decoder) decode(b []byte) *Event {
 	}
 	ev.Values = make([]Value, len(vals))
 	for i, v := range vals {
-		ev.Values[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json(), Text: v.String()}
+		ev.Values[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json()}
+		if !d.jsonOnly {
+			ev.Values[i].Text = v.String()
+		}
 		if i < len(decl) {
 			ev.Values[i].Type = decl[i].Type
 		}

@@ -6,9 +6,9 @@ import (
 	"strconv"
 	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Event is one fired probe, decoded once from the record the tracer
@@ -117,10 +117,10 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 	b = append(e.Time.AppendFormat(b, time.RFC3339Nano), `","pid":`...)
 	b = append(strconv.AppendInt(b, int64(e.PID), 10), `,"tid":`...)
 	b = append(strconv.AppendInt(b, int64(e.TID), 10), `,"provider":`...)
-	b = append(appendJSONString(b, e.Provider), `,"probe":`...)
-	b = appendJSONString(b, e.Probe)
+	b = append(values.AppendJSONString(b, e.Provider), `,"probe":`...)
+	b = values.AppendJSONString(b, e.Probe)
 	if e.Function != "" {
-		b = append(appendJSONString(append(b, `,"function":`...), e.Function), `,"goroutine":`...)
+		b = append(values.AppendJSONString(append(b, `,"function":`...), e.Function), `,"goroutine":`...)
 		b = strconv.AppendUint(b, e.Goroutine, 10)
 	}
 	if e.Exit {
@@ -133,7 +133,7 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendJSONValue(append(appendJSONString(b, v.Name), ':'), v.Data); err != nil {
+		if b, err = appendJSONValue(append(values.AppendJSONString(b, v.Name), ':'), v.Data); err != nil {
 			return nil, fmt.Errorf("%s: %w", v.Name, err)
 		}
 	}
@@ -150,7 +150,7 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = appendJSONString(b, d)
+			b = values.AppendJSONString(b, d)
 		}
 		b = append(b, ']')
 	}
@@ -168,69 +168,21 @@ func appendJSONValue(b []byte, v any) ([]byte, error) {
 	case nil:
 		return append(b, "null"...), nil
 	case string:
-		return appendJSONString(b, v), nil
+		return values.AppendJSONString(b, v), nil
 	case int64:
 		return strconv.AppendInt(b, v, 10), nil
 	case uint64:
 		return strconv.AppendUint(b, v, 10), nil
 	case bool:
 		return strconv.AppendBool(b, v), nil
+	case values.Value:
+		return values.AppendJSON(b, v)
 	}
 	j, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
 	return append(b, j...), nil
-}
-
-// appendJSONString appends s quoted as encoding/json quotes it: <, > and
-// & escaped for HTML, \b, \f, \n, \r and \t short, other control bytes
-// as \u00XX, invalid UTF-8 as \ufffd, and U+2028 and U+2029 escaped.
-func appendJSONString(b []byte, s string) []byte {
-	const hex = "0123456789abcdef"
-	b = append(b, '"')
-	start := 0
-	for i := 0; i < len(s); {
-		if c := s[i]; c < utf8.RuneSelf {
-			if c >= 0x20 && c != '"' && c != '\\' && c != '<' && c != '>' && c != '&' {
-				i++
-				continue
-			}
-			b = append(b, s[start:i]...)
-			switch c {
-			case '"', '\\':
-				b = append(b, '\\', c)
-			case '\b':
-				b = append(b, '\\', 'b')
-			case '\f':
-				b = append(b, '\\', 'f')
-			case '\n':
-				b = append(b, '\\', 'n')
-			case '\r':
-				b = append(b, '\\', 'r')
-			case '\t':
-				b = append(b, '\\', 't')
-			default:
-				b = append(b, '\\', 'u', '0', '0', hex[c>>4], hex[c&0xf])
-			}
-			i++
-			start = i
-			continue
-		}
-		r, size := utf8.DecodeRuneInString(s[i:])
-		switch {
-		case r == utf8.RuneError && size == 1:
-			b = append(append(b, s[start:i]...), `\ufffd`...)
-		case r == '\u2028' || r == '\u2029':
-			b = append(append(b, s[start:i]...), '\\', 'u', '2', '0', '2', hex[r&0xf])
-		default:
-			i += size
-			continue
-		}
-		i += size
-		start = i
-	}
-	return append(append(b, s[start:]...), '"')
 }
 
 // object is a JSON object that keeps its keys in order.

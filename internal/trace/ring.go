@@ -194,6 +194,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if !opt.Stats {
 		// The records come from the sessions' processes only.
 		d, p := newDecoder(sites, 0, names), newPrinter(opt)
+		d.jsonOnly = opt.JSON && opt.Events == nil
 		names.early(pid)
 		handle = func(s *ringSession) func(*ring.Record) {
 			return func(r *ring.Record) {

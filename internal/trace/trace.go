@@ -137,6 +137,7 @@ func Run(opt Options) error {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: interfaces show their data's address, not their dynamic type: %v\n", namesErr)
 	}
 	d, p := newDecoder(sites, opt.PID, names), newPrinter(opt)
+	d.jsonOnly = opt.JSON && opt.Events == nil
 	switch {
 	case f.cmd != nil:
 		names.early(f.cmd.Process.Pid)

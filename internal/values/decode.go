@@ -2,7 +2,6 @@ package values
 
 import (
 	"encoding/binary"
-	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -515,22 +514,8 @@ func (o object) String() string {
 func (o object) JSON() any { return o }
 
 // MarshalJSON writes the fields as encoding/json does: an embedded
-// struct's fields as the outer struct's.
-func (o object) MarshalJSON() ([]byte, error) {
-	b := []byte{'{'}
-	for _, f := range o.flat() {
-		if len(b) > 1 {
-			b = append(b, ',')
-		}
-		k, _ := json.Marshal(JSONText(f.name))
-		v, err := json.Marshal(f.value.JSON())
-		if err != nil {
-			return nil, err
-		}
-		b = append(append(append(b, k...), ':'), v...)
-	}
-	return append(b, '}'), nil
-}
+// struct's fields as the outer struct's (AppendJSON).
+func (o object) MarshalJSON() ([]byte, error) { return AppendJSON(nil, o) }
 
 func (o object) flat() []field {
 	var out []field

@@ -98,6 +98,9 @@ func TestDecodeMaps(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if fast, err := values.AppendJSON(nil, v); err != nil || string(fast) != string(got) {
+				t.Errorf("AppendJSON: %s (%v), encoding/json %s", fast, err, got)
+			}
 			wantJSON, err := json.Marshal(tt.m)
 			if tt.text != "" {
 				wantJSON = []byte(strconv.Quote(v.String()))

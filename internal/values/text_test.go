@@ -145,6 +145,9 @@ func TestDecodeBadBytes(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			if fast, err := values.AppendJSON(nil, v); err != nil || string(fast) != string(got) {
+				t.Errorf("AppendJSON: %s (%v), encoding/json %s", fast, err, got)
+			}
 			if !json.Valid(got) || !utf8.Valid(got) {
 				t.Errorf("JSON %q is not valid", got)
 			}
