@@ -133,7 +133,7 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 			b = append(b, ',')
 		}
 		var err error
-		if b, err = appendJSONValue(append(values.AppendJSONString(b, v.Name), ':'), v.Data); err != nil {
+		if b, err = values.AppendJSONData(append(values.AppendJSONString(b, v.Name), ':'), v.Data); err != nil {
 			return nil, fmt.Errorf("%s: %w", v.Name, err)
 		}
 	}
@@ -158,31 +158,6 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 		b = append(b, `,"after_loss":true`...)
 	}
 	return append(b, '}'), nil
-}
-
-// appendJSONValue appends v as encoding/json writes it: the kinds of
-// value most arguments are, by hand, the values decoder's structures
-// through encoding/json.
-func appendJSONValue(b []byte, v any) ([]byte, error) {
-	switch v := v.(type) {
-	case nil:
-		return append(b, "null"...), nil
-	case string:
-		return values.AppendJSONString(b, v), nil
-	case int64:
-		return strconv.AppendInt(b, v, 10), nil
-	case uint64:
-		return strconv.AppendUint(b, v, 10), nil
-	case bool:
-		return strconv.AppendBool(b, v), nil
-	case values.Value:
-		return values.AppendJSON(b, v)
-	}
-	j, err := json.Marshal(v)
-	if err != nil {
-		return nil, err
-	}
-	return append(b, j...), nil
 }
 
 // object is a JSON object that keeps its keys in order.

@@ -81,18 +81,34 @@ func AppendJSON(b []byte, v Value) ([]byte, error) {
 	case nilSlice, null, nilMap:
 		return append(b, "null"...), nil
 	case scalar:
-		switch j := v.json.(type) {
-		case int64:
-			return strconv.AppendInt(b, j, 10), nil
-		case uint64:
-			return strconv.AppendUint(b, j, 10), nil
-		case bool:
-			return strconv.AppendBool(b, j), nil
-		case string:
-			return AppendJSONString(b, j), nil
-		}
+		return AppendJSONData(b, v.json)
 	}
-	j, err := json.Marshal(v.JSON())
+	return marshal(b, v.JSON())
+}
+
+// AppendJSONData appends data, a value's JSON() or what else -json
+// writes of an argument, as encoding/json writes it: the kinds most
+// arguments are by hand, a Value by AppendJSON.
+func AppendJSONData(b []byte, data any) ([]byte, error) {
+	switch v := data.(type) {
+	case nil:
+		return append(b, "null"...), nil
+	case string:
+		return AppendJSONString(b, v), nil
+	case int64:
+		return strconv.AppendInt(b, v, 10), nil
+	case uint64:
+		return strconv.AppendUint(b, v, 10), nil
+	case bool:
+		return strconv.AppendBool(b, v), nil
+	case Value:
+		return AppendJSON(b, v)
+	}
+	return marshal(b, data)
+}
+
+func marshal(b []byte, v any) ([]byte, error) {
+	j, err := json.Marshal(v)
 	if err != nil {
 		return nil, err
 	}
