@@ -114,11 +114,12 @@ const (
 	MaxSlots   = 256
 
 	ListAt  = HeadersAt + MaxSlots*HeaderSize
-	MaxList = 1 << 16
+	MaxList = 1 << 18
 	DataAt  = ListAt + 8*MaxList
 	// PlanRoom is the room of the value reads' table, the reads and
-	// the scratch areas.
-	PlanRoom  = 8 << 20
+	// the scratch areas: Caddy with every function probed (120,408
+	// probes) needs 8.4 MB of reads.
+	PlanRoom  = 32 << 20
 	ScratchAt = DataAt + PlanRoom - MaxSlots*AreaMax
 	BuffersAt = DataAt + PlanRoom
 	// DataMax is the room for every P's buffer, or for the counters:
