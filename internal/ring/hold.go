@@ -149,9 +149,11 @@ func (h *Hold) tell(pid int, exec bool) {
 func (h *Hold) run(attach func() (int, error)) {
 	defer close(h.Done)
 	runtime.LockOSThread()
-	// The thread stays locked, and so exits with the goroutine: it is
-	// the tracer of a process that may still run, and of the processes
-	// it started, which the kernel detaches then.
+	// The thread stays locked: it is the tracer, the kernel knows it by
+	// thread. The processes the command started that still run when it
+	// ends stay traced by it, until it exits with the goroutine (or,
+	// should the runtime keep it, with trace): the kernel detaches them
+	// then.
 	pid, err := attach()
 	h.started <- err
 	if err != nil {
