@@ -2,6 +2,7 @@ package trace
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -120,7 +121,10 @@ func TestAppendJSON(t *testing.T) {
 			t.Fatal(err)
 		}
 		got, err := e.AppendJSON([]byte("kept"))
-		if err != nil || string(got) != "kept"+string(want) {
+		// Go 1.27's encoding/json writes U+FFFD for an invalid byte
+		// itself, 1.26's escapes it, as AppendJSON does.
+		unescaped := strings.ReplaceAll(string(got), `\ufffd`, "\uFFFD")
+		if err != nil || unescaped != "kept"+strings.ReplaceAll(string(want), `\ufffd`, "\uFFFD") {
 			t.Errorf("event %d: %v\n got %s\nwant kept%s", i, err, got, want)
 		}
 	}

@@ -2,6 +2,7 @@ package values
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 )
 
@@ -16,8 +17,15 @@ func FuzzJSONString(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, s string) {
 		want, _ := json.Marshal(s)
-		if got := AppendJSONString(nil, s); string(got) != string(want) {
+		if got := AppendJSONString(nil, s); !sameJSON(string(got), string(want)) {
 			t.Errorf("%q: got %s, want %s", s, got, want)
 		}
 	})
+}
+
+// sameJSON compares AppendJSON's output with encoding/json's, where Go
+// 1.27's writes U+FFFD for an invalid byte itself and 1.26's escapes it,
+// as AppendJSON does: the same string either way.
+func sameJSON(got, want string) bool {
+	return strings.ReplaceAll(got, `\ufffd`, "\uFFFD") == strings.ReplaceAll(want, `\ufffd`, "\uFFFD")
 }
