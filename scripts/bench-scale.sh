@@ -18,6 +18,9 @@
 #   biginline big with inline: probe: the functions the compiler inlines
 #             probed too, split into an untraced body and a traced copy:
 #             26k+ probes, the start-up benchmark's large case
+#   caddy     scripts/testdata/caddy, Caddy v2.11.9 with its standard
+#             modules, "..." with inline: probe: 120k+ probes, run as
+#             "caddy version", the start-up benchmark's largest case
 #   notes     "..." with sites: notes: every function as compiled, its
 #             probes notes on its own code (no inlining asked, no code)
 #   bignotes  big with sites: notes
@@ -45,7 +48,7 @@
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, WARM=9, OUT= (a new temp dir
 # if empty), PROGRAMS="own all entry unwind big bigunwind" (biginline,
-# notes and bignotes on request).
+# caddy, notes and bignotes on request).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -62,13 +65,15 @@ go build -o "$OUT/bin/" ./cmd/usdt-toolexec
 UT=$OUT/bin/usdt-toolexec
 
 src=$(go mod download -json "github.com/google/go-jsonnet@$VERSION" | sed -n 's/^\t"Dir": "\(.*\)",$/\1/p')
-rm -rf "$OUT/jsonnet" "$OUT/big"
+rm -rf "$OUT/jsonnet" "$OUT/big" "$OUT/caddy"
 cp -r "$src" "$OUT/jsonnet"
 cp -r scripts/testdata/bigjsonnet "$OUT/big"
-chmod -R u+w "$OUT/jsonnet" "$OUT/big"
+cp -r scripts/testdata/caddy "$OUT/caddy"
+chmod -R u+w "$OUT/jsonnet" "$OUT/big" "$OUT/caddy"
 # Downloads are not build time.
 (cd "$OUT/jsonnet" && go mod download)
 (cd "$OUT/big" && go mod download)
+(cd "$OUT/caddy" && go mod download)
 printf 'provider: jn\nrules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/own.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n' >"$OUT/all.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    probes: [entry]\n' >"$OUT/entry.yml"
@@ -76,6 +81,7 @@ printf 'provider: jn\nrules:\n  - package: "..."\n    unwind: true\n' >"$OUT/unw
 cp "$OUT/all.yml" "$OUT/big.yml"
 cp "$OUT/unwind.yml" "$OUT/bigunwind.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    inline: probe\n' >"$OUT/biginline.yml"
+cp "$OUT/biginline.yml" "$OUT/caddy.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    sites: notes\n' >"$OUT/notes.yml"
 cp "$OUT/notes.yml" "$OUT/bignotes.yml"
 
@@ -88,6 +94,7 @@ build() {
 	local prog=$1 config=$2 exe=$3 cold=$4 dir pkg main
 	case $prog in
 	big*) dir=$OUT/big pkg=. main=$OUT/big/main.go ;;
+	caddy) dir=$OUT/caddy pkg=. main=$OUT/caddy/main.go ;;
 	*) dir=$OUT/jsonnet pkg=./cmd/jsonnet main=$OUT/jsonnet/cmd/jsonnet/cmd.go ;;
 	esac
 	local cache=$OUT/cache-$prog-$config
@@ -183,16 +190,18 @@ for prog in "${programs[@]}"; do
 	echo "warm build plain $pw s, probed $qw s: x$(ratio "$pw" "$qw")"
 	echo "size plain $ps, probed $qs: $(((qs - ps) / probes)) B per probe"
 	echo "list: $lt s"
-	if [ "${prog#big}" = "$prog" ]; then
+	case $prog in
+	big*) run=("$probed") ;;
+	caddy) run=("$probed" version) ;;
+	*)
 		res=$(same "$plain" "$probed") || {
 			echo "testdata: $res"
 			exit 1
 		}
 		echo "testdata: $res"
 		run=("$probed" -e 1)
-	else
-		run=("$probed")
-	fi
+		;;
+	esac
 	for transport in auto bpf; do
 		first=$(first_line /usr/bin/time -f %M -o "$OUT/rss.txt" "$UT" trace -v -transport "$transport" -- "${run[@]}")
 		echo "trace -transport $transport: $(grep -o 'attached.*' "$OUT/stderr.txt" | head -1); $(grep -o 'transport [a-z]*:' "$OUT/stderr.txt" | head -1) first event at $first s; peak RSS $(($(cat "$OUT/rss.txt") / 1024)) MB"
