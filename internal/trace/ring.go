@@ -252,9 +252,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			}
 			if opt.Stats {
 				if counts, err := c.Counters(); err == nil {
-					for i, n := range counts {
-						ended[i] += n
-					}
+					addCounts(ended, counts)
 				}
 			}
 		}
@@ -301,14 +299,10 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if err != nil {
 			return nil, err
 		}
-		for i, n := range ended {
-			sum[i] += n
-		}
+		addCounts(sum, ended)
 		for _, c := range children {
 			if counts, err := c.Counters(); err == nil {
-				for i, n := range counts {
-					sum[i] += n
-				}
+				addCounts(sum, counts)
 			}
 		}
 		return sum, nil
@@ -390,10 +384,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	endChildren()
 	lost += endedLost
 	if counts != nil {
-		final = counts
-		for i, n := range ended {
-			final[i] += n
-		}
+		final = addCounts(counts, ended)
 	}
 	if !opt.Stats {
 		finish()
@@ -466,6 +457,15 @@ type ringSession struct {
 	pid  int
 	bias uint64
 	size uint64
+}
+
+// addCounts adds the counters of one process's ring to those of
+// others, in place, and returns them.
+func addCounts(sum, counts []uint64) []uint64 {
+	for i, n := range counts {
+		sum[i] += n
+	}
+	return sum
 }
 
 // ringChild is a process the command started that runs the same
