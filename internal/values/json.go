@@ -49,11 +49,7 @@ func AppendJSON(b []byte, v Value) ([]byte, error) {
 		// the keys sorted.
 		elems := make(map[string]Value, len(v.entries))
 		for _, e := range v.entries {
-			k := e.key.String()
-			if t, ok := e.key.(text); ok {
-				k = JSONText(string(t))
-			}
-			elems[k] = e.elem
+			elems[e.jsonKey()] = e.elem
 		}
 		keys := make([]string, 0, len(elems))
 		for k := range elems {

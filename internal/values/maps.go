@@ -160,13 +160,18 @@ func (m mapValue) JSON() any {
 	}
 	o := make(map[string]any, len(m.entries))
 	for _, e := range m.entries {
-		k := e.key.String()
-		if t, ok := e.key.(text); ok {
-			k = JSONText(string(t))
-		}
-		o[k] = e.elem.JSON()
+		o[e.jsonKey()] = e.elem.JSON()
 	}
 	return o
+}
+
+// jsonKey is the entry's key as encoding/json keys a map: a string as
+// itself, a number in decimal, another key as %v writes it.
+func (e entry) jsonKey() string {
+	if t, ok := e.key.(text); ok {
+		return JSONText(string(t))
+	}
+	return e.key.String()
 }
 
 // nilMap is a nil map: map[] as %+v prints it, null in JSON.
