@@ -22,8 +22,8 @@ type Runtime struct {
 // ringArches are those whose trampolines write to the ring.
 var ringArches = map[Arch]bool{AMD64: true}
 
-// withRing reports whether a package's trampolines write to the ring.
-func (rt Runtime) withRing(arch Arch) bool { return rt.P != nil && ringArches[arch] }
+// WithRing reports whether a package's trampolines write to the ring.
+func (rt Runtime) WithRing(arch Arch) bool { return rt.P != nil && ringArches[arch] }
 
 const (
 	flagDUPOK  = 2

@@ -3,6 +3,7 @@ package asmgen
 import (
 	"bytes"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"strings"
 
@@ -314,7 +315,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 		return nil, probetable.Layout{}, err
 	}
 	var record string
-	if rt.withRing(arch) {
+	if rt.WithRing(arch) {
 		record = recordSym()
 		ringDecl(&b)
 	}
@@ -365,4 +366,20 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 		return nil, probetable.Layout{}, err
 	}
 	return b.Bytes(), l, nil
+}
+
+// Namespace is the prefix of the symbols a package's generated assembly
+// defines ("usdt/parser_1f2e3d4c."): "usdt/", the last element of its
+// import path and a hash of the whole path, which keeps them apart from
+// every other package's, in a spelling the assembler takes.
+func Namespace(importPath string) string {
+	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
+	for i, c := range elem {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
+			elem[i] = '_'
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(importPath))
+	return fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"go/format"
-	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -342,19 +341,9 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 }
 
 // symbols names the package's trampolines (tramps, whose Symbol it
-// sets), its sites and its table: "usdt/", the last element of its import
-// path and a hash of the whole path, which keeps them apart from every
-// other package's.
+// sets), its sites and its table, in the package's namespace.
 func symbols(importPath string, tramps []asmgen.Trampoline) asmgen.Symbols {
-	elem := []byte(importPath[strings.LastIndexByte(importPath, '/')+1:])
-	for i, c := range elem {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9') {
-			elem[i] = '_'
-		}
-	}
-	h := fnv.New32a()
-	h.Write([]byte(importPath))
-	ns := fmt.Sprintf("usdt/%s_%08x.", elem, h.Sum32())
+	ns := asmgen.Namespace(importPath)
 	for i := range tramps {
 		tramps[i].Symbol = fmt.Sprintf("%sfire%d", ns, i)
 	}
