@@ -35,6 +35,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/rules"
@@ -105,7 +106,9 @@ type Result struct {
 	Sources map[string][]byte
 	// Asm is the Plan9 assembly of the stubs, the probe table and the
 	// goroutine-id reader, to assemble and add to the package archive.
-	Asm   []byte
+	Asm []byte
+	// Ring says that Asm defines the in-process ring and its writer.
+	Ring  bool
 	Funcs []Func
 }
 
@@ -309,6 +312,7 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 	// as it was.
 	res.Files = append([]string{genPath}, res.Files...)
 	res.Asm = asm
+	res.Ring = asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}.WithRing(asmgen.Arch(cfg.GOARCH))
 	return res, g.staleLayouts && standIns, nil
 }
 

@@ -58,7 +58,7 @@
 //	BuffersAt  with Events, the Ps' buffers, back to back
 //
 // A record is RecordWords words, then its arguments: the site's address
-// with the count of words and which of them are strings, the goroutine
+// (a usdtgen probe's semaphore's, see ProviderMagic) with the count of words and which of them are strings, the goroutine
 // id, the time (runtime.nanotime), the thread's id (with AfterLossBit
 // set on the P's first record after it dropped events), then the words the trampoline was
 // passed after the site index, then, for each word that points to a C
@@ -79,6 +79,11 @@ const (
 	WhereMagic = 0x676e72544453557f // "\x7fUSDTrng"
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
+	// ProviderMagic starts the list each package whose usdtgen probes
+	// write to the ring keeps in its read-only data: the magic, the
+	// count of probes, and each one's semaphore, whose address is the
+	// site the probe's records name (see ProviderSemaphores).
+	ProviderMagic = 0x647670544453557f // "\x7fUSDTpvd"
 
 	OnAt      = 0
 	UntilAt   = 8

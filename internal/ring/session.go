@@ -48,6 +48,21 @@ func Address(f *elf.File) (addr uint64, ok bool) {
 			return s.Value, true
 		}
 	}
+	findMagic(f, WhereMagic, func(b []byte, i int) bool {
+		// The link-time address, which Go's linker and an external
+		// one write into a position-independent executable too.
+		if i+16 <= len(b) && inBSS(f, binary.LittleEndian.Uint64(b[i+8:])) {
+			addr, ok = binary.LittleEndian.Uint64(b[i+8:]), true
+		}
+		return ok
+	})
+	return addr, ok
+}
+
+// findMagic calls found with the bytes of each allocated section of data
+// and each 8-aligned offset in them of the word magic, until found
+// returns true.
+func findMagic(f *elf.File, magic uint64, found func(b []byte, at int) bool) {
 	for _, sec := range f.Sections {
 		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 || sec.Flags&elf.SHF_EXECINSTR != 0 {
 			continue
@@ -56,18 +71,12 @@ func Address(f *elf.File) (addr uint64, ok bool) {
 		if err != nil {
 			continue
 		}
-		for i := 0; i+16 <= len(b); i += 8 {
-			if binary.LittleEndian.Uint64(b[i:]) != WhereMagic {
-				continue
-			}
-			// The link-time address, which Go's linker and an external
-			// one write into a position-independent executable too.
-			if at := binary.LittleEndian.Uint64(b[i+8:]); inBSS(f, at) {
-				return at, true
+		for i := 0; i+8 <= len(b); i += 8 {
+			if binary.LittleEndian.Uint64(b[i:]) == magic && found(b, i) {
+				return
 			}
 		}
 	}
-	return 0, false
 }
 
 // inBSS reports whether the ring's Size bytes at addr lie in a

@@ -13,11 +13,13 @@ import (
 	"runtime/debug"
 	"strings"
 
+	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/gomod"
 	"github.com/go-usdt/usdt/internal/inlining"
 	"github.com/go-usdt/usdt/internal/objcache"
 	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/providerring"
 	"github.com/go-usdt/usdt/rewrite"
 )
 
@@ -81,7 +83,13 @@ func (inv Invocation) compile() error {
 		matchPath = mainImportPath(f.goFiles, objdir)
 	}
 	r := inv.Rules
-	if r == nil || rewrite.Excluded(matchPath) || !r.MatchPackage(matchPath) {
+	instrument := r != nil && !rewrite.Excluded(matchPath) && r.MatchPackage(matchPath)
+	goarch := os.Getenv("GOARCH")
+	if goarch == "" {
+		goarch = runtime.GOARCH
+	}
+	provider := asmgen.Arch(goarch) == asmgen.AMD64 && providerring.Has(f.goFiles, nil)
+	if !instrument && !provider {
 		return inv.plain(args)
 	}
 	// Instrumenting a package allocates 10 to 60 MB, most of it garbage
@@ -93,10 +101,6 @@ func (inv Invocation) compile() error {
 	// bound, for packages far larger.
 	debug.SetGCPercent(-1)
 	debug.SetMemoryLimit(256 << 20)
-	goarch := os.Getenv("GOARCH")
-	if goarch == "" {
-		goarch = runtime.GOARCH
-	}
 	// The tool is $GOROOT/pkg/tool/GOOS_GOARCH/compile.
 	goroot := filepath.Dir(filepath.Dir(filepath.Dir(filepath.Dir(inv.Tool))))
 	cfg := rewrite.Config{
@@ -129,17 +133,61 @@ func (inv Invocation) compile() error {
 	} else if inv.Verbose {
 		fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: no in-process ring: %v\n", f.pkg, err)
 	}
-	res, err := rewrite.Package(cfg)
-	if err != nil {
-		return err
+	var res *rewrite.Result
+	if instrument {
+		if res, err = inv.instrument(cfg, matchPath); err != nil {
+			return err
+		}
 	}
 	if res == nil {
+		res = &rewrite.Result{Files: f.goFiles, Sources: map[string][]byte{}}
+	}
+	rt := asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}
+	if provider && rt.WithRing(asmgen.Arch(goarch)) {
+		pr, err := providerring.Package(providerring.Config{
+			ImportPath: f.pkg,
+			Files:      res.Files,
+			Sources:    res.Sources,
+			OutDir:     objdir,
+			Arch:       asmgen.Arch(goarch),
+			Runtime:    rt,
+			DefineRing: !res.Ring,
+		})
+		if err != nil {
+			return err
+		}
+		if inv.Verbose && pr != nil {
+			for _, fn := range pr.Probes {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: writes to the in-process ring too\n", f.pkg, fn)
+			}
+			for _, why := range pr.Left {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s; only BPF traces its probe\n", f.pkg, why)
+			}
+		}
+		if pr != nil && len(pr.Probes) > 0 {
+			res.Files = pr.Files
+			maps.Copy(res.Sources, pr.Sources)
+			res.Asm = append(res.Asm, pr.Asm...)
+		}
+	}
+	if res.Asm == nil {
 		return inv.plain(args)
 	}
+	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Sources: res.Sources, Asm: res.Asm}.Run()
+}
+
+// instrument rewrites the package as the rules say; it returns nil for a
+// package to compile as it is.
+func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite.Result, error) {
+	res, err := rewrite.Package(cfg)
+	if err != nil || res == nil {
+		return nil, err
+	}
+	pkg := cfg.ImportPath
 	if inv.Verbose {
 		for _, fn := range res.Funcs {
 			if fn.Inlined != nil {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: not probed: the compiler inlines it (cost %d of 80), and a probe would take that away; inline: probe in its rule probes it\n", f.pkg, fn.Name, fn.Inlined.Cost)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: not probed: the compiler inlines it (cost %d of 80), and a probe would take that away; inline: probe in its rule probes it\n", pkg, fn.Name, fn.Inlined.Cost)
 			}
 		}
 	}
@@ -147,7 +195,7 @@ func (inv Invocation) compile() error {
 		if inv.Verbose {
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
 		}
-		return inv.plain(args)
+		return nil, nil
 	}
 	if inv.Verbose {
 		for _, fn := range res.Funcs {
@@ -155,22 +203,22 @@ func (inv Invocation) compile() error {
 				continue
 			}
 			if fn.Notes {
-				notesOnly(inv.Stderr, f.pkg, fn)
+				notesOnly(inv.Stderr, pkg, fn)
 				continue
 			}
-			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", f.pkg, fn.Name, fn.Entry, fn.Exit)
+			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", pkg, fn.Name, fn.Entry, fn.Exit)
 			if fn.Traced != "" {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", f.pkg, fn.Name, fn.Traced)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", pkg, fn.Name, fn.Traced)
 			}
 			if fn.Deferred != "" {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: unwind: false, but the exit probe is a deferred call: %s\n", f.pkg, fn.Name, fn.Deferred)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: unwind: false, but the exit probe is a deferred call: %s\n", pkg, fn.Name, fn.Deferred)
 			}
 			if fn.Dropped > 0 {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n", f.pkg, fn.Name, fn.Dropped)
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %d values not passed: a probe holds 12 (entry: the goroutine id and 11 arguments; exit: the goroutine id, the elapsed time and 10 results)\n", pkg, fn.Name, fn.Dropped)
 			}
 		}
 	}
-	return Step{Runner: inv.Runner, Compile: inv.Tool, Args: args, Files: res.Files, Sources: res.Sources, Asm: res.Asm}.Run()
+	return res, nil
 }
 
 // notesOnly says, for -v, what a function whose sites are notes got.

@@ -1,0 +1,69 @@
+package asmgen
+
+import (
+	"bytes"
+	"fmt"
+
+	"github.com/go-usdt/usdt/internal/ring"
+)
+
+// ProviderProbe is a usdtgen probe that writes to the ring: its fire
+// function calls Symbol, declared in Go as
+//
+//	func(_ uintptr, a1 T1, ..., aN TN)
+//
+// with the parameters of the probe's stub, just before the stub. While a
+// ring tracer records, the trampoline has the writer take the words where
+// the register ABI put them: the unused first in AX, so that they are
+// where an automatic probe's are.
+type ProviderProbe struct {
+	Symbol string
+	// Words is how many arguments follow the unused first, at most
+	// ProviderWords, and Strings which of them (a bit each) point to a C
+	// string.
+	Words   int
+	Strings uint64
+}
+
+// ProviderWords is how many words a usdtgen probe may give the ring: the
+// writer takes its words past eight from the caller's stack as whole
+// words, where the register ABI packs smaller ones.
+const ProviderWords = 8
+
+// Plan9Provider writes the trampolines of a package's usdtgen probes.
+// list is the symbol of what the tracer finds them by, which Go declares
+// as a variable: ring.ProviderMagic, their count, then each probe's
+// semaphore, in the order of probes; a probe's records name its
+// semaphore's address. With defineRing it also declares the ring and its
+// writer, for a package whose other assembly does not.
+func Plan9Provider(arch Arch, header, list string, rt Runtime, probes []ProviderProbe, defineRing bool) ([]byte, error) {
+	if !rt.WithRing(arch) {
+		return nil, fmt.Errorf("asmgen: no in-process ring for GOARCH=%s", arch)
+	}
+	listName, err := asmName(list)
+	if err != nil {
+		return nil, err
+	}
+	var b bytes.Buffer
+	b.WriteString(header)
+	if defineRing {
+		ringDecl(&b)
+	}
+	for i, p := range probes {
+		if p.Words > ProviderWords {
+			return nil, fmt.Errorf("asmgen: %s takes %d words, more than the ring's %d", p.Symbol, p.Words, ProviderWords)
+		}
+		name, err := asmName(p.Symbol)
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
+		fmt.Fprintf(&b, "\tCMPQ %s(SB), $%d\n\tJNE off\n", ringSym(), ring.Recording)
+		fmt.Fprintf(&b, "\tMOVQ $%d, R12\n\tMOVQ %s+%d(SB), R13\n\tXORL DX, DX\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
+		fmt.Fprintf(&b, "\tCALL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())
+	}
+	if defineRing {
+		recordFunc(&b, rt)
+	}
+	return b.Bytes(), nil
+}
