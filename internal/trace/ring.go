@@ -59,17 +59,17 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 	case opt.Transport == TransportRing && !has:
 		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec for amd64, unstripped, or trace it with -transport bpf", opt.Binary)
 	case opt.Transport == TransportRing && automatic == 0:
-		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and no selected probe is one: trace usdtgen's probes, and those of rules with sites: notes, with -transport bpf")
+		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and the usdtgen probes of packages it compiled, and no selected probe is one: trace the others (usdtgen's built with cgo and no usdt-toolexec, or with more than 8 arguments, and those of rules with sites: notes) with -transport bpf")
 	case opt.Transport == TransportRing:
 		return ctl, true, "as -transport ring asks", nil
 	case !has:
 		return 0, false, "the binary has no in-process ring", nil
 	case automatic == 0:
-		return 0, false, "the ring records no usdtgen probe, nor one whose sites are notes, and no selected probe is another", nil
+		return 0, false, "the ring records no selected probe (a usdtgen probe of a package usdt-toolexec did not compile, or with more than 8 arguments, or one whose sites are notes)", nil
 	case !root:
 		return ctl, true, "BPF needs root, and the binary has an in-process ring", nil
 	case automatic < len(sites):
-		return 0, false, fmt.Sprintf("the ring records no usdtgen probe, nor one whose sites are notes, and %d selected probes are", len(sites)-automatic), nil
+		return 0, false, fmt.Sprintf("the ring does not record %d selected probes (usdtgen probes of packages usdt-toolexec did not compile, or with more than 8 arguments, or probes whose sites are notes)", len(sites)-automatic), nil
 	case opt.Attach != "" && opt.Attach != AttachAuto:
 		return 0, false, "-attach chooses how BPF attaches", nil
 	}
@@ -104,8 +104,9 @@ func tracerOf(pid int) int {
 }
 
 // ringRecords reports whether the ring records s: an automatic probe that
-// is code, not a note on its function's own instructions.
-func ringRecords(s *site) bool { return s.fn != "" && s.table.Func == "" }
+// is code, not a note on its function's own instructions, or a usdtgen
+// probe whose package this usdt-toolexec compiled.
+func ringRecords(s *site) bool { return s.fn != "" && s.table.Func == "" || s.providerRing }
 
 // runRing traces through the ring of the process: it turns the selected
 // probes on, reads their events every pollEvery while renew renews its lease,
@@ -122,7 +123,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		}
 	}
 	if n := len(selected) - len(all) - notes; n > 0 {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d usdtgen probes not traced: the ring records automatic probes only (-transport bpf traces both)\n", n)
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d usdtgen probes not traced: the ring records those of packages this usdt-toolexec compiled, with at most 8 arguments (-transport bpf traces every one)\n", n)
 	}
 	if notes > 0 {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d probes not traced: their sites are notes (sites: notes), with no code to record them (-transport bpf traces them)\n", notes)
@@ -135,7 +136,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	var sems []uint64
 	seen := map[uint64]bool{}
 	for i, s := range sites {
-		bySite[s.addr] = i
+		bySite[s.ringKey()] = i
 		if s.sem != 0 && !seen[s.sem] {
 			seen[s.sem] = true
 			sems = append(sems, s.sem)
@@ -156,7 +157,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			l := newStatLayout(sites)
 			cs := make([]ring.Site, len(sites))
 			for i, site := range sites {
-				cs[i] = ring.Site{Addr: site.addr + bias, First: l.first[i], Timed: l.timed[i]}
+				cs[i] = ring.Site{Addr: site.ringKey() + bias, First: l.first[i], Timed: l.timed[i]}
 			}
 			return s.Count(cs, l.slots, countsAtExits(binary, sites))
 		}
@@ -211,13 +212,20 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 				if r.AfterLoss {
 					le.PutUint32(rec[bpfprog.RecFlags:], bpfprog.RecAfterLoss)
 				}
-				le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
-				for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-1)] {
-					le.PutUint64(rec[bpfprog.RecArgs+8*(k+1):], w)
+				// An automatic probe's first argument is the
+				// goroutine, which a usdtgen probe does not pass.
+				first := 1
+				if sites[i].providerRing {
+					first = 0
+				} else {
+					le.PutUint64(rec[bpfprog.RecArgs:], r.Goroutine)
+				}
+				for k, w := range r.Words[:min(len(r.Words), probe.MaxArgs-first)] {
+					le.PutUint64(rec[bpfprog.RecArgs+8*(k+first):], w)
 					if str := r.Strings[k]; str != nil {
 						// NUL-terminated in its slot, as the BPF
 						// program copies a string.
-						at := bpfprog.RecStrings + bpfprog.StrMax*(k+1)
+						at := bpfprog.RecStrings + bpfprog.StrMax*(k+first)
 						dirty = max(dirty, at+copy(rec[at:], str[:min(len(str), bpfprog.StrMax-1)]))
 					}
 				}

@@ -4,12 +4,14 @@ import (
 	"debug/elf"
 	"fmt"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
+	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/sdtnote"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"github.com/go-usdt/usdt/internal/values"
@@ -50,9 +52,21 @@ type site struct {
 	// sem is the semaphore's link-time address, which the ring
 	// transport turns the probe on by; 0 for a probe without one.
 	sem uint64
+	// providerRing says that s is a usdtgen probe that writes to the
+	// ring, its records named by its semaphore (see ring.ProviderMagic).
+	providerRing bool
 	// nopPair says the site is a nopPair, which atNop5 may attach to at
 	// offset+1.
 	nopPair bool
+}
+
+// ringKey is the address the ring's records of s name, at link time:
+// its site's, or a usdtgen probe's semaphore's.
+func (s *site) ringKey() uint64 {
+	if s.providerRing {
+		return s.sem
+	}
+	return s.addr
 }
 
 // label is how an event of the site is shown.
@@ -132,6 +146,12 @@ func readSites(file string) ([]site, error) {
 			s.plain = autoprobe.Label(pkg, fn, "")
 		}
 		sites = append(sites, s)
+	}
+	if slices.ContainsFunc(sites, func(s site) bool { return s.fn == "" && s.sem != 0 }) {
+		recorded := ring.ProviderSemaphores(f)
+		for i := range sites {
+			sites[i].providerRing = sites[i].fn == "" && recorded[sites[i].sem]
+		}
 	}
 	addrs := make([]uint64, len(sites))
 	for i := range sites {

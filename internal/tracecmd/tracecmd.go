@@ -43,8 +43,9 @@ program's own memory, with no trap, as any user who may ptrace the
 program (-buffer is then each P's share, 32M by default); bpf attaches a
 BPF program, which needs root. Without it, trace records in the process
 when the binary has a ring (amd64) and it records every selected probe
-(not usdtgen's, nor notes), else through BPF; not as root, through the
-ring whatever it leaves out. -v says which, and why.
+(automatic probes that are code, and the usdtgen probes of packages
+usdt-toolexec compiled, of at most 8 arguments), else through BPF; not as
+root, through the ring whatever it leaves out. -v says which, and why.
 
 -otlp sends every traced call of an automatic probe as an OpenTelemetry
 span to the collector at URL (its base URL, as OTEL_EXPORTER_OTLP_ENDPOINT

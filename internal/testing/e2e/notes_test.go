@@ -274,7 +274,7 @@ func TestNotesMixed(t *testing.T) {
 	}{
 		{"bpf", "bpf", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: as -transport bpf asks"},
 		{"ring", "ring", nil, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: as -transport ring asks"},
-		{"auto", "auto", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: the ring records no usdtgen probe, nor one whose sites are notes, and 2 selected probes are"},
+		{"auto", "auto", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: the ring does not record 2 selected probes"},
 		{"auto code", "auto", code, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: the binary has an in-process ring, which records every selected probe"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

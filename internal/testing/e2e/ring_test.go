@@ -100,6 +100,51 @@ func TestRingStatsUnprivileged(t *testing.T) {
 	}
 }
 
+// TestRingProviderUnprivileged traces the provider example's usdtgen
+// probes as nobody, without -transport: trace records them in the
+// process, counts every fire, and prints each job's events with their
+// strings.
+func TestRingProviderUnprivileged(t *testing.T) {
+	requireRing(t)
+	as := asNobody(t, buildJobs(routeA)(t))
+	out, err := as("trace", "-v", "-stats", "--", "PROG", "-jobs", "20", "-every", "1ms")
+	if err != nil {
+		t.Fatalf("trace -stats as nobody: %v\n%s", err, out)
+	}
+	if !strings.Contains(out, "transport ring: BPF needs root") {
+		t.Errorf("-v does not say that it records in the process, and why:\n%s", out)
+	}
+	for _, p := range []string{"enqueued", "started", "done"} {
+		if !strings.Contains(out, "jobs:job__"+p+": 20 calls\n") {
+			t.Errorf("-stats does not count 20 fires of job__%s:\n%s", p, out)
+		}
+	}
+	out, err = as("trace", "-json", "jobs:job__done", "--", "PROG", "-jobs", "20", "-every", "1ms")
+	if err != nil {
+		t.Fatalf("trace -json as nobody: %v\n%s", err, out)
+	}
+	ids := map[float64]bool{}
+	for _, line := range strings.Split(out, "\n") {
+		var e struct {
+			Probe string
+			Args  struct {
+				ID   float64
+				Kind string
+			}
+		}
+		if json.Unmarshal([]byte(line), &e) != nil {
+			continue // the program's own lines
+		}
+		if e.Probe != "job__done" || e.Args.Kind == "" {
+			t.Errorf("event %s: want job__done with its kind", line)
+		}
+		ids[e.Args.ID] = true
+	}
+	if len(ids) != 20 {
+		t.Errorf("job__done for %d jobs, want 20:\n%s", len(ids), out)
+	}
+}
+
 // TestRingChildrenUnprivileged traces, as nobody, a command that starts
 // the same binary again, directly and through a shell: trace follows it
 // into those processes, counts their calls with the command's, and shows

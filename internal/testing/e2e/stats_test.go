@@ -263,24 +263,36 @@ func TestTraceStatsInterval(t *testing.T) {
 }
 
 // TestTraceStatsProvider counts the fires of the provider example's
-// probes, which carry no time: one count per probe.
+// probes, which carry no time: one count per probe, through BPF and
+// through the in-process ring (built with cgo: its semaphores are C's).
 func TestTraceStatsProvider(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
-	bin := buildJobs(routeA)(t)
-	out, errOut, err := usdtTrace(t, "-stats", "-json", "--", bin, "-jobs", "20", "-every", "1ms")
-	if err != nil {
-		t.Fatalf("trace: %v\n%s", err, errOut)
-	}
-	got := map[string]uint64{}
-	for _, fs := range parseStatsJSON(t, out) {
-		if fs.Provider != "jobs" || fs.Histogram != nil {
-			t.Errorf("-stats printed %+v, want counts of provider jobs' probes", fs)
-		}
-		got[fs.Probe] = fs.Calls
-	}
-	want := map[string]uint64{"job__enqueued": 20, "job__started": 20, "job__done": 20}
-	if fmt.Sprint(got) != fmt.Sprint(want) {
-		t.Errorf("fires per probe %v, want %v:\n%s", got, want, out)
+	for _, tc := range []struct {
+		transport string
+		route     route
+		require   func(*testing.T)
+	}{
+		{"bpf", routeA, requireBPF},
+		{"ring", routeC, requireRing},
+	} {
+		t.Run(tc.transport, func(t *testing.T) {
+			tc.require(t)
+			bin := buildJobs(tc.route)(t)
+			out, errOut, err := usdtTrace(t, "-transport", tc.transport, "-stats", "-json", "--", bin, "-jobs", "20", "-every", "1ms")
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, errOut)
+			}
+			got := map[string]uint64{}
+			for _, fs := range parseStatsJSON(t, out) {
+				if fs.Provider != "jobs" || fs.Histogram != nil {
+					t.Errorf("-stats printed %+v, want counts of provider jobs' probes", fs)
+				}
+				got[fs.Probe] = fs.Calls
+			}
+			want := map[string]uint64{"job__enqueued": 20, "job__started": 20, "job__done": 20}
+			if fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("fires per probe %v, want %v:\n%s", got, want, out)
+			}
+		})
 	}
 }

@@ -11,30 +11,44 @@ import (
 )
 
 // TestTraceExampleProvider traces examples/provider, attached each way
-// trace can (one uprobe per site is what kernels before 6.6 get): every
+// trace can (one uprobe per site is what kernels before 6.6 get), and
+// through the in-process ring, built without cgo and with it: every
 // job's three events carry its id, and the same kind, worker and outcome
 // as the program's own count of failures.
 func TestTraceExampleProvider(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
-	bin := buildJobs(routeA)(t)
+	binA := buildJobs(routeA)(t)
 	// Kernels without BPF cookies (before 5.15) tell the sites apart by
 	// address, which -v says too.
 	for _, tt := range []struct{ attach, how string }{
 		{"multi", `with one uprobe_multi link in `},
 		{"single", `with one uprobe per site(, told apart by address \(this kernel has no BPF cookies\))? in `},
 	} {
-		t.Run(tt.attach, func(t *testing.T) { traceJobs(t, bin, tt.attach, tt.how) })
+		t.Run(tt.attach, func(t *testing.T) {
+			requireBPF(t)
+			traceJobs(t, binA, []string{"-attach", tt.attach}, tt.how)
+		})
+	}
+	for _, r := range []route{routeA, routeC} {
+		t.Run("ring/"+r.name, func(t *testing.T) {
+			requireRing(t)
+			bin := binA
+			if r.name != routeA.name {
+				bin = buildJobs(r)(t)
+			}
+			traceJobs(t, bin, []string{"-transport", "ring"}, `attached 3 probes of process \d+: they record in its own memory`)
+		})
 	}
 }
 
-// traceJobs traces the provider example bin with -attach mode, which -v
-// must report as the regular expression how says.
-func traceJobs(t *testing.T, bin, mode, how string) {
+// traceJobs traces the provider example bin with flags, which -v must
+// report as the regular expression how says.
+func traceJobs(t *testing.T, bin string, flags []string, how string) {
 	const jobs, workers = 40, 4
-	out, errOut, err := usdtTrace(t, "-v", "-attach", mode, "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
+	args := append(append([]string{"-v"}, flags...), "--", bin, "-jobs", fmt.Sprint(jobs), "-workers", fmt.Sprint(workers), "-every", "1ms")
+	out, errOut, err := usdtTrace(t, args...)
 	if err != nil {
-		if mode == "multi" && strings.Contains(errOut, "no uprobe_multi link") {
+		if strings.Contains(errOut, "no uprobe_multi link") {
 			t.Skipf("this kernel makes no uprobe_multi link (Linux 6.6+ does): %s", errOut)
 		}
 		t.Fatalf("trace: %v\n%s", err, errOut)

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -171,26 +172,7 @@ func TestTraceTypes(t *testing.T) {
 	if ptr == nil {
 		t.Fatalf("the fixture printed no ptr=:\n%s", errOut)
 	}
-	// The values fire() passes in testdata/types/main.go; a string is cut to
-	// 256 bytes, as the probe's copy is.
-	want := []string{
-		"types:ints(a=-128, b=255, c=-32768, d=65535, e=-2147483648, f=4294967295)",
-		"types:wide(a=-9223372036854775808, b=18446744073709551615, c=0xdeadbeef, t=true, f=false, p=" + ptr[1] + ")",
-		`types:strs(empty="", utf8="héllo, 世界", long300="` + strings.Repeat("0123456789", 30)[:256] + `", plain="plain")`,
-		"types:chars(c=-5, s=-6, u=250, n=-7, o=1099511627776, x=9223372036854775808)",
-		"types:twelve(a0=0, a1=-1, a2=2, a3=-3, a4=4, a5=-5, a6=6, a7=-7, a8=8, a9=-9, a10=10, a11=-11)",
-		"types:tick()",
-	}
-	var got []string
-	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
-		if !eventPrefix.MatchString(line) {
-			t.Errorf("line without time, pid and tid: %q", line)
-		}
-		got = append(got, eventPrefix.ReplaceAllString(line, ""))
-	}
-	if strings.Join(got, "\n") != strings.Join(want, "\n") {
-		t.Errorf("trace printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
-	}
+	checkTypes(t, out, typesEvents(ptr[1]))
 
 	out, errOut, err = usdtTrace(t, "-json", "types:st*", "types:tw*", "--", bin, "once")
 	if err != nil {
@@ -220,6 +202,58 @@ func TestTraceTypes(t *testing.T) {
 	if a := events[1].Args; len(a) != 12 || a["a11"] != -11.0 {
 		t.Errorf("twelve args %v", a)
 	}
+}
+
+// typesEvents are the events of testdata/types, with the address
+// the fixture printed as ptr: the values fire() passes in its main.go; a
+// string is cut to 256 bytes, as the probe's copy is.
+func typesEvents(ptr string) []string {
+	return []string{
+		"types:ints(a=-128, b=255, c=-32768, d=65535, e=-2147483648, f=4294967295)",
+		"types:wide(a=-9223372036854775808, b=18446744073709551615, c=0xdeadbeef, t=true, f=false, p=" + ptr + ")",
+		`types:strs(empty="", utf8="héllo, 世界", long300="` + strings.Repeat("0123456789", 30)[:256] + `", plain="plain")`,
+		"types:chars(c=-5, s=-6, u=250, n=-7, o=1099511627776, x=9223372036854775808)",
+		"types:twelve(a0=0, a1=-1, a2=2, a3=-3, a4=4, a5=-5, a6=6, a7=-7, a8=8, a9=-9, a10=10, a11=-11)",
+		"types:tick()",
+	}
+}
+
+// checkTypes compares trace's output, less each line's time, process and
+// thread, with the events want.
+func checkTypes(t *testing.T, out string, want []string) {
+	t.Helper()
+	var got []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		if !eventPrefix.MatchString(line) {
+			t.Errorf("line without time, pid and tid: %q", line)
+		}
+		got = append(got, eventPrefix.ReplaceAllString(line, ""))
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Errorf("trace printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// TestTraceTypesRing traces testdata/types through the in-process ring,
+// as TestTraceTypes does through BPF: the same values, strings copied
+// when the probe fires. The probe of twelve arguments has more than the
+// ring's writer takes in registers, and trace says it leaves it out.
+func TestTraceTypesRing(t *testing.T) {
+	requireRing(t)
+	bin := build(t, fixture(t, "types"), route{name: "go", toolexec: true})
+	out, errOut, err := usdtTrace(t, "-transport", "ring", "--", bin, "once")
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	if !strings.Contains(errOut, "1 usdtgen probes not traced") {
+		t.Errorf("trace does not say it leaves types:twelve out:\n%s", errOut)
+		t.Logf("stdout:\n%s", out)
+	}
+	ptr := regexp.MustCompile(`ptr=(0x[0-9a-f]+)`).FindStringSubmatch(errOut)
+	if ptr == nil {
+		t.Fatalf("the fixture printed no ptr=:\n%s", errOut)
+	}
+	checkTypes(t, out, slices.DeleteFunc(typesEvents(ptr[1]), func(e string) bool { return strings.HasPrefix(e, "types:twelve(") }))
 }
 
 // testTrace traces automatic probes, in a position-dependent and a
@@ -301,8 +335,9 @@ func TestTraceErrors(t *testing.T) {
 	}
 }
 
-// TestTraceUnprivileged runs trace as the unprivileged user nobody: it must
-// say in one line what it needs.
+// TestTraceUnprivileged runs trace -transport bpf as the unprivileged user
+// nobody: it must say in one line what it needs. (Without -transport,
+// nobody's trace records in the process: TestRingProviderUnprivileged.)
 func TestTraceUnprivileged(t *testing.T) {
 	requireAMD64(t)
 	requireBPF(t) // root, so it can become nobody
@@ -329,7 +364,7 @@ func TestTraceUnprivileged(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace", "--", prog, "-jobs", "1")
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "trace", "-transport", "bpf", "--", prog, "-jobs", "1")
 	cmd.Dir = dir
 	out, err := cmd.CombinedOutput()
 	want := "tracing needs root or CAP_BPF and CAP_PERFMON (run it with sudo)"
