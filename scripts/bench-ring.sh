@@ -17,6 +17,9 @@
 #                printed to a file
 #   bpf-stats    the same under trace -transport bpf -stats: two
 #                uprobe fires per call, counted in the kernel
+#   gen-ring     fire -mode gen (the usdtgen probe fire:tick, one int64)
+#                under trace -transport ring -stats; per fire
+#   gen-bpf      the same under trace -transport bpf -stats
 #
 # Each program times its own loop of N iterations; a case's cost is
 # (traced - untraced loop time) / N, per call of pair (two probes) or per
@@ -33,7 +36,7 @@
 # Environment:
 #   WORKLOADS="fire jsonnet"
 #   COUNT=3      passes
-#   N=1000000    iterations (the floor and bpf-stats run N/10: a trap
+#   N=1000000    iterations (the floor and the BPF cases run N/10: a trap
 #                costs a thousand times a ring's record)
 #   OUT=         directory for builds and raw results (a new temp dir if
 #                empty)
@@ -75,13 +78,14 @@ run() {
 		traced=$(loopNs <<<"$out")
 		grep -q "@n: $slow\$" <<<"$out" || { echo "floor: bpftrace did not count $slow fires:" >&2; echo "$out" >&2; exit 1; }
 		;;
-	ring-stats | bpf-stats)
-		local n=$N transport=ring
-		[[ $1 == bpf-stats ]] && n=$slow transport=bpf
-		plain=$("$fire" -mode pair -n "$n" | loopNs)
-		out=$("$tool" trace -transport "$transport" -stats 'main.pair' -- "$fire" -mode pair -n "$n" 2>&1)
+	ring-stats | bpf-stats | gen-ring | gen-bpf)
+		local n=$N transport=ring mode=pair probe=main.pair
+		[[ $1 == *bpf* ]] && n=$slow transport=bpf
+		[[ $1 == gen-* ]] && mode=gen probe=fire:tick
+		plain=$("$fire" -mode $mode -n "$n" | loopNs)
+		out=$("$tool" trace -transport "$transport" -stats "$probe" -- "$fire" -mode $mode -n "$n" 2>&1)
 		traced=$(loopNs <<<"$out")
-		grep -q "^main.pair: $n calls" <<<"$out" || { echo "$1: trace did not count $n calls:" >&2; echo "$out" >&2; exit 1; }
+		grep -q "^$probe: $n calls" <<<"$out" || { echo "$1: trace did not count $n calls:" >&2; echo "$out" >&2; exit 1; }
 		;;
 	ring-events)
 		plain=$("$fire" -mode pair -n "$N" | loopNs)
@@ -125,7 +129,7 @@ case " $WORKLOADS " in *" jsonnet "*)
 esac
 case " $WORKLOADS " in *" fire "*) ;; *) exit 0 ;; esac
 
-cases=(floor ring-stats ring-events bpf-stats)
+cases=(floor ring-stats ring-events bpf-stats gen-ring gen-bpf)
 for ((i = 1; i <= COUNT; i++)); do
 	echo "# pass $i/$COUNT" >&2
 	for ((j = 0; j < ${#cases[@]}; j++)); do
@@ -137,16 +141,16 @@ done
 
 echo "kernel $(uname -r), $(nproc) cores, load average $(cut -d' ' -f1-3 /proc/loadavg), N=$N (floor and bpf-stats: $slow), $COUNT passes"
 awk -v N="$N" -v slow="$slow" "$SORTMED"'
-	{ n = ($1 == "floor" || $1 == "bpf-stats") ? slow : N
+	{ n = ($1 == "floor" || $1 == "bpf-stats" || $1 == "gen-bpf") ? slow : N
 	  cost[$1] = cost[$1] " " ($4 - $3) / n; lost[$1] += $5 }
 	function median(s,   a) { return sortmed(a, split(s, a, " ")) }
 	END {
 		f = median(cost["floor"])
 		printf "%-12s %14s %10s %10s\n", "case", "ns (median)", "x floor", "lost"
-		split("floor ring-stats ring-events bpf-stats", order, " ")
-		for (i = 1; i <= 4; i++) {
+		split("floor ring-stats ring-events bpf-stats gen-ring gen-bpf", order, " ")
+		for (i = 1; i <= 6; i++) {
 			c = order[i]; m = median(cost[c])
 			printf "%-12s %14.1f %10.3f %10d\n", c, m, m / f, lost[c]
 		}
-		print "floor: per fire; the others: per call of pair, two probes (entry and exit)"
+		print "floor and gen-*: per fire; the others: per call of pair, two probes (entry and exit)"
 	}' "$raw"
