@@ -35,6 +35,8 @@ example: setup tools
 	$(BIN)/usdt-toolexec list $(BIN)/jobs
 	bpftrace -l 'usdt:$(BIN)/jobs:*'
 	cd $(BIN) && bpftrace $(CURDIR)/examples/provider/latency.bt -c './jobs -jobs 200 -every 1ms'
+	@echo '--- usdt-toolexec trace: the same probes with their values, recorded in the program'"'"'s own memory'
+	$(BIN)/usdt-toolexec trace -- $(BIN)/jobs -jobs 4 -every 1ms
 	cd examples/toolexec && CGO_ENABLED=0 $(GO) build -toolexec="$(BIN)/usdt-toolexec -v -rules rules.yml" -o $(BIN)/cache .
 	bpftrace -l 'usdt:$(BIN)/cache:*'
 	$(BIN)/usdt-toolexec bt $(BIN)/cache > $(BIN)/cache.bt
