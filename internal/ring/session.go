@@ -118,7 +118,10 @@ type Session struct {
 	size  uint64
 	sems  []uint64 // the semaphores this session incremented
 	tails []uint64
-	buf   []byte
+	// dropped is what Take last read of each P's count of dropped
+	// events and, last, of NoSlotAt; taken, the time it read them.
+	dropped []uint64
+	taken   int64
 	// With Count: where the counters are, relative to the ring, how
 	// many bytes each P has, and how many counters.
 	counters, countersSize uint64
@@ -129,9 +132,12 @@ type Session struct {
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
 	// the time-stamp counter, else 0.
 	tickNs uint64
-	// marked holds the goroutines whose records Read has marked
+	// marked holds the goroutines whose records Deliver has marked
 	// AfterLoss since a P last dropped events (nil before any did).
 	marked map[uint64]bool
+	// lossAfter is a time after which events were dropped whose
+	// records Deliver has not yet reached (see Batch), 0 for none.
+	lossAfter int64
 }
 
 // Open takes the ring of process pid, whose executable has it at ctl
@@ -146,7 +152,7 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 	if err != nil {
 		return nil, accessError(pid, err)
 	}
-	s := &Session{pid: pid, mem: mem, ctl: ctl, slots: slots, size: uint64(size), tails: make([]uint64, slots)}
+	s := &Session{pid: pid, mem: mem, ctl: ctl, slots: slots, size: uint64(size), tails: make([]uint64, slots), dropped: make([]uint64, slots+1), taken: monotonic()}
 	on, err := s.word(OnAt)
 	if err != nil {
 		mem.Close()
@@ -425,39 +431,87 @@ const HoldBack = 5 * time.Millisecond
 // reused. busy says that a buffer was more than a quarter full: the
 // reader should not wait before it reads again.
 func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
+	b, busy, err := s.Take(final)
+	if b != nil {
+		s.Deliver(b, fn)
+	}
+	return busy, err
+}
+
+// Batch is records Take copied out of the ring, in the order of their
+// times, for Deliver.
+type Batch struct {
+	buf  []byte
+	recs []placed
+	// lossAfter, when not 0, is a time after which events were dropped,
+	// of any goroutine.
+	lossAfter int64
+}
+
+// placed is where a record is in a Batch's bytes.
+type placed struct {
+	time     int64
+	p        int
+	at, size int
+}
+
+// Bytes is how much of the tracer's memory the batch holds.
+func (b *Batch) Bytes() int { return len(b.buf) }
+
+// Take copies the records Read would hand on out of the ring and frees
+// their room, so that the writers have it while the reader decodes, which
+// takes far longer than the copy (a record with large Go values: 10 µs to
+// decode, written in 4). The batch is nil when there are none. Batches go
+// to Deliver in the order Take returned them.
+func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	until := int64(math.MaxInt64)
 	if !final {
 		until = monotonic() - HoldBack.Nanoseconds()
 	}
+	now := monotonic()
 	hdrs := make([]byte, s.slots*HeaderSize)
 	if err := s.read(s.ctl+HeadersAt, hdrs); err != nil {
-		return busy, err
+		return nil, busy, err
 	}
+	noSlot, err := s.word(NoSlotAt)
+	if err != nil {
+		return nil, busy, err
+	}
+	// A drop counted since the last Take read the counts was of an
+	// event that read the clock after that, give or take the few
+	// instructions between the two.
+	lossAfter := int64(0)
+	for i := range s.slots + 1 {
+		n := noSlot
+		if i < s.slots {
+			n = binary.LittleEndian.Uint64(hdrs[i*HeaderSize+LostAt:])
+		}
+		if n != s.dropped[i] {
+			s.dropped[i], lossAfter = n, s.taken-time.Millisecond.Nanoseconds()
+		}
+	}
+	s.taken = now
 	heads := make([]uint64, s.slots)
 	total := uint64(0)
 	for i := range s.slots {
 		head := binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
 		tail := s.tails[i]
 		if head-tail > s.size || head < tail {
-			return busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
+			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
 		}
 		heads[i] = head
 		total += head - tail
 		busy = busy || head-tail > s.size/4
 	}
 	if total == 0 {
-		return busy, nil
-	}
-	if uint64(cap(s.buf)) < total {
-		s.buf = make([]byte, total)
+		if lossAfter != 0 {
+			// For Deliver to mark the next records.
+			return &Batch{lossAfter: lossAfter}, busy, nil
+		}
+		return nil, busy, nil
 	}
 	// Each P's unread bytes, back to back; then every record's place.
-	type placed struct {
-		time     int64
-		p        int
-		at, size int
-	}
-	var recs []placed
+	b = &Batch{buf: make([]byte, total), lossAfter: lossAfter}
 	var rec Record
 	at := 0
 	starts := make([]int, s.slots)
@@ -467,48 +521,34 @@ func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
 		if n == 0 {
 			continue
 		}
-		buf := s.buf[at : at+int(n)]
+		buf := b.buf[at : at+int(n)]
 		base := s.ctl + BuffersAt + uint64(i)*s.size
 		off := s.tails[i] & (s.size - 1)
 		first := min(n, s.size-off)
 		if err := s.read(base+off, buf[:first]); err != nil {
-			return busy, err
+			return nil, busy, err
 		}
 		if first < n {
 			if err := s.read(base, buf[first:]); err != nil {
-				return busy, err
+				return nil, busy, err
 			}
 		}
 		for k := 0; k < len(buf); {
 			size, ok := parse(buf[k:], &rec, s.areas)
 			if !ok {
-				return busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
+				return nil, busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
 			if rec.Time > until {
 				break // and the P's later ones
 			}
-			recs = append(recs, placed{rec.Time, i, at + k, size})
+			b.recs = append(b.recs, placed{rec.Time, i, at + k, size})
 			k += size
 		}
 		at += int(n)
 	}
-	slices.SortStableFunc(recs, func(a, b placed) int { return cmp.Compare(a.time, b.time) })
-	for _, r := range recs {
-		parse(s.buf[r.at:r.at+r.size], &rec, s.areas)
-		// A P that dropped events may have dropped any goroutine's:
-		// from then on, each goroutine's next record says so.
-		if rec.AfterLoss {
-			s.marked = map[uint64]bool{}
-		}
-		if s.marked != nil && !s.marked[rec.Goroutine] {
-			rec.AfterLoss = true
-			s.marked[rec.Goroutine] = true
-		}
-		fn(&rec)
-	}
-	// Each P's tail moves past its last record handed on.
+	// Each P's tail moves past its last record to hand on.
 	done := make([]uint64, s.slots)
-	for _, r := range recs {
+	for _, r := range b.recs {
 		done[r.p] = uint64(r.at + r.size - starts[r.p])
 	}
 	for i := range s.slots {
@@ -517,10 +557,37 @@ func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
 		}
 		s.tails[i] += done[i]
 		if err := s.setWord(HeadersAt+uint64(i*HeaderSize)+TailAt, s.tails[i]); err != nil {
-			return busy, err
+			return nil, busy, err
 		}
 	}
-	return busy, nil
+	slices.SortStableFunc(b.recs, func(x, y placed) int { return cmp.Compare(x.time, y.time) })
+	return b, busy, nil
+}
+
+// Deliver calls fn with the batch's records, in the order of their
+// times. It reads nothing of the process, which may be gone.
+func (s *Session) Deliver(b *Batch, fn func(*Record)) {
+	var rec Record
+	if b.lossAfter != 0 && (s.lossAfter == 0 || b.lossAfter < s.lossAfter) {
+		s.lossAfter = b.lossAfter
+	}
+	for _, r := range b.recs {
+		parse(b.buf[r.at:r.at+r.size], &rec, s.areas)
+		// A P that dropped events may have dropped any goroutine's:
+		// from then on, each goroutine's next record says so. From
+		// the P's next record, which says so, or from the time the
+		// drop was seen, whichever comes first: another goroutine's
+		// record may come between the drop and the P's next one.
+		if rec.AfterLoss || s.lossAfter != 0 && rec.Time > s.lossAfter {
+			s.marked = map[uint64]bool{}
+			s.lossAfter = 0
+		}
+		if s.marked != nil && !s.marked[rec.Goroutine] {
+			rec.AfterLoss = true
+			s.marked[rec.Goroutine] = true
+		}
+		fn(&rec)
+	}
 }
 
 // parse reads the record at the start of buf into rec, and returns its

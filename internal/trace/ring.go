@@ -191,6 +191,19 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	dirty := len(rec)
 	handle := func(*ringSession) func(*ring.Record) { return func(*ring.Record) {} }
 	var finish func()
+	// With events, decoded and printed on a goroutine of their own.
+	var dl *deliverer
+	take := func(s *ring.Session, fn func(*ring.Record), final bool) (busy bool, err error) {
+		b, busy, err := s.Take(final)
+		switch {
+		case b == nil:
+		case dl != nil:
+			dl.put(s, b, fn)
+		default:
+			s.Deliver(b, fn)
+		}
+		return busy, err
+	}
 	var l statLayout
 	if !opt.Stats {
 		// The records come from the sessions' processes only.
@@ -239,8 +252,10 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 				}
 			}
 		}
-		finish = func() { p.w.Flush(); p.finish() }
 		defer p.w.Flush()
+		dl = newDeliverer()
+		finish = func() { dl.drain(); p.w.Flush(); p.finish() }
+		defer dl.drain()
 	} else {
 		l = newStatLayout(sites)
 	}
@@ -254,7 +269,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	endChild := func(c *ringChild, readable bool) {
 		c.stopRenewing()
 		if readable {
-			c.Read(c.handle, true)
+			take(c.Session, c.handle, true)
 			if n, err := c.Lost(); err == nil {
 				endedLost += n
 			}
@@ -338,11 +353,11 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if readErr != nil {
 			break
 		}
-		if busy, readErr = s.Read(mainHandle, exiting); readErr != nil {
+		if busy, readErr = take(s.Session, mainHandle, exiting); readErr != nil {
 			break
 		}
 		for _, c := range children {
-			cbusy, err := c.Read(c.handle, false)
+			cbusy, err := take(c.Session, c.handle, false)
 			if err != nil {
 				// Gone without stopping at its exit (killed).
 				endChild(c, false)
@@ -379,7 +394,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if err := s.Stop(); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
-		if _, err := s.Read(mainHandle, true); err != nil && !errors.Is(err, ring.ErrExited) {
+		if _, err := take(s.Session, mainHandle, true); err != nil && !errors.Is(err, ring.ErrExited) {
 			return err
 		}
 		if n, err := s.Lost(); err == nil {

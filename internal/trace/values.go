@@ -8,6 +8,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
@@ -98,6 +99,9 @@ type typeNames struct {
 	names  *values.TypeNames
 	f      *elf.File
 	binary string
+	// mu guards loaded: trace learns of processes on one goroutine and
+	// decodes their events on another.
+	mu     sync.Mutex
 	loaded map[int]values.Namer // by process id; nil where unknown
 }
 
@@ -109,6 +113,8 @@ func (t *typeNames) of(pid int) values.Namer {
 	if t.f.Type != elf.ET_DYN {
 		return t.names.Type
 	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
 	n, ok := t.loaded[pid]
 	if !ok {
 		n, _ = t.load(pid)
@@ -126,7 +132,9 @@ func (t *typeNames) early(pid int) {
 		return
 	}
 	if n, err := t.load(pid); !errors.Is(err, errNotYetMapped) {
+		t.mu.Lock()
 		t.loaded[pid] = n
+		t.mu.Unlock()
 	}
 }
 
