@@ -198,13 +198,57 @@ func (s *Session) Enable(sems []uint64) error {
 	if err := s.write(ListAt+uint64(8*len(s.sems)), list); err != nil {
 		return err
 	}
-	for _, a := range sems {
-		if err := s.addSemaphore(a, 1); err != nil {
-			return err
-		}
-		s.sems = append(s.sems, a)
+	err := s.addSemaphores(sems, 1, func(a uint64) { s.sems = append(s.sems, a) })
+	if err != nil {
+		return err
 	}
 	return s.setWord(ListLenAt, uint64(len(s.sems)))
+}
+
+// iovMax is how many pieces one process_vm_readv or process_vm_writev
+// takes (the kernel's UIO_MAXIOV).
+const iovMax = 1024
+
+// addSemaphores adds d to each semaphore of addrs (addresses in the
+// process), and calls done with each it added to. A read and a write of
+// each apiece cost Caddy with every function probed 120,000 system calls
+// before its first event; process_vm_readv and process_vm_writev move
+// iovMax of them a call. Where one moves fewer, the rest go one by one
+// through the process's memory file, which names what fails. It goes on
+// past a failure, and returns them all.
+func (s *Session) addSemaphores(addrs []uint64, d uint16, done func(uint64)) error {
+	var errs error
+	buf := make([]byte, 2*iovMax)
+	local := make([]unix.Iovec, 1)
+	remote := make([]unix.RemoteIovec, iovMax)
+	for len(addrs) > 0 {
+		chunk := addrs[:min(len(addrs), iovMax)]
+		addrs = addrs[len(chunk):]
+		b := buf[:2*len(chunk)]
+		local[0].Base, local[0].Len = &b[0], uint64(len(b))
+		for i, a := range chunk {
+			remote[i] = unix.RemoteIovec{Base: uintptr(a), Len: 2}
+		}
+		moved := 0
+		if n, err := unix.ProcessVMReadv(s.pid, local, remote[:len(chunk)], 0); err == nil && n == len(b) {
+			for i := range chunk {
+				binary.LittleEndian.PutUint16(b[2*i:], binary.LittleEndian.Uint16(b[2*i:])+d)
+			}
+			n, _ := unix.ProcessVMWritev(s.pid, local, remote[:len(chunk)], 0)
+			moved = max(n, 0) / 2
+		}
+		for _, a := range chunk[:moved] {
+			done(a)
+		}
+		for _, a := range chunk[moved:] {
+			if err := s.addSemaphore(a, d); err != nil {
+				errs = errors.Join(errs, err)
+				continue
+			}
+			done(a)
+		}
+	}
+	return errs
 }
 
 func (s *Session) addSemaphore(addr uint64, d uint16) error {
@@ -395,10 +439,7 @@ func (s *Session) Stop() error {
 		s.sems = nil
 		return nil
 	}
-	err = errors.Join(s.setWord(ListLenAt, 0), s.setWord(OnAt, 0))
-	for _, a := range s.sems {
-		err = errors.Join(err, s.addSemaphore(a, 0xffff))
-	}
+	err = errors.Join(s.setWord(ListLenAt, 0), s.setWord(OnAt, 0), s.addSemaphores(s.sems, 0xffff, func(uint64) {}))
 	s.sems = nil
 	return err
 }
