@@ -9,7 +9,7 @@ import (
 // maxBacklog bounds the bytes of the ring's records that trace holds
 // undecoded: past it, taking waits, and the program's buffers fill and
 // count their losses, as when trace decodes as it takes.
-const maxBacklog = 512 << 20
+const maxBacklog = 128 << 20
 
 // deliverer hands the batches taken from the rings (ring.Session.Take)
 // to their sessions' handlers on a goroutine of its own, in the order
