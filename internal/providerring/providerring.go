@@ -55,8 +55,8 @@ type Result struct {
 	Sources map[string][]byte
 	// Asm is the trampolines' assembly.
 	Asm []byte
-	// Probes are the probes that write to the ring, "provider:name" or
-	// the fire function, and Left those that do not, with why.
+	// Probes are the fire functions whose probes write to the ring, and
+	// Left those whose do not, with why.
 	Probes, Left []string
 }
 
@@ -99,7 +99,6 @@ type file struct {
 
 // fire is one probe's fire function and what its gate tests.
 type fire struct {
-	decl *ast.FuncDecl
 	file *file
 	// sem is the gate's semaphore expression, as source.
 	sem string
@@ -169,7 +168,7 @@ func Package(cfg Config) (*Result, error) {
 	for _, f := range gen {
 		gates := gateSemaphores(f)
 		for _, fd := range fireFuncs(f.ast) {
-			fr := fire{decl: fd, file: f, sem: gates[fd.Name.Name]}
+			fr := fire{file: f, sem: gates[fd.Name.Name]}
 			fr.stub, fr.name = stubCall(fd)
 			decl := stubDecls[fr.name]
 			sem, semOK := semaphoreAddress(fr.sem, vars)
