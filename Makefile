@@ -113,7 +113,7 @@ vm:
 GO_RELEASES  ?= go1.27.3
 UNIT_PKGS     = $(shell $(GO) list ./... | grep -v -E '/internal/testing/(e2e|bench|benchauto|vm)$$')
 E2E_AUTO     := ^TestAuto$$/^(Arguments|GoroutineIDs|LatencyPairing|Elapsed|Trace)$$
-E2E_ATTACH   := ^(TestArgumentsAttachPID|TestTraceTypes|TestTraceValues|TestTraceExampleToolexec|TestRingStatsUnprivileged|TestRingEvents|TestNotes)$$
+E2E_ATTACH   := ^(TestArgumentsAttachPID|TestTraceTypes|TestTraceTypesRing|TestTraceValues|TestTraceExampleToolexec|TestRingStatsUnprivileged|TestRingEvents|TestNotes)$$
 
 test-releases:
 	set -e; for r in $(GO_RELEASES); do \
