@@ -125,6 +125,13 @@ func (inv Invocation) compile() error {
 	}
 	var err error
 	if cfg.GoidOffset, err = goidoff.Offset(goroot, goarch); err != nil {
+		if !instrument {
+			// usdtgen's probes work without the ring, as before it.
+			if inv.Verbose {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: no in-process ring: %v\n", f.pkg, err)
+			}
+			return inv.plain(args)
+		}
 		return fmt.Errorf("%s: finding the goroutine id in this Go runtime: %w", f.pkg, err)
 	}
 	// Without the P's offsets the probes still work, with no ring.
