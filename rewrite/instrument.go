@@ -224,7 +224,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		for _, field := range list.List {
 			if len(field.Names) == 0 {
 				n := fmt.Sprintf("%s%d", prefix, i)
-				*edits = append(*edits, splice{at: off(field.Type.Pos()), text: n + " "})
+				*edits = append(*edits, splice{At: off(field.Type.Pos()), Text: n + " "})
 				vals = append(vals, value{n, "", vars.At(i).Type()})
 				i++
 				continue
@@ -233,7 +233,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 				n := id.Name
 				if n == "_" {
 					n = fmt.Sprintf("%s%d", prefix, i)
-					*edits = append(*edits, splice{at: off(id.Pos()), del: 1, text: n})
+					*edits = append(*edits, splice{At: off(id.Pos()), Del: 1, Text: n})
 				}
 				vals = append(vals, value{n, id.Name, vars.At(i).Type()})
 				i++
@@ -314,7 +314,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 		res := fd.Type.Results
 		if !res.Opening.IsValid() {
 			// A lone unnamed result needs parentheses to get a name.
-			resultEdits = append(resultEdits, splice{at: off(res.List[0].Type.Pos()), text: "("}, splice{at: off(res.List[0].Type.End()), text: ")"})
+			resultEdits = append(resultEdits, splice{At: off(res.List[0].Type.Pos()), Text: "("}, splice{At: off(res.List[0].Type.End()), Text: ")"})
 		}
 		results = nameFields(res, g.id("R"), sig.Results(), &resultEdits)
 	}
@@ -391,15 +391,15 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			end = label + ": " + end
 			for _, r := range returns {
 				if len(r.Results) == 0 {
-					bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "goto " + label})
+					bodyEdits = append(bodyEdits, splice{At: off(r.Pos()), Del: len("return"), Text: "goto " + label})
 					continue
 				}
-				bodyEdits = append(bodyEdits, splice{at: off(r.Pos()), del: len("return"), text: "{ " + strings.Join(names, ", ") + " ="},
-					splice{at: off(r.End()), text: "; goto " + label + " }"})
+				bodyEdits = append(bodyEdits, splice{At: off(r.Pos()), Del: len("return"), Text: "{ " + strings.Join(names, ", ") + " ="},
+					splice{At: off(r.End()), Text: "; goto " + label + " }"})
 			}
 		}
 		opening = "{ "
-		bodyEdits = append(bodyEdits, splice{at: off(fd.Body.Rbrace), text: "}; " + end})
+		bodyEdits = append(bodyEdits, splice{At: off(fd.Body.Rbrace), Text: "}; " + end})
 	}
 	gate := fmt.Sprintf("if %sTable.semaphores[%d] != 0 { ", g.prefix, sem)
 	probes := gate + strings.Join(fire, "; ") + " }; "
@@ -408,7 +408,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	}
 	if !split {
 		edits := append(sigEdits, resultEdits...)
-		edits = append(edits, splice{at: off(fd.Body.Lbrace) + 1, text: probes + opening})
+		edits = append(edits, splice{At: off(fd.Body.Lbrace) + 1, Text: probes + opening})
 		edits = append(edits, bodyEdits...)
 		return instrumented{fn: fn, edits: edits}
 	}
@@ -458,7 +458,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	} else {
 		call += "; return"
 	}
-	edits := append(sigEdits, splice{at: off(fd.Body.Lbrace) + 1, text: gate + call + " }; "})
+	edits := append(sigEdits, splice{At: off(fd.Body.Lbrace) + 1, Text: gate + call + " }; "})
 
 	// The copy goes at the end of the file; line directives give its
 	// declaration and its body the original's positions, in the file

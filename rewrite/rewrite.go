@@ -21,7 +21,6 @@
 package rewrite
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"go/ast"
@@ -38,6 +37,7 @@ import (
 	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/inlining"
+	"github.com/go-usdt/usdt/internal/srcedit"
 	"github.com/go-usdt/usdt/rules"
 )
 
@@ -131,10 +131,8 @@ type file struct {
 	ast  *ast.File
 }
 
-type splice struct {
-	at, del int
-	text    string
-}
+// splice is an edit of a file's source at an offset of the original.
+type splice = srcedit.Edit
 
 // Package instruments cfg's package. It returns nil when no function is
 // selected, so the compile can run unchanged.
@@ -250,7 +248,7 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 			res.Funcs = append(res.Funcs, in.fn)
 			edits = append(edits, in.edits...)
 			if in.traced != "" {
-				edits = append(edits, splice{at: len(f.src), text: in.traced})
+				edits = append(edits, splice{At: len(f.src), Text: in.traced})
 			}
 		}
 		if len(edits) == 0 {
@@ -258,10 +256,10 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 			continue
 		}
 		for _, e := range edits {
-			spliced.WriteString(e.text)
+			spliced.WriteString(e.Text)
 			spliced.WriteByte('\n')
 		}
-		path, src, err := rewritten(cfg.OutDir, f, edits)
+		path, src, err := srcedit.Copy(cfg.OutDir, "usdt_rewritten_", f.path, f.src, edits)
 		if err != nil {
 			return nil, false, err
 		}
@@ -419,44 +417,10 @@ func recvTypeName(e ast.Expr) string {
 func applySplices(src []byte, start, end int, edits []splice) string {
 	var in []splice
 	for _, e := range edits {
-		if e.at >= start && e.at <= end {
-			e.at -= start
+		if e.At >= start && e.At <= end {
+			e.At -= start
 			in = append(in, e)
 		}
 	}
-	return string(spliced(src[start:end], in))
-}
-
-// spliced returns a copy of src with edits applied; of two insertions at
-// one offset, the one listed first reads first. Deletions (a blank
-// identifier renamed) overlap no other edit. The copy is made in one pass:
-// a package of thousands of functions has tens of thousands of edits.
-func spliced(src []byte, edits []splice) []byte {
-	sorted := slices.Clone(edits)
-	slices.SortStableFunc(sorted, func(a, b splice) int { return cmp.Compare(a.at, b.at) })
-	size := len(src)
-	for _, e := range sorted {
-		size += len(e.text) - e.del
-	}
-	out := make([]byte, 0, size)
-	done := 0
-	for _, e := range sorted {
-		out = append(append(out, src[done:e.at]...), e.text...)
-		done = e.at + e.del
-	}
-	return append(out, src[done:]...)
-}
-
-// rewritten returns the path f's instrumented copy has in dir and its
-// source, which a directive gives the positions of f.
-func rewritten(dir string, f *file, edits []splice) (path string, src []byte, err error) {
-	abs, err := filepath.Abs(f.path)
-	if err != nil {
-		return "", nil, err
-	}
-	// The directive must start in column 1 and names the next line and
-	// column: without a column, every later position of the file would
-	// have column 0 (unknown) in compiler messages and export data.
-	src = append([]byte("//line "+abs+":1:1\n"), spliced(f.src, edits)...)
-	return filepath.Join(dir, "usdt_rewritten_"+filepath.Base(f.path)), src, nil
+	return string(srcedit.Apply(src[start:end], in))
 }

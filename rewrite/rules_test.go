@@ -31,32 +31,10 @@ func parseFuncs(t *testing.T, src string) (*token.FileSet, *ast.File, map[string
 	return fset, f, decls
 }
 
-// TestSpliced: edits apply at offsets of the original text, and of two
-// insertions at one offset the one listed first reads first.
-func TestSpliced(t *testing.T) {
-	tests := []struct {
-		name  string
-		src   string
-		edits []splice
-		want  string
-	}{
-		{"none", "func f() {}", nil, "func f() {}"},
-		{"insert", "func f() {}", []splice{{at: 10, text: "p()"}}, "func f() {p()}"},
-		{"same offset in order", "ab", []splice{{at: 1, text: "1"}, {at: 1, text: "2"}}, "a12b"},
-		{"offsets of the original", "abcd", []splice{{at: 3, text: "X"}, {at: 1, text: "Y"}}, "aYbcXd"},
-		{"delete and insert", "f(int)", []splice{{at: 2, del: 3, text: "a int"}}, "f(a int)"},
-		{"parenthesize a result", "func f() int {", []splice{{at: 9, text: "("}, {at: 12, text: ")"}}, "func f() (int) {"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			if got := string(spliced([]byte(tt.src), tt.edits)); got != tt.want {
-				t.Errorf("spliced = %q, want %q", got, tt.want)
-			}
-		})
-	}
-	// applySplices keeps the edits inside [start, end], both ends included,
-	// and shifts them.
-	if got := applySplices([]byte("0123456789"), 2, 5, []splice{{at: 1, text: "A"}, {at: 2, text: "B"}, {at: 5, text: "C"}, {at: 6, text: "D"}}); got != "B234C" {
+// TestApplySplices keeps the edits inside [start, end], both ends
+// included, and shifts them.
+func TestApplySplices(t *testing.T) {
+	if got := applySplices([]byte("0123456789"), 2, 5, []splice{{At: 1, Text: "A"}, {At: 2, Text: "B"}, {At: 5, Text: "C"}, {At: 6, Text: "D"}}); got != "B234C" {
 		t.Errorf("applySplices = %q, want %q", got, "B234C")
 	}
 }

@@ -29,6 +29,7 @@ import (
 
 	"github.com/go-usdt/usdt/asmgen"
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/srcedit"
 )
 
 // Config is one compile of a package.
@@ -163,7 +164,7 @@ func Package(cfg Config) (*Result, error) {
 	res := &Result{Sources: map[string][]byte{}}
 	var probes []asmgen.ProviderProbe
 	var sems, decls []string
-	edits := map[*file][]splice{}
+	edits := map[*file][]srcedit.Edit{}
 	ns := asmgen.Namespace(cfg.ImportPath)
 	for _, f := range gen {
 		gates := gateSemaphores(f)
@@ -219,12 +220,11 @@ func Package(cfg Config) (*Result, error) {
 			continue
 		}
 		f := gen[i]
-		abs, err := filepath.Abs(f.path)
+		out, src, err := srcedit.Copy(cfg.OutDir, "usdt_ring_", f.path, f.src, edits[f])
 		if err != nil {
 			return nil, err
 		}
-		out := filepath.Join(cfg.OutDir, "usdt_ring_"+filepath.Base(f.path))
-		res.Sources[out] = append([]byte("//line "+abs+":1:1\n"), spliced(f.src, edits[f])...)
+		res.Sources[out] = src
 		res.Files = append(res.Files, out)
 	}
 	list := ns + "providers"
@@ -374,15 +374,10 @@ func semaphoreAddress(sem string, vars map[string]bool) (addr string, ok bool) {
 	return "&" + sem, true
 }
 
-type splice struct {
-	at, del int
-	text    string
-}
-
 // callRing replaces the stub's call with one that first passes the same
 // arguments to the trampoline, on the same line, so that every later
 // position of the file stays where it was.
-func callRing(fr fire, tramp string) splice {
+func callRing(fr fire, tramp string) srcedit.Edit {
 	f, src := fr.file, fr.file.src
 	names := make([]string, len(fr.stub.Args))
 	vals := make([]string, len(fr.stub.Args))
@@ -398,18 +393,7 @@ func callRing(fr fire, tramp string) splice {
 	}
 	fmt.Fprintf(&b, "%s(%s); %s(%s) }", tramp, strings.Join(append([]string{"0"}, names...), ", "), fun, strings.Join(names, ", "))
 	start, end := f.offset(fr.stub.Pos()), f.offset(fr.stub.End())
-	return splice{at: start, del: end - start, text: b.String()}
-}
-
-func spliced(src []byte, edits []splice) []byte {
-	slices.SortFunc(edits, func(a, b splice) int { return a.at - b.at })
-	var out []byte
-	done := 0
-	for _, e := range edits {
-		out = append(append(out, src[done:e.at]...), e.text...)
-		done = e.at + e.del
-	}
-	return append(out, src[done:]...)
+	return srcedit.Edit{At: start, Del: end - start, Text: b.String()}
 }
 
 // trampDecl is the Go declaration of a trampoline, which its assembly
