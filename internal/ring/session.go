@@ -430,7 +430,7 @@ func (s *Session) Renew() error {
 	return s.setWord(UntilAt, uint64(monotonic()+Lease.Nanoseconds()))
 }
 
-// Stop turns the probes off and the ring with them; Read then returns
+// Stop turns the probes off and the ring with them; Take then takes
 // what the buffers still hold. A process that has exited is stopped.
 func (s *Session) Stop() error {
 	on, err := s.word(OnAt)
@@ -459,25 +459,12 @@ func (s *Session) Lost() (uint64, error) {
 	return n, err
 }
 
-// HoldBack is how long a record stays in its buffer before Read hands it
-// on: a record is published some time after it read the clock, so one
-// older than another Read handed on may still come. Read hands records on
+// HoldBack is how long a record stays in its buffer before Take takes it:
+// a record is published some time after it read the clock, so one older
+// than another Take took may still come. Deliver hands records on
 // in the order of their times, across the Ps: a goroutine that moves to
 // another P writes its next events there.
 const HoldBack = 5 * time.Millisecond
-
-// Read calls fn with the records written since the last Read, in the
-// order of their times, and frees their room: every record unless final
-// is false, then those older than HoldBack. The Record and its Words are
-// reused. busy says that a buffer was more than a quarter full: the
-// reader should not wait before it reads again.
-func (s *Session) Read(fn func(*Record), final bool) (busy bool, err error) {
-	b, busy, err := s.Take(final)
-	if b != nil {
-		s.Deliver(b, fn)
-	}
-	return busy, err
-}
 
 // Batch is records Take copied out of the ring, in the order of their
 // times, for Deliver.
@@ -499,11 +486,14 @@ type placed struct {
 // Bytes is how much of the tracer's memory the batch holds.
 func (b *Batch) Bytes() int { return len(b.buf) }
 
-// Take copies the records Read would hand on out of the ring and frees
-// their room, so that the writers have it while the reader decodes, which
-// takes far longer than the copy (a record with large Go values: 10 µs to
-// decode, written in 4). The batch is nil when there are none. Batches go
-// to Deliver in the order Take returned them.
+// Take copies the records written since the last Take out of the ring
+// and frees their room: every record unless final is false, then those
+// older than HoldBack. busy says that a buffer was more than a quarter
+// full: the reader should not wait before it takes again. The writers
+// have the room while the reader decodes, which takes far longer than
+// the copy (a record with large Go values: 10 µs to decode, written in
+// 4). The batch is nil when there is nothing to hand on. Batches go to
+// Deliver in the order Take returned them.
 func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	until := int64(math.MaxInt64)
 	if !final {
@@ -606,7 +596,8 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 }
 
 // Deliver calls fn with the batch's records, in the order of their
-// times. It reads nothing of the process, which may be gone.
+// times; the Record and its Words are reused. It reads nothing of the
+// process, which may be gone.
 func (s *Session) Deliver(b *Batch, fn func(*Record)) {
 	var rec Record
 	if b.lossAfter != 0 && (s.lossAfter == 0 || b.lossAfter < s.lossAfter) {
