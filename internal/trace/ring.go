@@ -103,17 +103,6 @@ func tracerOf(pid int) int {
 	return 0
 }
 
-// countFunc counts the sites f is true of.
-func countFunc(sites []site, f func(*site) bool) int {
-	n := 0
-	for i := range sites {
-		if f(&sites[i]) {
-			n++
-		}
-	}
-	return n
-}
-
 // ringRecords reports whether the ring records s: an automatic probe that
 // is code, not a note on its function's own instructions, or a usdtgen
 // probe whose package this usdt-toolexec compiled.
@@ -123,15 +112,20 @@ func ringRecords(s *site) bool { return s.fn != "" && s.table.Func == "" || s.pr
 // probes on, reads their events every pollEvery while renew renews its lease,
 // and at the end turns them off again.
 func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error {
-	// By index: a site is 400 bytes, and Caddy has 120,000 of them.
-	all, notes := selected, 0
+	// By index, and copied only when some are left out: a site is 400
+	// bytes, and Caddy has 120,000 of them.
+	recorded, notes := 0, 0
 	for i := range selected {
-		if !ringRecords(&selected[i]) && selected[i].fn != "" {
+		switch {
+		case ringRecords(&selected[i]):
+			recorded++
+		case selected[i].fn != "":
 			notes++
 		}
 	}
-	if n := countFunc(selected, ringRecords); n < len(selected) {
-		all = make([]site, 0, n)
+	all := selected
+	if recorded < len(selected) {
+		all = make([]site, 0, recorded)
 		for i := range selected {
 			if ringRecords(&selected[i]) {
 				all = append(all, selected[i])
