@@ -57,13 +57,21 @@ func Plan9Provider(arch Arch, header, list string, rt Runtime, probes []Provider
 		if err != nil {
 			return nil, err
 		}
+		if arch == ARM64 {
+			// A frame keeps the link register across the BL.
+			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
+			fmt.Fprintf(&b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE off\n", ringSym(), ring.Recording)
+			fmt.Fprintf(&b, "\tMOVD $%d, R12\n\tMOVD %s+%d(SB), R13\n\tMOVD ZR, R14\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
+			fmt.Fprintf(&b, "\tBL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())
+			continue
+		}
 		fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
 		fmt.Fprintf(&b, "\tCMPQ %s(SB), $%d\n\tJNE off\n", ringSym(), ring.Recording)
 		fmt.Fprintf(&b, "\tMOVQ $%d, R12\n\tMOVQ %s+%d(SB), R13\n\tXORL DX, DX\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
 		fmt.Fprintf(&b, "\tCALL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())
 	}
 	if defineRing {
-		recordFunc(&b, rt)
+		recordFunc(&b, arch, rt)
 	}
 	return b.Bytes(), nil
 }

@@ -19,11 +19,11 @@ type Runtime struct {
 	P    *goidoff.P
 }
 
-// ringArches are those whose trampolines write to the ring.
-var ringArches = map[Arch]bool{AMD64: true}
+// RingArch reports whether trampolines of arch can write to the ring.
+func RingArch(arch Arch) bool { return arch == AMD64 || arch == ARM64 }
 
 // WithRing reports whether a package's trampolines write to the ring.
-func (rt Runtime) WithRing(arch Arch) bool { return rt.P != nil && ringArches[arch] }
+func (rt Runtime) WithRing(arch Arch) bool { return rt.P != nil && RingArch(arch) }
 
 const (
 	flagDUPOK  = 2
@@ -65,7 +65,11 @@ func siteTo(sites, reg string) string {
 // site: while a ring tracer records, it calls record with the count of its
 // words in R12's low byte and which of them are C strings above (a bit
 // each), the site's address in R13, and DX zero (record reads the clock).
-func toRecord(b *bytes.Buffer, record, sites string, words int, strs uint64) {
+func toRecord(b *bytes.Buffer, arch Arch, record, sites string, words int, strs uint64) {
+	if arch == ARM64 {
+		toRecordARM64(b, record, sites, words, strs)
+		return
+	}
 	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, uint64(words)|strs<<8, siteTo(sites, "R13"), record)
 }
 
@@ -138,7 +142,11 @@ func strlenTo(b *bytes.Buffer, label string) {
 // compare-and-swap decides) takes the semaphores the tracer incremented
 // back down and sets the ring off, so the program returns to its
 // untraced speed.
-func recordFunc(b *bytes.Buffer, rt Runtime) {
+func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
+	if arch == ARM64 {
+		recordFuncARM64(b, rt)
+		return
+	}
 	ctl := ringSym()
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", recordSym(), flagDUPOK|flagNOSPLIT, recordFrame)
 	regs := append([]string{"AX"}, abis[AMD64].args...)

@@ -148,7 +148,7 @@ func trampoline(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64
 	// save BP in a frame that the jump to the site never unwinds.
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
 	if record != "" {
-		toRecord(b, record, sites, words, strs)
+		toRecord(b, arch, record, sites, words, strs)
 	}
 	b.WriteString(toSite(arch, sites, goidOffset, "JMP"))
 }
@@ -216,15 +216,18 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 		fmt.Fprintf(b, "\t%s %s, %d(%s)\n", mov, r, first+8*i, sp)
 	}
 	if record != "" {
-		fmt.Fprintf(b, "\tMOVQ R12, %d(SP)\n", words)
+		fmt.Fprintf(b, "\t%s R12, %d(%s)\n", mov, words, sp)
 	}
 	start := fmt.Sprintf("%d(%s)", first+8, sp)
-	if record != "" {
+	if record != "" && arch == AMD64 {
 		ticksSince(b, start)
 	}
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n")
 	if arch == ARM64 {
-		// The clock's result is in R0.
+		// The clock's result is in R0; record takes the time in R14.
+		if record != "" {
+			b.WriteString("\tMOVD R0, R14\n")
+		}
 		fmt.Fprintf(b, "\tMOVD %s, %[2]s\n\tSUB %[2]s, R0, %[2]s\n", start, regs[1])
 	} else {
 		if record != "" {
@@ -240,7 +243,10 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 		fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first+8*i, sp, regs[i])
 	}
 	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, sp, regs[0])
-	if record != "" {
+	switch {
+	case record != "" && arch == ARM64:
+		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE fire\n\tMOVD %d(RSP), R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tBL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, sites, record)
+	case record != "":
 		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n%s\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, siteTo(sites, "R13"), record)
 	}
 	// The site's address goes in the target register next: it is free.
@@ -268,6 +274,16 @@ func ticksSince(b *bytes.Buffer, start string) {
 // that counts at the exits has it read only the ticks.
 func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, record string, words int) {
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
+	if record != "" && arch == ARM64 {
+		// The clock is never ticks here (see recordFuncARM64).
+		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBEQ ring\n", ringSym(), ring.Recording)
+		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
+		b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
+		fmt.Fprintf(b, "ring:\n\tMOVD $%d, R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n\tBL %s<ABIInternal>(SB)\n", words, sites, record)
+		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
+		b.WriteString("\tMOVD R14, R0\n\tRET\n")
+		return
+	}
 	if record != "" {
 		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJEQ ring\n", ringSym(), ring.Recording)
 	}
@@ -329,7 +345,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 		case ClockSince:
 			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", tramp, flagNOSPLIT|flagNOFRAME)
 			if record != "" {
-				fmt.Fprintf(&b, "\tMOVQ $%d, R12\n", t.Words)
+				fmt.Fprintf(&b, "\t%s $%d, R12\n", map[Arch]string{AMD64: "MOVQ", ARM64: "MOVD"}[arch], t.Words)
 			}
 			fmt.Fprintf(&b, "\tJMP %s<ABIInternal>(SB)\n", core)
 			clock = true
@@ -343,7 +359,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 		since(&b, arch, core, sites, goidOffset, record)
 	}
 	if record != "" {
-		recordFunc(&b, rt)
+		recordFunc(&b, arch, rt)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, p := range probes {

@@ -55,8 +55,21 @@ func TestPlan9Sites(t *testing.T) {
 			"\tMOVQ 48(R14), R13\n\tMOVQ 200(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX 0(R13), R13\n",
 		}, "", &Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0", Words: 2}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince, Words: 1}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow, Words: 3}},
 			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
-		{"arm64 without the ring", ARM64, []probe.Probe{p("a", probe.Int64)}, []string{"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD"}, "",
-			nil, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
+		{"arm64 ring", ARM64, []probe.Probe{p("a", probe.Int64, probe.Int64)}, []string{
+			"GLOBL usdt∕ring·ctl(SB), 18, $",
+			// The trampoline keeps its link register in R15 across the
+			// call of record.
+			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD usdt∕ring·ctl(SB), R12\n\tCMP $1, R12\n\tBNE fire\n\tMOVD R30, R15\n\tMOVD $2, R12\n\tMOVD $usdt∕p_1·sites(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n\tBL usdt∕ring·record<ABIInternal>(SB)\n\tMOVD R15, R30\nfire:\n",
+			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tMOVD $1, R12\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
+			"TEXT usdt∕ring·record<ABIInternal>(SB), 6, $",
+			// The P's id, through g.m and m.p.
+			"\tMOVD 48(g), R20\n\tMOVD 200(R20), R20\n\tCBZ R20, done\n\tMOVWU 0(R20), R20\n",
+			// The head, published after the record.
+			"publish:\n\tADD $0, R21, R0\n\tSTLR R22, (R0)\n",
+		}, "", &Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0", Words: 2}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince, Words: 1}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow, Words: 3}},
+			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
+		{"arm64 without the ring", ARM64, []probe.Probe{p("a", probe.Int64)}, []string{"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD $usdt∕p_1·sites(SB), R12\n"}, "",
+			nil, Runtime{Goid: 152}},
 		{"arm64", ARM64, []probe.Probe{p("a", probe.Int64, probe.String), p("b", probe.Int64, probe.String)}, []string{
 			"\tADD R0<<3, R12, R12\n",
 			"DATA usdt∕p_1·tab+32(SB)/8, $usdt∕p_1·sites+0(SB)\n",

@@ -88,7 +88,7 @@ func (inv Invocation) compile() error {
 	if goarch == "" {
 		goarch = runtime.GOARCH
 	}
-	provider := asmgen.Arch(goarch) == asmgen.AMD64 && providerring.Has(f.goFiles, nil)
+	provider := asmgen.RingArch(asmgen.Arch(goarch)) && providerring.Has(f.goFiles, nil)
 	if !instrument && !provider {
 		return inv.plain(args)
 	}

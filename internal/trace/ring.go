@@ -57,7 +57,7 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 	case opt.Transport == TransportBPF:
 		return 0, false, "as -transport bpf asks", nil
 	case opt.Transport == TransportRing && !has:
-		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec for amd64, unstripped, or trace it with -transport bpf", opt.Binary)
+		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec (amd64 or arm64), or trace it with -transport bpf", opt.Binary)
 	case opt.Transport == TransportRing && automatic == 0:
 		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and the usdtgen probes of packages it compiled, and no selected probe is one: trace the others (usdtgen's built with cgo and no usdt-toolexec, or with more than 8 arguments, and those of rules with sites: notes) with -transport bpf")
 	case opt.Transport == TransportRing:

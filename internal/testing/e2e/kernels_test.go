@@ -47,6 +47,8 @@ var guestTests = []string{
 	"TestTracePIENeedsCookies", "TestTraceValuesCorpus",
 	"TestTraceStats", "TestTraceStatsInterval", "TestTraceStatsProvider",
 	"TestTraceSpanTimes", "TestNotes",
+	"TestTraceTypesRing", "TestRingStatsUnprivileged", "TestRingProviderUnprivileged",
+	"TestRingBufferFull", "TestRingKilledTracer", "TestRingWithBpftrace",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -260,6 +262,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	ra.target = tg
 	put("jobs", ra.name, buildJobs(ra))
 	put("cache", ra.name, buildCache(ra))
+	put("ring", "rules", func(t *testing.T) string { return buildFixtureRulesFor(t, tg, "ring") })
 	for name, src := range tracePrograms {
 		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
 	}

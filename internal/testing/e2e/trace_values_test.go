@@ -429,9 +429,20 @@ func TestTraceExitReads(t *testing.T) {
 // buildFixtureRules builds testdata/name with the probes its rules.yml
 // selects, and returns the executable.
 func buildFixtureRules(t *testing.T, name string) string {
+	return buildFixtureRulesFor(t, target{}, name)
+}
+
+// buildFixtureRulesFor is buildFixtureRules for tg; in guest mode it
+// takes the host's build.
+func buildFixtureRulesFor(t *testing.T, tg target, name string) string {
 	t.Helper()
+	if guestDir != "" {
+		return prebuilt(t, name, "rules")
+	}
 	dir := fixture(t, name)
 	bin := filepath.Join(t.TempDir(), name)
-	goCmd(t, dir, routeA.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	r := routeA
+	r.target = tg
+	goCmd(t, dir, r.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 	return bin
 }
