@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"fmt"
 
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/ring"
 )
 
@@ -25,10 +26,18 @@ type ProviderProbe struct {
 	Strings uint64
 }
 
-// ProviderWords is how many words a usdtgen probe may give the ring: the
-// writer takes its words past eight from the caller's stack as whole
-// words, where the register ABI packs smaller ones.
-const ProviderWords = 8
+// ProviderWords is how many words a usdtgen probe may give the ring, as
+// many as a probe has. On amd64 the register ABI passes eight after the
+// unused first, and the writer takes the rest from the caller's stack as
+// whole words: the trampoline's parameters past ProviderRegWords must be
+// 64 bits each, where the ABI would pack smaller ones. On arm64 all are
+// in registers, the twelfth in R12, which the trampoline moves to R15,
+// where the writer saves it after R11.
+const ProviderWords = probe.MaxArgs
+
+// ProviderRegWords is how many of a usdtgen probe's words every
+// architecture with a ring passes in registers.
+const ProviderRegWords = 8
 
 // Plan9Provider writes the trampolines of a package's usdtgen probes.
 // list is the symbol of what the tracer finds them by, which Go declares
@@ -60,6 +69,9 @@ func Plan9Provider(arch Arch, header, list string, rt Runtime, probes []Provider
 		if arch == ARM64 {
 			// A frame keeps the link register across the BL.
 			fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
+			if p.Words > 11 {
+				b.WriteString("\tMOVD R12, R15\n")
+			}
 			fmt.Fprintf(&b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE off\n", ringSym(), ring.Recording)
 			fmt.Fprintf(&b, "\tMOVD $%d, R12\n\tMOVD %s+%d(SB), R13\n\tMOVD ZR, R14\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
 			fmt.Fprintf(&b, "\tBL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())

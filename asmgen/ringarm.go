@@ -24,7 +24,8 @@ import (
 
 // recordARM64Frame is where the arm64 record keeps, above the link
 // register at 0(RSP), the registers it is called with (R0 to R11, then
-// R15), then the time, the count of words, the strings' bits, the site's
+// R15, so that a usdtgen probe's twelfth word, which its trampoline
+// moves from R12 to R15, is word 11), then the time, the count of words, the strings' bits, the site's
 // address, the P's id, the site's reads and its value area's bytes, and
 // process_vm_readv's two iovecs.
 const (

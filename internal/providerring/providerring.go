@@ -107,6 +107,8 @@ type fire struct {
 	// and name the stub's Go name.
 	stub *ast.CallExpr
 	name string
+	// types are the stub's parameters' types.
+	types []ast.Expr
 }
 
 // Package rewrites cfg's usdtgen fire functions; it returns nil when the
@@ -178,6 +180,7 @@ func Package(cfg Config) (*Result, error) {
 			if decl != nil {
 				types, words = params(decl)
 			}
+			fr.types = types
 			why := ""
 			switch {
 			case fr.sem == "":
@@ -190,6 +193,8 @@ func Package(cfg Config) (*Result, error) {
 				why = fmt.Sprintf("%d arguments, more than the ring's %d", len(fr.stub.Args), asmgen.ProviderWords)
 			case !words || len(types) != len(fr.stub.Args):
 				why = "its stub's parameters are not one word each"
+			case slices.ContainsFunc(types[min(len(types), asmgen.ProviderRegWords):], isBool):
+				why = fmt.Sprintf("a bool past its %dth argument, which the ring takes as a whole word", asmgen.ProviderRegWords)
 			}
 			if why != "" {
 				res.Left = append(res.Left, fd.Name.Name+": "+why)
@@ -338,6 +343,28 @@ func params(fd *ast.FuncDecl) (types []ast.Expr, ok bool) {
 	return types, true
 }
 
+// widened reports whether the trampoline takes parameter i as a uint64:
+// an integer past the words every architecture passes in registers,
+// which the writer reads from the stack as a whole word.
+func widened(types []ast.Expr, i int) bool {
+	return i >= asmgen.ProviderRegWords && !isPointer(types[i])
+}
+
+func isPointer(t ast.Expr) bool {
+	switch t.(type) {
+	case *ast.StarExpr, *ast.SelectorExpr:
+		return true
+	}
+	return false
+}
+
+// isBool reports whether a parameter's type is a bool, Go's or cgo's,
+// which no conversion makes a word.
+func isBool(t ast.Expr) bool {
+	id, ok := t.(*ast.Ident)
+	return ok && (id.Name == "bool" || id.Name == "_Ctype__Bool" || id.Name == "_Ctype_bool")
+}
+
 // isCString reports whether a parameter's type is a pointer to a C
 // string: usdtgen passes strings so, and passes no other pointer to
 // bytes.
@@ -381,9 +408,15 @@ func callRing(fr fire, tramp string) srcedit.Edit {
 	f, src := fr.file, fr.file.src
 	names := make([]string, len(fr.stub.Args))
 	vals := make([]string, len(fr.stub.Args))
+	passed := []string{"0"}
 	for i, a := range fr.stub.Args {
 		names[i] = fmt.Sprintf("usdtRingArg%d", i)
 		vals[i] = string(src[f.offset(a.Pos()):f.offset(a.End())])
+		if widened(fr.types, i) {
+			passed = append(passed, "uint64("+names[i]+")")
+		} else {
+			passed = append(passed, names[i])
+		}
 	}
 	fun := string(src[f.offset(fr.stub.Fun.Pos()):f.offset(fr.stub.Fun.End())])
 	var b strings.Builder
@@ -391,7 +424,7 @@ func callRing(fr fire, tramp string) srcedit.Edit {
 	if len(names) > 0 {
 		fmt.Fprintf(&b, "%s := %s; ", strings.Join(names, ", "), strings.Join(vals, ", "))
 	}
-	fmt.Fprintf(&b, "%s(%s); %s(%s) }", tramp, strings.Join(append([]string{"0"}, names...), ", "), fun, strings.Join(names, ", "))
+	fmt.Fprintf(&b, "%s(%s); %s(%s) }", tramp, strings.Join(passed, ", "), fun, strings.Join(names, ", "))
 	start, end := f.offset(fr.stub.Pos()), f.offset(fr.stub.End())
 	return srcedit.Edit{At: start, Del: end - start, Text: b.String()}
 }
@@ -402,9 +435,15 @@ func trampDecl(name, symbol string, f *file, types []ast.Expr) string {
 	ps := []string{"_ uintptr"}
 	for i, t := range types {
 		typ := string(f.src[f.offset(t.Pos()):f.offset(t.End())])
-		if _, ok := t.(*ast.SelectorExpr); ok {
-			// unsafe.Pointer, which this file imports by another name.
-			typ = "usdtunsafe.Pointer"
+		switch {
+		case widened(types, i):
+			typ = "uint64"
+		case isPointer(t):
+			if _, ok := t.(*ast.SelectorExpr); ok {
+				// unsafe.Pointer, which this file imports by another
+				// name.
+				typ = "usdtunsafe.Pointer"
+			}
 		}
 		ps = append(ps, fmt.Sprintf("a%d %s", i+1, typ))
 	}

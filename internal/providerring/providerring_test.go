@@ -19,6 +19,7 @@ const jobsD = `provider jobs {
 	probe enqueued(long long id, const char *kind, int depth);
 	probe tick();
 	probe nine(int a, int b, int c, int d, int e, int f, int g, int h, int i);
+	probe late(int a, int b, int c, int d, int e, int f, int g, int h, bool i);
 };
 `
 
@@ -60,11 +61,11 @@ func TestPackage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := strings.Join(res.Probes, " "); got != "usdtFireJobsEnqueued usdtFireJobsTick" {
-		t.Errorf("probes that write to the ring: %s, want enqueued's and tick's", got)
+	if got := strings.Join(res.Probes, " "); got != "usdtFireJobsEnqueued usdtFireJobsTick usdtFireJobsNine" {
+		t.Errorf("probes that write to the ring: %s, want enqueued's, tick's and nine's", got)
 	}
-	if len(res.Left) != 1 || !strings.Contains(res.Left[0], "usdtFireJobsNine: 9 arguments, more than the ring's 8") {
-		t.Errorf("left out %q, want nine's, for its 9 arguments", res.Left)
+	if len(res.Left) != 1 || !strings.Contains(res.Left[0], "usdtFireJobsLate: a bool past its 8th argument") {
+		t.Errorf("left out %q, want late's, for its ninth argument, a bool", res.Left)
 	}
 	// other.go is no file of usdtgen's, whatever its names.
 	if len(res.Files) != 3 || res.Files[1] != other {
@@ -82,6 +83,9 @@ func TestPackage(t *testing.T) {
 		// The arguments evaluated once, to the ring, then to the stub.
 		"{ usdtRingArg0, usdtRingArg1, usdtRingArg2 := id, usdtBuf1.Set(kind), depth; usdtRing0(0, usdtRingArg0, usdtRingArg1, usdtRingArg2); usdtStubJobsEnqueued(usdtRingArg0, usdtRingArg1, usdtRingArg2) }",
 		"{ usdtRing1(0); usdtStubJobsTick() }",
+		// Past the eighth, a whole word: the writer reads it from the
+		// stack.
+		"usdtRing2(0, usdtRingArg0, usdtRingArg1, usdtRingArg2, usdtRingArg3, usdtRingArg4, usdtRingArg5, usdtRingArg6, usdtRingArg7, uint64(usdtRingArg8)); usdtStubJobsNine(",
 	} {
 		if !strings.Contains(string(rewritten), want) {
 			t.Errorf("the rewritten file lacks %s:\n%s", want, rewritten)
@@ -96,7 +100,8 @@ func TestPackage(t *testing.T) {
 	for _, want := range []string{
 		"func usdtRing0(_ uintptr, a1 int64, a2 *byte, a3 int32)",
 		"func usdtRing1(_ uintptr)",
-		"usdtunsafe.Pointer(&usdtJobsTable.semaphores[0]), usdtunsafe.Pointer(&usdtJobsTable.semaphores[1])}",
+		"func usdtRing2(_ uintptr, a1 int32, a2 int32, a3 int32, a4 int32, a5 int32, a6 int32, a7 int32, a8 int32, a9 uint64)",
+		"usdtunsafe.Pointer(&usdtJobsTable.semaphores[0]), usdtunsafe.Pointer(&usdtJobsTable.semaphores[1]), usdtunsafe.Pointer(&usdtJobsTable.semaphores[2])}",
 	} {
 		if !strings.Contains(string(decls), want) {
 			t.Errorf("the declarations lack %s:\n%s", want, decls)

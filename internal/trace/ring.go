@@ -59,17 +59,17 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 	case opt.Transport == TransportRing && !has:
 		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec (amd64 or arm64), or trace it with -transport bpf", opt.Binary)
 	case opt.Transport == TransportRing && automatic == 0:
-		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and the usdtgen probes of packages it compiled, and no selected probe is one: trace the others (usdtgen's built with cgo and no usdt-toolexec, or with more than 8 arguments, and those of rules with sites: notes) with -transport bpf")
+		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and the usdtgen probes of packages it compiled, and no selected probe is one: trace the others (usdtgen's built with cgo and no usdt-toolexec, or with a bool past its 8th argument, and those of rules with sites: notes) with -transport bpf")
 	case opt.Transport == TransportRing:
 		return ctl, true, "as -transport ring asks", nil
 	case !has:
 		return 0, false, "the binary has no in-process ring", nil
 	case automatic == 0:
-		return 0, false, "the ring records no selected probe (a usdtgen probe of a package usdt-toolexec did not compile, or with more than 8 arguments, or one whose sites are notes)", nil
+		return 0, false, "the ring records no selected probe (a usdtgen probe of a package usdt-toolexec did not compile, or with a bool past its 8th argument, or one whose sites are notes)", nil
 	case !root:
 		return ctl, true, "BPF needs root, and the binary has an in-process ring", nil
 	case automatic < len(sites):
-		return 0, false, fmt.Sprintf("the ring does not record %d selected probes (usdtgen probes of packages usdt-toolexec did not compile, or with more than 8 arguments, or probes whose sites are notes)", len(sites)-automatic), nil
+		return 0, false, fmt.Sprintf("the ring does not record %d selected probes (usdtgen probes of packages usdt-toolexec did not compile, or with a bool past its 8th argument, or probes whose sites are notes)", len(sites)-automatic), nil
 	case opt.Attach != "" && opt.Attach != AttachAuto:
 		return 0, false, "-attach chooses how BPF attaches", nil
 	}
