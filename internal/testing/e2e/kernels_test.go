@@ -258,11 +258,16 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	for _, variant := range []string{"inst", "inst-pie"} {
 		put("auto", variant, func(t *testing.T) string { return a.bin(t, variant) })
 	}
-	ra := routeA
-	ra.target = tg
+	ra, rc := routeA, routeC
+	ra.target, rc.target = tg, tg
 	put("jobs", ra.name, buildJobs(ra))
+	put("jobs", rc.name, buildJobs(rc))
 	put("cache", ra.name, buildCache(ra))
 	put("ring", "rules", func(t *testing.T) string { return buildFixtureRulesFor(t, tg, "ring") })
+	if ring := filepath.Join(dir, "ring", "rules"); exists(ring) {
+		// The guests have no readelf.
+		writeSemaphores(t, ring)
+	}
 	for name, src := range tracePrograms {
 		put("main", name, func(t *testing.T) string { return buildMainFor(t, tg, name, src) })
 	}
@@ -281,6 +286,11 @@ func buildGuest(t *testing.T, dir string, tg target) {
 		}
 		return err
 	}))
+}
+
+func exists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
 }
 
 // testResult is how one test of the guest ended.
