@@ -370,6 +370,8 @@ func shorten(s string, n int) string {
 // consumer is the column of the matrix a test belongs to.
 func consumer(test string) string {
 	switch {
+	case strings.HasPrefix(test, "TestRing"), strings.Contains(test, "/ring"), strings.HasPrefix(test, "TestTraceTypesRing"):
+		return "trace ring"
 	case strings.HasSuffix(test, "/tplist"):
 		return "bcc tplist"
 	case strings.HasSuffix(test, "/perf"):
@@ -388,7 +390,7 @@ func consumer(test string) string {
 	return "bpftrace"
 }
 
-var consumers = []string{"bpftrace", "usdt-toolexec trace", "trace values", "trace -stats", "libbpf", "gdb", "bcc tplist", "perf"}
+var consumers = []string{"bpftrace", "usdt-toolexec trace", "trace values", "trace -stats", "trace ring", "libbpf", "gdb", "bcc tplist", "perf"}
 
 // matrixRow is one machine's results.
 type matrixRow struct {

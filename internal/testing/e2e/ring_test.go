@@ -443,16 +443,15 @@ func TestRingKilledTracer(t *testing.T) {
 	}
 	t.Logf("the program turned its probes off %v after the tracer died", time.Since(killed).Round(time.Millisecond))
 
-	tr2 := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-stats", "-p", pid)
-	var out strings.Builder
-	tr2.Stdout, tr2.Stderr = &out, &out
-	if err := tr2.Start(); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(500 * time.Millisecond)
+	var out, log strings.Builder
+	tr2, _, errs := traceAttached(t, &out, "-v", "-transport", "ring", "-stats", "-p", pid)
+	logged := make(chan struct{})
+	go func() { io.Copy(&log, errs); close(logged) }()
+	time.Sleep(300 * time.Millisecond)
 	fmt.Fprintln(stdin) // the program ends, and the trace with it
+	<-logged
 	if err := tr2.Wait(); err != nil {
-		t.Fatalf("the second trace: %v\n%s", err, out.String())
+		t.Fatalf("the second trace: %v\n%s%s", err, out.String(), log.String())
 	}
 	if counts := statCounts(out.String()); counts["main.add"] == 0 {
 		t.Errorf("the second trace counted no call:\n%s", out.String())
