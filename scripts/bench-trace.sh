@@ -22,6 +22,10 @@
 #   COUNT=3              passes
 #   N=1000000            fires (calls for get) per run
 #   RATES="100000 200000 400000 0"
+#   TRANSPORT=bpf        the rate runs' transport: ring records in the
+#                        process (the slowdown cases stay BPF's)
+#   BUFFER=              the rate runs' -buffer, if set (the ring's per
+#                        P, BPF's in all)
 #   OUT=                 directory for builds and raw results (a new temp
 #                        dir if empty)
 #
@@ -47,10 +51,14 @@ fire=$OUT/tree/fire
 raw=$OUT/raw.txt
 : >"$raw"
 loopNs() { awk '$1 == "loop_ns" { print $2 }' "$@"; }
-# trace PROBES... -- CMD runs CMD under usdt-toolexec trace and prints the
-# loop time, the events printed and the events lost.
+TRANSPORT=${TRANSPORT:-bpf}
+BUFFER=${BUFFER:-}
+# trace TRANSPORT PROBES... -- CMD runs CMD under usdt-toolexec trace and
+# prints the loop time, the events printed and the events lost.
 trace() {
-	"$tool" trace -transport bpf "$@" >"$OUT/events" 2>"$OUT/stderr"
+	local transport=$1
+	shift
+	"$tool" trace -transport "$transport" "$@" >"$OUT/events" 2>"$OUT/stderr"
 	printf '%s %s %s\n' "$(loopNs "$OUT/stderr")" "$(wc -l <"$OUT/events")" \
 		"$(awk '/lost [0-9]+ events/ { for (i = 1; i <= NF; i++) if ($i == "lost") print $(i + 1) }' "$OUT/stderr" | grep . || echo 0)"
 }
@@ -63,7 +71,7 @@ modes=(gen get)
 for ((i = 1; i <= COUNT; i++)); do
 	echo "# pass $i/$COUNT" >&2
 	for r in $RATES; do
-		read -r ns printed lost < <(trace fire:tick -- "$fire" -mode gen -n "$N" -rate "$r")
+		read -r ns printed lost < <(trace "$TRANSPORT" ${BUFFER:+-buffer "$BUFFER"} fire:tick -- "$fire" -mode gen -n "$N" -rate "$r")
 		echo "rate $r $i $ns $printed $lost" >>"$raw"
 	done
 	for ((j = 0; j < ${#modes[@]}; j++)); do
@@ -71,7 +79,7 @@ for ((i = 1; i <= COUNT; i++)); do
 		fires=$N
 		[[ $m == get ]] && fires=$((2 * N))
 		plain=$("$fire" -mode "$m" -n "$N" | loopNs)
-		read -r traced printed lost < <(trace "${probesOf[$m]}" -- "$fire" -mode "$m" -n "$N")
+		read -r traced printed lost < <(trace bpf "${probesOf[$m]}" -- "$fire" -mode "$m" -n "$N")
 		out=$(bpftrace -e "${scriptOf[$m]}" -c "$fire -mode $m -n $N" 2>&1)
 		bt=$(loopNs <<<"$out")
 		counted=$(awk '$1 == "@n:" { print $2 }' <<<"$out")
@@ -85,9 +93,9 @@ done
 
 echo "raw results: $raw"
 echo "kernel $(uname -r), $(nproc) cpus: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
-echo "N=$N COUNT=$COUNT"
+echo "N=$N COUNT=$COUNT TRANSPORT=$TRANSPORT BUFFER=${BUFFER:-default}"
 echo
-awk -v n="$N" '
+awk -v n="$N" -v transport="$TRANSPORT" '
 function median(list,    a, m, i, j, t) {
 	m = split(list, a, " ")
 	for (i = 2; i <= m; i++) {
@@ -113,7 +121,7 @@ $1 == "slow" {
 	if ($6 + $7 != $9) { short[$2]++ }
 }
 END {
-	printf "trace fire:tick, N=%d fires per run, events to a file:\n", n
+	printf "trace -transport %s fire:tick, N=%d fires per run, events to a file:\n", transport, n
 	printf "%-10s %14s %12s %10s %s\n", "rate", "reached/s", "printed", "lost", "runs with loss"
 	for (i = 1; i <= nr; i++) {
 		r = order[i]
