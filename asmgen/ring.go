@@ -91,7 +91,7 @@ const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tAD
 // Then, for value reads, the P's id, the site's reads and the bytes of
 // its value area, the buffer's head while they run, and for a guessed
 // read, process_vm_readv's two iovecs and the registers the system call
-// and its arguments take.
+// and its arguments take. Last, the time the caller gave, if any.
 const (
 	recordTime    = 8 * 9
 	recordWords   = recordTime + 8
@@ -103,7 +103,8 @@ const (
 	recordHead    = recordArea + 8
 	recordIov     = recordHead + 8
 	recordSaved   = recordIov + 32
-	recordFrame   = recordSaved + 24
+	recordGiven   = recordSaved + 24
+	recordFrame   = recordGiven + 8
 )
 
 // wordTo loads word i (in idx) of the trampoline's arguments into dst:
@@ -156,7 +157,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n\tMOVQ R12, AX\n\tANDQ $0xff, AX\n\tMOVQ AX, %d(SP)\n\tSHRQ $8, R12\n\tMOVQ R12, %d(SP)\n", recordSite, recordWords, recordStrings)
 	// The time in DX, of the tracer's clock: a time of the other clock
 	// (a call that began before the tracer changed it) is read again.
-	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ tsc\n", ctl, ring.ClockAt, ring.Ticks)
+	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n\tCMPQ %s+%d(SB), $%d\n\tJEQ tsc\n", recordGiven, ctl, ring.ClockAt, ring.Ticks)
 	b.WriteString("\tTESTQ DX, DX\n\tJGT timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\n\tJMP timed\n")
 	b.WriteString("tsc:\n\tTESTQ DX, DX\n\tJMI timed\n" + ticksTo("DX") + "timed:\n")
 	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
@@ -195,6 +196,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	// The first record after a drop says so: the tracer cannot tell
 	// whose events went.
 	fmt.Fprintf(b, "\tMOVQ %d(BX), AX\n\tCMPQ AX, %d(BX)\n\tJEQ unbroken\n\tMOVQ AX, %[2]d(BX)\n\tBTSQ $%d, R10\nunbroken:\n", ring.LostAt, ring.LostSeenAt, ring.AfterLossBit)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tCMPQ AX, %d(SP)\n\tJNE owntime\n\tBTSQ $%d, R10\nowntime:\n", recordGiven, recordTime, ring.CallerTimeBit)
 	b.WriteString(ringWrite)
 	// The words, from the registers the frame keeps, then from the
 	// caller's stack.

@@ -25,9 +25,10 @@ import (
 // recordARM64Frame is where the arm64 record keeps, above the link
 // register at 0(RSP), the registers it is called with (R0 to R11, then
 // R15, so that a usdtgen probe's twelfth word, which its trampoline
-// moves from R12 to R15, is word 11), then the time, the count of words, the strings' bits, the site's
-// address, the P's id, the site's reads and its value area's bytes, and
-// process_vm_readv's two iovecs.
+// moves from R12 to R15, is word 11), then the time, the count of
+// words, the strings' bits, the site's address, the P's id, the site's
+// reads and its value area's bytes, process_vm_readv's two iovecs, and
+// the time the caller gave, if any.
 const (
 	a64Regs      = 8
 	a64Words     = a64Regs + 8 // saved R1, word 0
@@ -40,7 +41,8 @@ const (
 	a64Plan      = a64P + 8
 	a64Area      = a64Plan + 8
 	a64Iov       = a64Area + 8
-	a64RecordTop = a64Iov + 32
+	a64Given     = a64Iov + 32
+	a64RecordTop = a64Given + 8
 )
 
 // sysProcessVMReadvARM64 is process_vm_readv's number on linux/arm64.
@@ -86,7 +88,7 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 		fmt.Fprintf(b, "\tMOVD R%d, %d(RSP)\n", i, a64Regs+8*i)
 	}
 	fmt.Fprintf(b, "\tMOVD R15, %d(RSP)\n\tMOVD R13, %d(RSP)\n\tAND $0xff, R12, R0\n\tMOVD R0, %d(RSP)\n\tLSR $8, R12, R0\n\tMOVD R0, %d(RSP)\n", a64R15, a64Site, a64Count, a64Strings)
-	b.WriteString("\tCBNZ R14, timed\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD R0, R14\ntimed:\n")
+	fmt.Fprintf(b, "\tMOVD R14, %d(RSP)\n\tCBNZ R14, timed\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD R0, R14\ntimed:\n", a64Given)
 	fmt.Fprintf(b, "\tMOVD R14, %d(RSP)\n\tMOVD $%s(SB), R19\n\tMOVD %d(R19), R0\n\tCMP R0, R14\n\tBGT expire\n", a64Time, ringSym(), ring.UntilAt)
 	// The P's id in R20.
 	fmt.Fprintf(b, "\tMOVD %d(g), R20\n\tMOVD %d(R20), R20\n\tCBZ R20, done\n\tMOVWU %d(R20), R20\n", rt.P.GM, rt.P.MP, rt.P.ID)
@@ -118,6 +120,7 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 	b.WriteString(ringWriteARM64)
 	fmt.Fprintf(b, "\tMOVD %d(g), R25\n\tMOVD %d(R25), R25\n", rt.P.GM, rt.P.Procid)
 	fmt.Fprintf(b, "\tMOVD %d(R21), R0\n\tMOVD %d(R21), R1\n\tCMP R0, R1\n\tBEQ unbroken\n\tMOVD R0, %[2]d(R21)\n\tORR $%#x, R25\nunbroken:\n", ring.LostAt, ring.LostSeenAt, uint64(1)<<ring.AfterLossBit)
+	fmt.Fprintf(b, "\tMOVD %d(RSP), R0\n\tCBZ R0, owntime\n\tORR $%#x, R25\nowntime:\n", a64Given, uint64(1)<<ring.CallerTimeBit)
 	b.WriteString(ringWriteARM64)
 	// The words.
 	fmt.Fprintf(b, "\tMOVD %d(RSP), R12\n\tMOVD $0, R13\nword:\n\tCMP R12, R13\n\tBHS strings\n\tMOVD (R15)(R13<<3), R25\n", a64Count)

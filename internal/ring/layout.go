@@ -60,7 +60,8 @@
 // A record is RecordWords words, then its arguments: the site's address
 // (a usdtgen probe's semaphore's, see ProviderMagic) with the count of words and which of them are strings, the goroutine
 // id, the time (runtime.nanotime), the thread's id (with AfterLossBit
-// set on the P's first record after it dropped events), then the words the trampoline was
+// set on the P's first record after it dropped events, and
+// CallerTimeBit where the trampoline gave the time), then the words the trampoline was
 // passed after the site index, then, for each word that points to a C
 // string, a word of its length and its bytes in whole words, then for a
 // site with value reads the value area they filled, as many bytes as the
@@ -174,4 +175,9 @@ const (
 	// AfterLossBit, in a record's thread word, says that its P dropped
 	// events since its last record.
 	AfterLossBit = 63
+	// CallerTimeBit, in a record's thread word, says that its time is
+	// the one the trampoline read to time the call (an exit's end), so
+	// that the time less the first word (its elapsed ns) is the start
+	// the program read; else the writer read the clock itself, later.
+	CallerTimeBit = 62
 )

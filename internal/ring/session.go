@@ -107,6 +107,9 @@ type Record struct {
 	// dropped events: which goroutines lost theirs the ring does not
 	// know, so each of them may have.
 	AfterLoss bool
+	// CallerTime says that Time is the trampoline's reading that timed
+	// the call (CallerTimeBit).
+	CallerTime bool
 }
 
 // Session is a ring trace of one process.
@@ -486,6 +489,9 @@ type placed struct {
 // Bytes is how much of the tracer's memory the batch holds.
 func (b *Batch) Bytes() int { return len(b.buf) }
 
+// Len is how many records the batch holds.
+func (b *Batch) Len() int { return len(b.recs) }
+
 // Take copies the records written since the last Take out of the ring
 // and frees their room: every record unless final is false, then those
 // older than HoldBack. busy says that a buffer was more than a quarter
@@ -640,7 +646,7 @@ func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 	rec.Goroutine = binary.LittleEndian.Uint64(buf[8:])
 	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
 	thread := binary.LittleEndian.Uint64(buf[24:])
-	rec.Thread, rec.AfterLoss = uint32(thread), thread>>AfterLossBit != 0
+	rec.Thread, rec.AfterLoss, rec.CallerTime = uint32(thread), thread>>AfterLossBit&1 != 0, thread>>CallerTimeBit&1 != 0
 	rec.Words = rec.Words[:0]
 	rec.Strings = rec.Strings[:0]
 	for k := range count {

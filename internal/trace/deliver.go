@@ -1,7 +1,11 @@
 package trace
 
 import (
+	"os"
+	"os/signal"
 	"sync"
+	"sync/atomic"
+	"syscall"
 
 	"github.com/go-usdt/usdt/internal/ring"
 )
@@ -24,6 +28,11 @@ type deliverer struct {
 	bytes  int
 	closed bool
 	done   chan struct{}
+	// dropping is set by an interrupt while draining: the records left
+	// are counted in dropped, not handed on.
+	dropping atomic.Bool
+	dropped  atomic.Int64
+	end      sync.Once
 }
 
 type delivery struct {
@@ -65,7 +74,17 @@ func (d *deliverer) run() {
 		next := d.queue[0]
 		d.queue = d.queue[1:]
 		d.mu.Unlock()
-		next.s.Deliver(next.b, next.fn)
+		if d.dropping.Load() {
+			d.dropped.Add(int64(next.b.Len()))
+		} else {
+			next.s.Deliver(next.b, func(r *ring.Record) {
+				if d.dropping.Load() {
+					d.dropped.Add(1)
+					return
+				}
+				next.fn(r)
+			})
+		}
 		d.mu.Lock()
 		d.bytes -= next.b.Bytes()
 		d.cond.Broadcast()
@@ -73,12 +92,42 @@ func (d *deliverer) run() {
 	}
 }
 
+// ending says that the trace is ending (an interrupt, or the end of the
+// process): the backlog can take seconds to print, so when it is large,
+// ending calls notice with its bytes, and from now on an interrupt drops
+// what is not yet handed on.
+func (d *deliverer) ending(notice func(bytes int)) {
+	d.end.Do(func() {
+		sig := make(chan os.Signal, 1)
+		signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+		go func() {
+			select {
+			case <-sig:
+				d.dropping.Store(true)
+			case <-d.done:
+			}
+			signal.Stop(sig)
+		}()
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		if d.bytes >= noticeBacklog && notice != nil {
+			notice(d.bytes)
+		}
+	})
+}
+
 // drain waits until every batch queued has been handed on, and ends the
-// goroutine; nothing may be put after.
-func (d *deliverer) drain() {
+// goroutine; nothing may be put after. It returns how many records an
+// interrupt dropped (ending).
+func (d *deliverer) drain() (dropped int64) {
 	d.mu.Lock()
 	d.closed = true
 	d.cond.Broadcast()
 	d.mu.Unlock()
 	<-d.done
+	return d.dropped.Load()
 }
+
+// noticeBacklog is the backlog that takes long enough to print, about a
+// second, for drain to say so.
+const noticeBacklog = 16 << 20

@@ -267,7 +267,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 				}
 				at := bpfprog.ValsAt(sites[i].strs)
 				dirty = max(dirty, at+copy(rec[at:], r.Area))
-				if sites[i].exit && len(r.Words) > 0 {
+				// As BPF, only where the program read the start: an
+				// exit that the clock's trampoline timed.
+				if sites[i].exit && len(r.Words) > 0 && r.CallerTime {
 					le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
 				}
 				if ev := d.decode(rec); ev != nil {
@@ -277,7 +279,27 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		}
 		defer p.w.Flush()
 		dl = newDeliverer()
-		finish = func() { dl.drain(); p.w.Flush(); p.finish() }
+		// From the trace's end on (an interrupt: the loop may be
+		// waiting for room in the backlog), a further interrupt drops
+		// what is left to print.
+		go func() {
+			select {
+			case <-f.ctx.Done():
+				dl.ending(func(bytes int) {
+					fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: printing the %s of events recorded before the interrupt; interrupt again to drop them\n", SizeText(bytes))
+				})
+			case <-dl.done:
+			}
+		}()
+		finish = func() {
+			dl.ending(nil)
+			dropped := dl.drain()
+			p.w.Flush()
+			p.finish()
+			if dropped > 0 {
+				fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: dropped %d events recorded before the end, as the interrupt asked\n", dropped)
+			}
+		}
 		defer dl.drain()
 	} else {
 		l = newStatLayout(sites)
