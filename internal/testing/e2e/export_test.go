@@ -269,9 +269,12 @@ func (j jaeger) traces(t *testing.T, service string, want int) map[string][]jaeg
 // status.
 func TestTraceOTLP(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
+	eachTransport(t, testOTLP)
+}
+
+func testOTLP(t *testing.T, transport string) {
 	j := startJaeger(t)
-	_, events := traceShop(t, "-otlp", j.otlp, "-service", "shop-e2e")
+	_, events := traceShop(t, "-transport", transport, "-otlp", j.otlp, "-service", "shop-e2e")
 	exits := map[string]int{}
 	for _, e := range events {
 		if e.Results != nil {
@@ -411,9 +414,12 @@ var pprofTotal = regexp.MustCompile(`of (\d+)(ns)? total`)
 // their elapsed times, and its locations are the functions' addresses.
 func TestTracePprof(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
+	eachTransport(t, testPprof)
+}
+
+func testPprof(t *testing.T, transport string) {
 	file := filepath.Join(t.TempDir(), "shop.pb.gz")
-	bin, events := traceShop(t, "-pprof", file)
+	bin, events := traceShop(t, "-transport", transport, "-pprof", file)
 	var calls, inclusive, roots int64
 	for _, e := range events {
 		if e.Results == nil {
@@ -503,7 +509,10 @@ func (j jaeger) trace(t *testing.T, id string) []jaegerSpan {
 // the panic, and the program prints what its plain build prints.
 func TestTraceContext(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
+	eachTransport(t, testContext)
+}
+
+func testContext(t *testing.T, transport string) {
 	j := startJaeger(t)
 	dir := fixture(t, "joined")
 	bin := filepath.Join(t.TempDir(), "joined")
@@ -514,7 +523,7 @@ func TestTraceContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, errOut, err := usdtTrace(t, "-otlp", j.otlp, "-service", "joined-e2e", "--", bin)
+	_, errOut, err := usdtTrace(t, "-transport", transport, "-otlp", j.otlp, "-service", "joined-e2e", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}

@@ -110,11 +110,12 @@ func TestInlinedProbed(t *testing.T) {
 	})
 	t.Run("trace", func(t *testing.T) {
 		requireAMD64(t)
-		requireBPF(t)
-		out, errOut, err := usdtTrace(t, "-stats", "--", bin)
-		if err != nil {
-			t.Fatalf("trace: %v\n%s", err, errOut)
-		}
-		checkStats(t, parseStats(t, out), out)
+		eachTransport(t, func(t *testing.T, transport string) {
+			out, errOut, err := usdtTrace(t, "-transport", transport, "-stats", "--", bin)
+			if err != nil {
+				t.Fatalf("trace: %v\n%s", err, errOut)
+			}
+			checkStats(t, parseStats(t, out), out)
+		})
 	})
 }

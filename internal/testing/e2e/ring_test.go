@@ -30,6 +30,22 @@ func requireRing(t *testing.T) {
 	requireAMD64(t)
 }
 
+// eachTransport runs f as a subtest for each of trace's transports, BPF
+// and the in-process ring, each skipped where it cannot trace.
+func eachTransport(t *testing.T, f func(t *testing.T, transport string)) {
+	t.Helper()
+	for _, transport := range []string{"bpf", "ring"} {
+		t.Run(transport, func(t *testing.T) {
+			if transport == "bpf" {
+				requireBPF(t)
+			} else {
+				requireRing(t)
+			}
+			f(t, transport)
+		})
+	}
+}
+
 // ringStats matches a function's count in trace -stats's output.
 var ringStats = regexp.MustCompile(`(?m)^(main\.\w+): (\d+) calls`)
 

@@ -156,12 +156,18 @@ func parseStatsJSON(t *testing.T, out string) []funcStat {
 // 20 ms or more, and the functions sorted by their total time.
 func TestTraceStats(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildMainRules(t, target{}, "stats", statsSrc, statsRules)
-	for _, attach := range []string{"multi", "single"} {
+	// BPF through each way to attach, and the ring.
+	for _, attach := range []string{"multi", "single", "ring"} {
 		for _, format := range []string{"text", "json"} {
 			t.Run(attach+"-"+format, func(t *testing.T) {
 				args := []string{"-v", "-stats", "-attach", attach}
+				if attach == "ring" {
+					requireRing(t)
+					args = []string{"-v", "-stats", "-transport", "ring"}
+				} else {
+					requireBPF(t)
+				}
 				if format == "json" {
 					args = append(args, "-json")
 				}
@@ -235,9 +241,12 @@ func main() {
 // ticks.
 func TestTraceStatsInterval(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildMain(t, "ticks", ticksProgram)
-	out, errOut, err := usdtTrace(t, "-stats", "-interval", "200ms", "--", bin)
+	eachTransport(t, func(t *testing.T, transport string) { testStatsInterval(t, bin, transport) })
+}
+
+func testStatsInterval(t *testing.T, bin, transport string) {
+	out, errOut, err := usdtTrace(t, "-transport", transport, "-stats", "-interval", "200ms", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}

@@ -129,10 +129,15 @@ const cacheEntry = `key\d+:\{value:\[\.\.\.\(len \d+\)\] expires:\S+\}`
 // slice and a non-nil error. The receiver shows as the cache.
 func TestTraceExampleToolexec(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildCache(routeA)(t)
+	eachTransport(t, func(t *testing.T, transport string) { traceCache(t, bin, transport) })
+}
+
+// traceCache traces the automatic-probe example bin through transport:
+// every call's values, each exit paired with its entry on its goroutine.
+func traceCache(t *testing.T, bin, transport string) {
 	const ops = 40
-	out, errOut, err := usdtTrace(t, "--", bin, "-ops", fmt.Sprint(ops), "-workers", "4")
+	out, errOut, err := usdtTrace(t, "-transport", transport, "--", bin, "-ops", fmt.Sprint(ops), "-workers", "4")
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}

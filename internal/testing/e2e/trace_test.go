@@ -376,7 +376,6 @@ func TestTraceUnprivileged(t *testing.T) {
 // the calls it saw, or with -stats their counts.
 func TestTracePIDExit(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	// The program waits for a line on stdin, so that it calls work only
 	// once trace has attached.
 	bin := buildMain(t, "pidexit", pidExitProgram)
@@ -399,17 +398,20 @@ func TestTracePIDExit(t *testing.T) {
 			}
 		}},
 	} {
-		t.Run(tt.flag[1:], func(t *testing.T) { tracePIDExit(t, bin, tt.flag, tt.check) })
+		t.Run(tt.flag[1:], func(t *testing.T) {
+			eachTransport(t, func(t *testing.T, transport string) { tracePIDExit(t, bin, transport, tt.flag, tt.check) })
+		})
 	}
 }
 
-// tracePIDExit runs bin, traces it with -p and flag, and lets it work:
-// trace must end within a second of its exit, its output as check wants.
-func tracePIDExit(t *testing.T, bin, flag string, check func(t *testing.T, out string)) {
+// tracePIDExit runs bin, traces it through transport with -p and flag,
+// and lets it work: trace must end within a second of its exit, its
+// output as check wants.
+func tracePIDExit(t *testing.T, bin, transport, flag string, check func(t *testing.T, out string)) {
 	prog, in, _ := startReady(t, bin)
 
 	var out bytes.Buffer
-	tr, _, trErr := traceAttached(t, &out, "-v", flag, "-p", fmt.Sprint(prog.Process.Pid))
+	tr, _, trErr := traceAttached(t, &out, "-v", "-transport", transport, flag, "-p", fmt.Sprint(prog.Process.Pid))
 	var errOut strings.Builder
 	go io.Copy(&errOut, trErr)
 	fmt.Fprintln(in, "go")
@@ -441,23 +443,53 @@ func tracePIDExit(t *testing.T, bin, flag string, check func(t *testing.T, out s
 // filling while still attached).
 func TestTraceInterruptBusy(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildMain(t, "busy", busyProgram)
 	prog := start(t, bin)
 	prog.expect(t, "ready", 10*time.Second*time.Duration(tracetest.TimeSlack))
-	tr, _, trErr := traceAttached(t, io.Discard, "-v", "-p", fmt.Sprint(prog.cmd.Process.Pid))
-	go io.Copy(io.Discard, trErr)
+	eachTransport(t, func(t *testing.T, transport string) { interruptBusy(t, prog.cmd.Process.Pid, transport) })
+}
+
+// interruptBusy traces the busy program of pid through transport and
+// interrupts the trace. Through the ring, trace then prints what the
+// program recorded before: with a large backlog it says so, and a second
+// interrupt drops the rest, which trace counts.
+func interruptBusy(t *testing.T, pid int, transport string) {
+	tr, _, trErr := traceAttached(t, io.Discard, "-v", "-transport", transport, "-p", fmt.Sprint(pid))
+	printing := make(chan struct{})
+	var log strings.Builder
+	logged := make(chan struct{})
+	go func() {
+		defer close(logged)
+		lines := bufio.NewScanner(trErr)
+		for lines.Scan() {
+			log.WriteString(lines.Text() + "\n")
+			if strings.Contains(lines.Text(), "interrupt again to drop them") {
+				close(printing)
+			}
+		}
+	}()
 	// Long enough for the program to fill the ring buffer.
 	time.Sleep(3 * time.Second)
 	tr.Process.Signal(os.Interrupt)
 	interrupted := time.Now()
 	done := make(chan error, 1)
 	go func() { done <- tr.Wait() }()
+	if transport == "ring" {
+		select {
+		case <-printing:
+			tr.Process.Signal(os.Interrupt)
+		case <-time.After(2 * time.Second * time.Duration(tracetest.TimeSlack)):
+		}
+	}
 	select {
 	case err := <-done:
 		t.Logf("trace ended %v after the interrupt", time.Since(interrupted))
 		if err != nil {
 			t.Errorf("trace: %v", err)
+		}
+		<-logged
+		if transport == "ring" && strings.Contains(log.String(), "interrupt again to drop them") && !regexp.MustCompile(`dropped \d+ events recorded before the end`).MatchString(log.String()) {
+			t.Errorf("trace did not count the events it dropped at the second interrupt:\n%s", log.String())
 		}
 	case <-time.After(5 * time.Second * time.Duration(tracetest.TimeSlack)):
 		t.Fatalf("trace did not end %v after an interrupt while the program fires", 5*time.Second*time.Duration(tracetest.TimeSlack))
@@ -474,16 +506,7 @@ func TestTraceCommandOnly(t *testing.T) {
 	bin := buildMain(t, "family", familyProgram)
 	other := start(t, bin, "other")
 	other.expect(t, "ready", 10*time.Second)
-	for _, transport := range []string{"bpf", "ring"} {
-		t.Run(transport, func(t *testing.T) {
-			if transport == "bpf" {
-				requireBPF(t)
-			} else {
-				requireRing(t)
-			}
-			testCommandOnly(t, bin, transport, other.cmd.Process.Pid)
-		})
-	}
+	eachTransport(t, func(t *testing.T, transport string) { testCommandOnly(t, bin, transport, other.cmd.Process.Pid) })
 }
 
 func testCommandOnly(t *testing.T, bin, transport string, other int) {
@@ -535,9 +558,12 @@ func testCommandOnly(t *testing.T, bin, transport string, other int) {
 // hundred microseconds and milliseconds ("[1.048576ms, 2.097152ms)").
 func TestTraceLatencyColumns(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildMain(t, "columns", columnsProgram)
-	out, errOut, err := usdtTrace(t, "-latency", "main.wait", "--", bin)
+	eachTransport(t, func(t *testing.T, transport string) { testLatencyColumns(t, bin, transport) })
+}
+
+func testLatencyColumns(t *testing.T, bin, transport string) {
+	out, errOut, err := usdtTrace(t, "-transport", transport, "-latency", "main.wait", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}

@@ -230,8 +230,12 @@ func traceTypes(t *testing.T, bin, mode string) map[string][][]string {
 // with the two events' timestamps.
 func TestTracePairs(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
-	out, errOut, err := usdtTrace(t, "-json", "--", buildFixtureRules(t, "hop"))
+	bin := buildFixtureRules(t, "hop")
+	eachTransport(t, func(t *testing.T, transport string) { testPairs(t, bin, transport) })
+}
+
+func testPairs(t *testing.T, bin, transport string) {
+	out, errOut, err := usdtTrace(t, "-transport", transport, "-json", "--", bin)
 	if err != nil {
 		t.Fatalf("trace: %v\n%s", err, errOut)
 	}
@@ -391,8 +395,11 @@ func jsonInts(t *testing.T, vals []any) []int64 {
 // scratch record (bpfprog.RecEnd, 5.7K) would fit none.
 func TestTraceExitReads(t *testing.T) {
 	requireAMD64(t)
-	requireBPF(t)
 	bin := buildFixtureRules(t, "exitreads")
+	eachTransport(t, func(t *testing.T, transport string) { testExitReads(t, bin, transport) })
+}
+
+func testExitReads(t *testing.T, bin, transport string) {
 	for _, tc := range []struct {
 		name string
 		args []string
@@ -401,7 +408,7 @@ func TestTraceExitReads(t *testing.T) {
 		{"buffer-4K", []string{"-buffer", "4K", "--", bin, "paced"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			out, errOut, err := usdtTrace(t, tc.args...)
+			out, errOut, err := usdtTrace(t, append([]string{"-transport", transport}, tc.args...)...)
 			if err != nil {
 				t.Fatalf("trace: %v\n%s", err, errOut)
 			}

@@ -32,22 +32,17 @@ func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)
 	dir := fixture(t, "values")
 	for _, variant := range valuesVariants {
-		for _, transport := range []string{"bpf", "ring"} {
-			t.Run(variant.name+"/"+transport, func(t *testing.T) {
-				if variant.name == "stripped" && guestDir != "" {
-					// Where trace finds types and the ring without a
-					// symbol table is the host's work, the same on
-					// every kernel: the host checks it.
-					t.Skip("stripped: trace reads the same values as from the plain binary; the host checks how it finds them")
-				}
-				if transport == "bpf" {
-					requireBPF(t)
-				} else {
-					requireRing(t)
-				}
+		t.Run(variant.name, func(t *testing.T) {
+			if variant.name == "stripped" && guestDir != "" {
+				// Where trace finds types and the ring without a
+				// symbol table is the host's work, the same on every
+				// kernel: the host checks it.
+				t.Skip("stripped: trace reads the same values as from the plain binary; the host checks how it finds them")
+			}
+			eachTransport(t, func(t *testing.T, transport string) {
 				testValuesCorpus(t, buildValues(t, dir, target{}, variant), transport)
 			})
-		}
+		})
 	}
 }
 
