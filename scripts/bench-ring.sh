@@ -32,6 +32,8 @@
 # times, 20 evaluations of a snippet (scripts/testdata/jsonnet/work.jsonnet) plain, probed
 # and untraced, under trace -transport ring -stats and under trace
 # -transport bpf -stats: whole processes, the tracer's start-up included.
+# The anchor is scripts/testdata/jsonnettrace, the same evaluation built
+# plain, timed without and with Go's execution tracer (runtime/trace).
 #
 # Environment:
 #   WORKLOADS="fire jsonnet"
@@ -104,6 +106,10 @@ case " $WORKLOADS " in *" jsonnet "*)
 	printf 'rules:\n  - package: "github.com/google/go-jsonnet/..."\n' >"$OUT/jsonnet.yml"
 	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$OUT/jsonnet.plain" ./cmd/jsonnet)
 	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -toolexec="$tool -rules $OUT/jsonnet.yml" -o "$OUT/jsonnet.probed" ./cmd/jsonnet)
+	# The anchor: the same evaluation under Go's execution tracer.
+	mkdir -p "$OUT/jsonnet/cmd/jsonnettrace"
+	cp scripts/testdata/jsonnettrace/main.go "$OUT/jsonnet/cmd/jsonnettrace/"
+	(cd "$OUT/jsonnet" && CGO_ENABLED=0 GOFLAGS=-mod=mod go build -o "$OUT/jsonnettrace" ./cmd/jsonnettrace)
 	cp scripts/testdata/jsonnet/work.jsonnet "$OUT/work.jsonnet"
 	: >"$OUT/jsonnet.txt"
 	seconds() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null 2>"$OUT/stderr"; t1=$(date +%s.%N); echo "$t1 - $t0" | bc; }
@@ -114,6 +120,8 @@ case " $WORKLOADS " in *" jsonnet "*)
 			echo "probed $(seconds "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
 			echo "ring-stats $(seconds "$tool" trace -transport ring -stats -- "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
 			echo "bpf-stats $(seconds "$tool" trace -transport bpf -stats -- "$OUT/jsonnet.probed" "$OUT/work.jsonnet")"
+			echo "anchor $(seconds "$OUT/jsonnettrace" "$OUT/work.jsonnet")"
+			echo "runtime-trace $(seconds "$OUT/jsonnettrace" -trace "$OUT/runtime.trace" "$OUT/work.jsonnet")"
 		} >>"$OUT/jsonnet.txt"
 	done
 	echo "go-jsonnet, $("$tool" list "$OUT/jsonnet.probed" | tail -n +2 | wc -l) probes, 20 evaluations, whole process, medians of $COUNT:"
@@ -122,8 +130,10 @@ case " $WORKLOADS " in *" jsonnet "*)
 		function median(s,   a) { return sortmed(a, split(s, a, " ")) }
 		END {
 			p = median(t["plain"])
-			split("plain probed ring-stats bpf-stats", order, " ")
-			for (i = 1; i <= 4; i++) printf "%-12s %8.3f s %8.3fx of plain\n", order[i], median(t[order[i]]), p / median(t[order[i]])
+			split("plain probed ring-stats bpf-stats anchor", order, " ")
+			for (i = 1; i <= 5; i++) printf "%-13s %8.3f s %8.3fx of plain\n", order[i], median(t[order[i]]), p / median(t[order[i]])
+			a = median(t["anchor"])
+			printf "%-13s %8.3f s %8.3fx of the anchor untraced (Go'"'"'s execution tracer)\n", "runtime-trace", median(t["runtime-trace"]), a / median(t["runtime-trace"])
 		}' "$OUT/jsonnet.txt"
 	;;
 esac
