@@ -22,7 +22,7 @@ import (
 // A trampoline calls it by BL, which takes the link register: the
 // trampoline keeps its own in R15, which record restores as it found it.
 
-// recordARM64Frame is where the arm64 record keeps, above the link
+// The a64 offsets are where the arm64 record keeps, above the link
 // register at 0(RSP), the registers it is called with (R0 to R11, then
 // R15, so that a usdtgen probe's twelfth word, which its trampoline
 // moves from R12 to R15, is word 11), then the time, the count of
