@@ -234,6 +234,27 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ %d(SP), DX\n\tRET\n", recordTime)
 }
 
+// SinceSymbol is the function the fire functions call for the ns
+// elapsed since a call's start (Go: func(start int64) uint64), which
+// every package whose trampolines write to the ring defines (DUPOK).
+var SinceSymbol = ring.Since
+
+// sinceFunc writes SinceSymbol: runtime.nanotime less the start, or, for
+// a start in ticks (ring.TicksTag: read by an entry's trampoline for a
+// ring trace that counts by the time-stamp counter), the ticks since, in
+// ns by the ring's TickNsAt. A fire function that times a call itself
+// (its exit copies a string) would otherwise subtract ticks from ns.
+func sinceFunc(b *bytes.Buffer, arch Arch) {
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $16\n", constName(ring.Since), flagDUPOK|flagNOSPLIT)
+	if arch == ARM64 {
+		b.WriteString("\tMOVD R0, 8(RSP)\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD 8(RSP), R1\n\tSUB R1, R0, R0\n\tRET\n")
+		return
+	}
+	b.WriteString("\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n")
+	// A counter a little behind on another CPU gives 0, not 2^64.
+	fmt.Fprintf(b, "ticks:\n\tMOVQ AX, CX\n%s\tSUBQ CX, AX\n\tJPL ahead\n\tXORL AX, AX\nahead:\n\tMULQ %s+%d(SB)\n\tSHRQ $32, DX, AX\n\tRET\n", ticksTo("AX"), ringSym(), ring.TickNsAt)
+}
+
 // countCalls writes record's counting, for a tracer that wants only
 // counts (-stats): the site's entry in the tracer's table says where its
 // counters are in the P's, and whether the call adds its elapsed time

@@ -36,9 +36,17 @@ var usdtAutoTable struct {
 //go:linkname usdtAutoNanotime runtime.nanotime
 func usdtAutoNanotime() int64
 
-// usdtAutoSince is the time since start, as an exit probe fired at a
-// return passes it.
+{{if .RingSince}}
+// usdtAutoSince is the time since start, as an exit probe passes it: the
+// ring's, which also takes a start read in ticks (a ring trace that
+// counts by the time-stamp counter).
+//
+//go:linkname usdtAutoSince {{.RingSince}}
+func usdtAutoSince(start int64) uint64
+{{else}}
+// usdtAutoSince is the time since start, as an exit probe passes it.
 func usdtAutoSince(start int64) uint64 { return uint64(usdtAutoNanotime() - start) }
+{{end}}
 
 type usdtAutoCString [{{.CStringSize}}]byte
 
@@ -167,6 +175,9 @@ type supportData struct {
 	CStringMax, CStringSize int
 	// Generic says the package's Go has type parameters (1.18).
 	Generic bool
+	// RingSince is asmgen.SinceSymbol where the trampolines write to
+	// the ring.
+	RingSince string
 	Fires   []fireFunc
 	Exits   []exitType
 	// Read says an exit type calls usdtAutoRead, which does Reads.
@@ -287,6 +298,9 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Fires:       fires,
 		Generic:     g.generics,
 		Read:        g.sharedReads,
+	}
+	if (asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}).WithRing(arch) {
+		d.RingSince = asmgen.SinceSymbol
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {

@@ -352,7 +352,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 			site, fireFn, clock := g.add(fd, fn.Exit, args, x.dropped, sem, false)
 			elapsed := "x.start"
 			if clock != asmgen.ClockSince {
-				elapsed = "uint64(usdtAutoNanotime() - x.start)"
+				elapsed = "usdtAutoSince(x.start)"
 			}
 			exprs, held, shared := x.fire(site)
 			g.sharedReads = g.sharedReads || shared

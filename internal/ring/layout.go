@@ -80,6 +80,10 @@ const (
 	WhereMagic = 0x676e72544453557f // "\x7fUSDTrng"
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
+	// Since is the code a fire function calls for the time elapsed since
+	// a call's start, which a ring trace that counts by the time-stamp
+	// counter had read in ticks (TicksTag).
+	Since = "usdt/ring.since"
 	// ProviderMagic starts the list each package whose usdtgen probes
 	// write to the ring keeps in its read-only data: the magic, the
 	// count of probes, and each one's semaphore, whose address is the

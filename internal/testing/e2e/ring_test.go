@@ -103,8 +103,14 @@ func TestRingStatsUnprivileged(t *testing.T) {
 			if m, n := napTotal.FindStringSubmatch(out), napped.FindStringSubmatch(out); m != nil && n != nil {
 				total, err := time.ParseDuration(m[1])
 				ns, _ := strconv.ParseInt(n[1], 10, 64)
-				if diff := (total - time.Duration(ns)).Abs(); err != nil || diff > time.Duration(ns)/20 {
-					t.Errorf("trace timed nap's calls at %s in all, the fixture at %s: want within 5%%:\n%s", m[1], time.Duration(ns), out)
+				// The fixture's times hold the probes' own work too,
+				// which emulation (the VMs' TCG) makes slow.
+				tolerance := int64(20)
+				if tracetest.TimeSlack > 1 {
+					tolerance = 5
+				}
+				if diff := (total - time.Duration(ns)).Abs(); err != nil || diff > time.Duration(ns/tolerance) {
+					t.Errorf("trace timed nap's calls at %s in all, the fixture at %s: want within 1/%d:\n%s", m[1], time.Duration(ns), tolerance, out)
 				}
 			} else if tc.want["main.nap"] > 0 {
 				t.Errorf("no total of nap's calls from trace, or from the fixture:\n%s", out)

@@ -35,8 +35,15 @@ func wide(a, b, c, d, e, f, g, h, i, j int) int { return a + b + c + d + e + f +
 //go:noinline
 func note(s string) int { return len(s) }
 
+// nap returns a string so that its exit probe copies it: the fire
+// function, not the clock's trampoline, times such a call, from a start
+// that a ring trace counting by the time-stamp counter read in ticks.
+//
 //go:noinline
-func nap(d time.Duration) { time.Sleep(d) }
+func nap(d time.Duration) string {
+	time.Sleep(d)
+	return "slept"
+}
 
 var adds, wides, napped atomic.Int64
 
