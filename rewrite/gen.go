@@ -178,8 +178,8 @@ type supportData struct {
 	// RingSince is asmgen.SinceSymbol where the trampolines write to
 	// the ring.
 	RingSince string
-	Fires   []fireFunc
-	Exits   []exitType
+	Fires     []fireFunc
+	Exits     []exitType
 	// Read says an exit type calls usdtAutoRead, which does Reads.
 	Read     bool
 	ReadMask int
