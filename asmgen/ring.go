@@ -251,8 +251,7 @@ func sinceFunc(b *bytes.Buffer, arch Arch) {
 		return
 	}
 	b.WriteString("\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n")
-	// A counter a little behind on another CPU gives 0, not 2^64.
-	fmt.Fprintf(b, "ticks:\n\tMOVQ AX, CX\n%s\tSUBQ CX, AX\n\tJPL ahead\n\tXORL AX, AX\nahead:\n\tMULQ %s+%d(SB)\n\tSHRQ $32, DX, AX\n\tRET\n", ticksTo("AX"), ringSym(), ring.TickNsAt)
+	fmt.Fprintf(b, "ticks:\n\tMOVQ AX, CX\n%s%s\tRET\n", ticksTo("AX"), ticksToNs("CX"))
 }
 
 // countCalls writes record's counting, for a tracer that wants only

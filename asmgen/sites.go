@@ -261,10 +261,14 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, rec
 // in AX and the time in DX, as record takes it, and on to elapsed.
 func ticksSince(b *bytes.Buffer, start string) {
 	fmt.Fprintf(b, "\tMOVQ %s, AX\n\tTESTQ AX, AX\n\tJPL clock\n%s", start, ticksTo("DX"))
-	// A counter a little behind on another CPU must not make a call
-	// take 2^64 ticks.
-	fmt.Fprintf(b, "\tMOVQ DX, CX\n\tMOVQ DX, AX\n\tSUBQ %s, AX\n\tJPL ahead\n\tXORL AX, AX\nahead:\n", start)
-	fmt.Fprintf(b, "\tMULQ %s+%d(SB)\n\tSHRQ $32, DX, AX\n\tMOVQ CX, DX\n\tJMP elapsed\nclock:\n", ringSym(), ring.TickNsAt)
+	fmt.Fprintf(b, "\tMOVQ DX, CX\n\tMOVQ DX, AX\n%s\tMOVQ CX, DX\n\tJMP elapsed\nclock:\n", ticksToNs(start))
+}
+
+// ticksToNs turns the ticks in AX, less the start in ticks, into the ns
+// elapsed, in AX, by the ring's TickNsAt. It takes DX. A counter a little
+// behind on another CPU gives 0, not 2^64 ticks.
+func ticksToNs(start string) string {
+	return fmt.Sprintf("\tSUBQ %s, AX\n\tJPL ahead\n\tXORL AX, AX\nahead:\n\tMULQ %s+%d(SB)\n\tSHRQ $32, DX, AX\n", start, ringSym(), ring.TickNsAt)
 }
 
 // now writes a trampoline with ClockNow: it calls the site, then the clock,
