@@ -378,7 +378,17 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	sp := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
 	next := sp.since.Add(opt.Interval)
 	lapsed, stopRenewing := renew(s.Session)
-	tick := time.NewTicker(pollEvery)
+	// Counting writes no records: the reader wakes to print an
+	// interval's counts and to see losses, and every wake takes a share
+	// of the CPUs the program runs on.
+	every := pollEvery
+	if opt.Stats {
+		every = countsPollEvery
+		if opt.Interval > 0 {
+			every = min(every, opt.Interval)
+		}
+	}
+	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var readErr error
 	exiting, busy := false, false
@@ -386,6 +396,8 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if !busy {
 			select {
 			case <-tick.C:
+			case <-f.ctx.Done():
+			case <-f.done:
 			case <-hold.Exiting:
 				exiting = true
 			case <-lapsed:
@@ -469,6 +481,10 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	}
 	return f.exit()
 }
+
+// countsPollEvery is how often a counting reader wakes: it has no
+// records to take, only the losses of Ps without a slot to see.
+const countsPollEvery = 250 * time.Millisecond
 
 // countsAtExits reports whether the counted sites hold no entry of a
 // function that has an exit probe in the binary (whose trampoline,
