@@ -245,13 +245,35 @@ var SinceSymbol = ring.Since
 // ns by the ring's TickNsAt. A fire function that times a call itself
 // (its exit copies a string) would otherwise subtract ticks from ns.
 func sinceFunc(b *bytes.Buffer, arch Arch) {
-	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $16\n", constName(ring.Since), flagDUPOK|flagNOSPLIT)
+	clockFunc(b, arch, ring.Since, 16,
+		"\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n"+
+			"ticks:\n\tMOVQ AX, CX\n"+ticksTo("AX")+ticksToNs("CX")+"\tRET\n",
+		"\tMOVD R0, 8(RSP)\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD 8(RSP), R1\n\tSUB R1, R0, R0\n\tRET\n")
+}
+
+// NowSymbol is the function the fire functions call for a call's start
+// (Go: func() int64), defined where SinceSymbol is.
+var NowSymbol = ring.Now
+
+// nowFunc writes NowSymbol: the ticks, tagged, while the ring's clock is
+// the time-stamp counter, for SinceSymbol to count from; else
+// runtime.nanotime, whose result is the caller's (a tail call). arm64's
+// ring never counts in ticks.
+func nowFunc(b *bytes.Buffer, arch Arch) {
+	clockFunc(b, arch, ring.Now, 0,
+		fmt.Sprintf("\tCMPQ %s+%d(SB), $%d\n\tJNE nanotime\n%s\tRET\nnanotime:\n\tJMP runtime·nanotime<ABIInternal>(SB)\n", ringSym(), ring.ClockAt, ring.Ticks, ticksTo("AX")),
+		"\tB runtime·nanotime<ABIInternal>(SB)\n")
+}
+
+// clockFunc writes one of the ring's clock functions for the fire
+// functions, DUPOK as the writer is, with its body for arch.
+func clockFunc(b *bytes.Buffer, arch Arch, symbol string, frame int, amd64, arm64 string) {
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $%d\n", constName(symbol), flagDUPOK|flagNOSPLIT, frame)
 	if arch == ARM64 {
-		b.WriteString("\tMOVD R0, 8(RSP)\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD 8(RSP), R1\n\tSUB R1, R0, R0\n\tRET\n")
-		return
+		b.WriteString(arm64)
+	} else {
+		b.WriteString(amd64)
 	}
-	b.WriteString("\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n")
-	fmt.Fprintf(b, "ticks:\n\tMOVQ AX, CX\n%s%s\tRET\n", ticksTo("AX"), ticksToNs("CX"))
 }
 
 // countCalls writes record's counting, for a tracer that wants only

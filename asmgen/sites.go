@@ -365,6 +365,7 @@ func Plan9Sites(arch Arch, header, pkg string, syms Symbols, rt Runtime, probes 
 	if record != "" {
 		recordFunc(&b, arch, rt)
 		sinceFunc(&b, arch)
+		nowFunc(&b, arch)
 	}
 	laid := make([]probe.Probe, len(probes))
 	for i, p := range probes {

@@ -29,23 +29,28 @@ var usdtAutoTable struct {
 	tail       [{{.Tail}}]uint64
 }
 
-// usdtAutoNanotime is the runtime's monotonic clock, which the runtime
-// offers to linkname; a package importing only unsafe can be instrumented,
-// standard ones included.
-//
-//go:linkname usdtAutoNanotime runtime.nanotime
-func usdtAutoNanotime() int64
-
 {{if .RingSince}}
+// usdtAutoNow is a call's start time: the ring's clock, ticks while a
+// ring trace counts by the time-stamp counter, else runtime.nanotime.
+//
+//go:linkname usdtAutoNow {{.RingNow}}
+func usdtAutoNow() int64
+
 // usdtAutoSince is the time since start, as an exit probe passes it: the
-// ring's, which also takes a start read in ticks (a ring trace that
-// counts by the time-stamp counter).
+// ring's, which takes a start in ticks too.
 //
 //go:linkname usdtAutoSince {{.RingSince}}
 func usdtAutoSince(start int64) uint64
 {{else}}
+// usdtAutoNow is a call's start time: the runtime's monotonic clock,
+// which the runtime offers to linkname; a package importing only unsafe
+// can be instrumented, standard ones included.
+//
+//go:linkname usdtAutoNow runtime.nanotime
+func usdtAutoNow() int64
+
 // usdtAutoSince is the time since start, as an exit probe passes it.
-func usdtAutoSince(start int64) uint64 { return uint64(usdtAutoNanotime() - start) }
+func usdtAutoSince(start int64) uint64 { return uint64(usdtAutoNow() - start) }
 {{end}}
 
 type usdtAutoCString [{{.CStringSize}}]byte
@@ -106,7 +111,7 @@ func usdtAutoF64(f float64) uint64 { return *(*uint64)(unsafe.Pointer(&f)) }
 func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}} {
 {{range .Bufs}}	var {{.}} usdtAutoCString
 {{end}}	usdtAutoTramp{{.N}}({{join .Call ", "}}){{if .Result}}
-	return usdtAutoNanotime(){{end}}
+	return usdtAutoNow(){{end}}
 }
 
 {{if .Linkname}}//go:linkname usdtAutoTramp{{.N}} {{.Linkname}}
@@ -175,11 +180,11 @@ type supportData struct {
 	CStringMax, CStringSize int
 	// Generic says the package's Go has type parameters (1.18).
 	Generic bool
-	// RingSince is asmgen.SinceSymbol where the trampolines write to
-	// the ring.
-	RingSince string
-	Fires     []fireFunc
-	Exits     []exitType
+	// RingSince and RingNow are asmgen.SinceSymbol and NowSymbol where
+	// the trampolines write to the ring.
+	RingSince, RingNow string
+	Fires              []fireFunc
+	Exits              []exitType
 	// Read says an exit type calls usdtAutoRead, which does Reads.
 	Read     bool
 	ReadMask int
@@ -300,7 +305,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Read:        g.sharedReads,
 	}
 	if (asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}).WithRing(arch) {
-		d.RingSince = asmgen.SinceSymbol
+		d.RingSince, d.RingNow = asmgen.SinceSymbol, asmgen.NowSymbol
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {

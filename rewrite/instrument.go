@@ -257,7 +257,7 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	var fire []string
 	// now is what gives an exit probe its start time: the entry probe's
 	// fire function when it returns the time, else the clock.
-	now := g.prefix + "Nanotime()"
+	now := g.prefix + "Now()"
 	if rule.Entry {
 		var vals []value
 		if rule.Args {

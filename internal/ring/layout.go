@@ -84,6 +84,11 @@ const (
 	// a call's start, which a ring trace that counts by the time-stamp
 	// counter had read in ticks (TicksTag).
 	Since = "usdt/ring.since"
+	// Now is the code a fire function calls for a call's start: the
+	// time-stamp counter's ticks (TicksTag) while ClockAt is Ticks, else
+	// runtime.nanotime. A fire function times the calls whose arguments
+	// it copies, and kvm-clock's nanotime costs 2.5 times the counter.
+	Now = "usdt/ring.now"
 	// ProviderMagic starts the list each package whose usdtgen probes
 	// write to the ring keeps in its read-only data: the magic, the
 	// count of probes, and each one's semaphore, whose address is the
