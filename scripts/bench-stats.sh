@@ -26,6 +26,16 @@
 # and, with runtime-trace in MODES, the plain build under Go's own
 # execution tracer (runtime/trace, the server's -trace), the anchor.
 #
+# With ALTERNATE=N, it measures instead one server per build and tracer
+# mode: N pairs of windows of DURATION seconds, one untraced and one
+# traced by a tracer attached for that window only (-p, ended by SIGINT,
+# which leaves the server as it found it), the untraced one first in
+# odd pairs and second in even ones, and prints each pair's ratio, their
+# median and quartiles. Servers started anew run at speeds that
+# differ by up to 15 % on this machine (their heaps' layout), more than
+# the few per cent a counting tracer costs; one server's windows differ
+# by less.
+#
 # A tracer that has not attached in ATTACH_TIMEOUT seconds (BEGIN fired
 # for bpftrace, -v's "attached" for trace) or fails is reported as such,
 # and not tried again on that build; every wait and every load is bounded
@@ -34,6 +44,7 @@
 #
 # Environment:
 #   COUNT=3                passes
+#   ALTERNATE=             windows per server, untraced then traced
 #   DURATION=5             seconds of load per run
 #   ATTACH_TIMEOUT=120     seconds a tracer may take to attach
 #   SETS="main http all"   builds to measure
@@ -108,7 +119,6 @@ measure() {
 	# Emptied before the server starts, not as it does: the last run's
 	# address must not be read.
 	: >"$OUT/server.txt"
-	: >"$log"
 	local flags=()
 	[[ $mode == runtime-trace ]] && flags=(-trace "$OUT/runtime.trace")
 	"$bin" "${flags[@]}" >>"$OUT/server.txt" 2>&1 &
@@ -119,53 +129,13 @@ measure() {
 		return
 	}
 	addr=$(awk '/^listening on/ { print $3 }' "$OUT/server.txt")
-	case $mode in
-	untraced) ;;
-	stats)
-		"$tool" trace -v -transport bpf -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
-		tracer=$!
-		;;
-	events)
-		"$tool" trace -v -transport bpf -p "$server" >/dev/null 2>"$log" &
-		tracer=$!
-		;;
-	ring-stats)
-		"$tool" trace -v -transport ring -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
-		tracer=$!
-		;;
-	ring-json)
-		"$tool" trace -v -transport ring -json -p "$server" >"$OUT/events.json" 2>"$log" &
-		tracer=$!
-		;;
-	bt-0.17)
-		BPFTRACE_MAX_PROBES=100000 BPFTRACE_MAX_BPF_PROGS=100000 bpftrace -p "$server" "$OUT/$set.bt" >"$log" 2>&1 &
-		tracer=$!
-		;;
-	bt-0.27)
-		BPFTRACE_MAX_PROBES=100000 BPFTRACE_MAX_BPF_PROGS=100000 chroot "$SID" env -C / bpftrace -p "$server" "$OUT/$set.bt" >"$log" 2>&1 &
-		tracer=$!
-		;;
-	esac
-	if [[ -n $tracer ]]; then
-		local t0=$SECONDS rc=0
-		wait_for "$log" '^attached|^usdt-toolexec trace: attached' "$tracer" || rc=$?
-		if ((rc != 0)); then
-			if ((rc == 2)); then
-				echo "- not attached in ${ATTACH_TIMEOUT} s"
-			else
-				# bpftrace warns before it fails: the error is the line.
-				echo "- failed: $({ grep -m1 ERROR "$log" || grep -m1 -iE 'error|fail' "$log"; } | cut -c1-120)"
-			fi
-			stop "$tracer" INT
-			stop "$server"
-			return
-		fi
-		note="attached in $((SECONDS - t0)) s"
-	fi
-	timeout $((DURATION + 30)) wrk -t2 -c8 -d"${DURATION}s" "http://$addr/items/42" >"$OUT/wrk.txt" 2>&1 || true
-	local rps requests
-	rps=$(awk '$1 == "Requests/sec:" { print $2 }' "$OUT/wrk.txt")
-	requests=$(awk '/requests in/ { print $1 }' "$OUT/wrk.txt")
+	attach "$set" "$mode" "$server" || {
+		echo "- $why"
+		stop "$server"
+		return
+	}
+	load "$addr"
+	local rps=$loaded requests=$served
 	# The tracer ends with the server it traces.
 	stop "$server"
 	if [[ -n $tracer ]]; then
@@ -192,13 +162,154 @@ measure() {
 	echo "${rps:--} $note"
 }
 
+# load ADDR drives the server at ADDR for DURATION seconds: its
+# requests/s in loaded, the requests in served.
+load() {
+	timeout $((DURATION + 30)) wrk -t2 -c8 -d"${DURATION}s" "http://$1/items/42" >"$OUT/wrk.txt" 2>&1 || true
+	loaded=$(awk '$1 == "Requests/sec:" { print $2 }' "$OUT/wrk.txt")
+	served=$(awk '/requests in/ { print $1 }' "$OUT/wrk.txt")
+}
+
+# attach SET MODE PID starts MODE's tracer on process PID (of build SET),
+# its pid in tracer (empty untraced), and waits until it has attached:
+# note says how long it took. Else it sets why, stops the tracer and
+# fails.
+attach() {
+	local set=$1 mode=$2 server=$3 log=$OUT/tracer.txt
+	tracer=
+	: >"$log"
+	case $mode in
+	untraced | runtime-trace) ;;
+	stats)
+		"$tool" trace -v -transport bpf -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
+		tracer=$!
+		;;
+	events)
+		"$tool" trace -v -transport bpf -p "$server" >/dev/null 2>"$log" &
+		tracer=$!
+		;;
+	ring-stats)
+		"$tool" trace -v -transport ring -stats -p "$server" >"$OUT/stats.txt" 2>"$log" &
+		tracer=$!
+		;;
+	ring-json)
+		"$tool" trace -v -transport ring -json -p "$server" >"$OUT/events.json" 2>"$log" &
+		tracer=$!
+		;;
+	bt-0.17)
+		BPFTRACE_MAX_PROBES=100000 BPFTRACE_MAX_BPF_PROGS=100000 bpftrace -p "$server" "$OUT/$set.bt" >"$log" 2>&1 &
+		tracer=$!
+		;;
+	bt-0.27)
+		BPFTRACE_MAX_PROBES=100000 BPFTRACE_MAX_BPF_PROGS=100000 chroot "$SID" env -C / bpftrace -p "$server" "$OUT/$set.bt" >"$log" 2>&1 &
+		tracer=$!
+		;;
+	esac
+	note=
+	[[ -z $tracer ]] && return 0
+	local t0=$SECONDS rc=0
+	wait_for "$log" '^attached|^usdt-toolexec trace: attached' "$tracer" || rc=$?
+	if ((rc != 0)); then
+		if ((rc == 2)); then
+			why="not attached in ${ATTACH_TIMEOUT} s"
+		else
+			# bpftrace warns before it fails: the error is the line.
+			why="failed: $({ grep -m1 ERROR "$log" || grep -m1 -iE 'error|fail' "$log"; } | cut -c1-120)"
+		fi
+		stop "$tracer" INT
+		return 1
+	fi
+	note="attached in $((SECONDS - t0)) s"
+}
+
+# alternate SET MODE: one server of build SET, ALTERNATE pairs of
+# windows untraced and traced as MODE; a line a pair:
+# "SET MODE untraced-rps traced-rps ratio", or "SET MODE - why".
+alternate() {
+	local set=$1 mode=$2 bin=$OUT/jsonapi-$1 addr i u t
+	: >"$OUT/server.txt"
+	"$bin" >>"$OUT/server.txt" 2>&1 &
+	local server=$!
+	if ! wait_for "$OUT/server.txt" '^listening on' "$server"; then
+		echo "$set $mode - the server did not start: $(head -c 200 "$OUT/server.txt")"
+		stop "$server"
+		return
+	fi
+	addr=$(awk '/^listening on/ { print $3 }' "$OUT/server.txt")
+	load "$addr" # its first window warms it up
+	for ((i = 1; i <= ALTERNATE; i++)); do
+		# Untraced first, then traced first, each window after a
+		# second's rest: on this machine a window that follows another
+		# at once runs up to 8 % slower than one after a pause.
+		u=
+		if ((i % 2)); then
+			sleep 1
+			load "$addr"
+			u=$loaded
+		fi
+		if ! attach "$set" "$mode" "$server"; then
+			echo "$set $mode - $why"
+			break
+		fi
+		sleep 1
+		load "$addr"
+		t=$loaded
+		stop "$tracer" INT
+		if [[ -z $u ]]; then
+			sleep 1
+			load "$addr"
+			u=$loaded
+		fi
+		echo "$set $mode $u $t $(awk -v u="$u" -v t="$t" 'BEGIN { printf "%.3f", t / u }')"
+	done
+	stop "$server"
+}
+
 modes=($MODES)
 if [[ " $MODES " == *" bt-0.27 "* && ! -x $SID/usr/bin/bpftrace ]]; then
 	echo "# no sid chroot at $SID (scripts/sid-chroot.sh): no bt-0.27" >&2
 	modes=("${modes[@]/bt-0.27/}")
 fi
+# sorted(list, a) splits the numbers of list into a, sorted, and
+# returns how many there are: for the awk programs below.
+sorted='
+function sorted(list, a,    m, i, j, x) {
+	m = split(list, a, " ")
+	for (i = 2; i <= m; i++) {
+		x = a[i]
+		for (j = i - 1; j >= 1 && a[j] + 0 > x + 0; j--) a[j + 1] = a[j]
+		a[j + 1] = x
+	}
+	return m
+}'
 raw=$OUT/raw.txt
 : >"$raw"
+if [[ -n ${ALTERNATE:-} ]]; then
+	for set in $SETS; do
+		for m in "${modes[@]}"; do
+			[[ -z $m || $m == untraced || $m == runtime-trace ]] && continue
+			echo "# $set $m, $ALTERNATE pairs of windows" >&2
+			alternate "$set" "$m" | tee -a "$raw" >&2
+		done
+	done
+	echo "raw results: $raw"
+	echo "kernel $(uname -r), $(nproc) cpus: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ //'), load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+	echo "wrk -t2 -c8 -d${DURATION}s, ALTERNATE=$ALTERNATE: one server a row, windows untraced and traced in turn"
+	# Each row: each traced window's requests/s against the untraced one
+	# of its pair, the median of those ratios and its quartiles.
+	awk "$sorted"'
+	$3 == "-" { print $1, $2 ": " substr($0, index($0, "- ") + 2); next }
+	{ k = $1 " " $2; r[k] = r[k] " " $5; u[k] = u[k] " " $3; t[k] = t[k] " " $4; if (!(k in seen)) { seen[k] = 1; keys[++n] = k } }
+	function q(a, m, f,    x, i) { x = 1 + (m - 1) * f; i = int(x); return i < m ? a[i] + (x - i) * (a[i + 1] - a[i]) : a[m] }
+	END {
+		printf "%-18s %5s %10s %10s %8s %15s %s\n", "build mode", "pairs", "untraced", "traced", "ratio", "quartiles", "ratios"
+		for (i = 1; i <= n; i++) {
+			m = sorted(r[keys[i]], a); sorted(u[keys[i]], b); sorted(t[keys[i]], c)
+			printf "%-18s %5d %10.0f %10.0f %7.3fx %7.3f-%.3f %s\n", keys[i], m, q(b, m, 0.5), q(c, m, 0.5), q(a, m, 0.5), q(a, m, 0.25), q(a, m, 0.75), r[keys[i]]
+		}
+	}' "$raw"
+	exit 0
+fi
 echo "plain 1 untraced $(measure plain untraced)" >>"$raw"
 # A tracer that did not attach to a build is not tried on it again: each
 # try costs up to ATTACH_TIMEOUT, and the first says why.
@@ -232,16 +343,11 @@ for set in $SETS; do
 done
 echo
 # The median requests/s per build and mode, and the runs that failed.
-awk -v modes="untraced ${modes[*]}" '
+awk -v modes="untraced ${modes[*]}" "$sorted"'
 $4 == "-" { why[$1 " " $3] = substr($0, index($0, "- ") + 2); next }
 { v[$1 " " $3] = v[$1 " " $3] " " $4; seen[$1] = 1; if (!($1 in order)) { order[$1] = ++n; names[n] = $1 } }
-function median(list,    a, m, i, j, t) {
-	m = split(list, a, " ")
-	for (i = 2; i <= m; i++) {
-		t = a[i]
-		for (j = i - 1; j >= 1 && a[j] + 0 > t + 0; j--) a[j + 1] = a[j]
-		a[j + 1] = t
-	}
+function median(list,    a, m) {
+	m = sorted(list, a)
 	return m % 2 ? a[(m + 1) / 2] : (a[m / 2] + a[m / 2 + 1]) / 2
 }
 END {
