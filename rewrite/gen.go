@@ -29,17 +29,17 @@ var usdtAutoTable struct {
 	tail       [{{.Tail}}]uint64
 }
 
-{{if .RingSince}}
+{{with .Ring}}
 // usdtAutoNow is a call's start time: the ring's clock, ticks while a
 // ring trace counts by the time-stamp counter, else runtime.nanotime.
 //
-//go:linkname usdtAutoNow {{.RingNow}}
+//go:linkname usdtAutoNow {{.Now}}
 func usdtAutoNow() int64
 
 // usdtAutoSince is the time since start, as an exit probe passes it: the
 // ring's, which takes a start in ticks too.
 //
-//go:linkname usdtAutoSince {{.RingSince}}
+//go:linkname usdtAutoSince {{.Since}}
 func usdtAutoSince(start int64) uint64
 {{else}}
 // usdtAutoNow is a call's start time: the runtime's monotonic clock,
@@ -172,6 +172,9 @@ type usdtAutoExit{{.N}}{{if .TypeParams}}[{{join .TypeParams ", "}} interface{}]
 func (x usdtAutoExit{{.N}}{{if .TypeParams}}[{{join .TypeParams ", "}}]{{end}}) fire() { {{range .Boxes}}{{.}}; {{end}}usdtAutoFire{{.Fire}}({{join .Args ", "}}) }
 {{end}}`))
 
+// ringClock is the ring's clock functions, for the fire functions.
+type ringClock struct{ Now, Since string }
+
 // supportData fills supportFile.
 type supportData struct {
 	Package                 string
@@ -180,11 +183,11 @@ type supportData struct {
 	CStringMax, CStringSize int
 	// Generic says the package's Go has type parameters (1.18).
 	Generic bool
-	// RingSince and RingNow are asmgen.SinceSymbol and NowSymbol where
-	// the trampolines write to the ring.
-	RingSince, RingNow string
-	Fires              []fireFunc
-	Exits              []exitType
+	// Ring, where the trampolines write to the ring, names its clock's
+	// functions.
+	Ring  *ringClock
+	Fires []fireFunc
+	Exits []exitType
 	// Read says an exit type calls usdtAutoRead, which does Reads.
 	Read     bool
 	ReadMask int
@@ -305,7 +308,7 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Read:        g.sharedReads,
 	}
 	if (asmgen.Runtime{Goid: cfg.GoidOffset, P: cfg.P}).WithRing(arch) {
-		d.RingSince, d.RingNow = asmgen.SinceSymbol, asmgen.NowSymbol
+		d.Ring = &ringClock{Now: asmgen.NowSymbol, Since: asmgen.SinceSymbol}
 	}
 	d.ReadMask = 1<<readBits - 1
 	for r := readU8; r < readString; r++ {
