@@ -162,9 +162,8 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	b.WriteString("tsc:\n\tTESTQ DX, DX\n\tJMI timed\n" + ticksTo("DX") + "timed:\n")
 	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
 	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
-	// The P's id in R13.
-	fmt.Fprintf(b, "\tMOVQ %d(R14), R13\n\tMOVQ %d(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX %d(R13), R13\n", rt.P.GM, rt.P.MP, rt.P.ID)
-	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC noslot\n\tMOVQ R13, %d(SP)\n", ctl, ring.SlotsAt, recordP)
+	pTo(b, rt, "done", "noslot")
+	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n", recordP)
 	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ring.ModeAt, ring.Counts)
 	// The record's size in CX: its words, then each string's length and
 	// bytes.
@@ -175,7 +174,8 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tADDQ $15, DX\n\tANDQ $~7, DX\n\tADDQ DX, CX\nsizenext:\n\tINCQ R11\n\tCMPQ R11, %d(SP)\n\tJCS size\nsized:\n", recordWords)
 	// The value area's bytes, with the site's reads.
 	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tCMPQ %s+%d(SB), $0\n\tJEQ planned\n", recordArea, ctl, ring.PlansAt)
-	siteEntry(b, "AX", "plan", "planned")
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
+	siteEntry(b, countRegs{site: "R10", table: "R9", hash: "R11", idx: "AX", entry: "SI"}, "plan", "planned")
 	fmt.Fprintf(b, "\tMOVQ SI, AX\n\tSHRQ $32, AX\n\tADDQ AX, CX\n\tMOVQ AX, %d(SP)\n\tMOVLQZX SI, SI\n\tLEAQ %s(SB), AX\n\tADDQ AX, SI\n\tMOVQ SI, %d(SP)\nplanned:\n", recordArea, ctl, recordPlan)
 	// The P's header in BX; room for the record below the tracer's tail?
 	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ring.HeaderSize), ctl, ring.HeadersAt)
@@ -232,6 +232,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 		fmt.Fprintf(b, "\tMOVQ %d(SP), %s\n", 8*i, r)
 	}
 	fmt.Fprintf(b, "\tMOVQ %d(SP), DX\n\tRET\n", recordTime)
+	bucketFunc(b)
 }
 
 // SinceSymbol is the function the fire functions call for the ns
@@ -247,7 +248,7 @@ var SinceSymbol = ring.Since
 func sinceFunc(b *bytes.Buffer, arch Arch) {
 	clockFunc(b, arch, ring.Since, 16,
 		"\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n"+
-			"ticks:\n\tMOVQ AX, CX\n"+ticksTo("AX")+ticksToNs("CX")+"\tRET\n",
+			"ticks:\n\tMOVQ AX, CX\n"+ticksTo("AX")+ticksToNs("CX", "ahead")+"\tRET\n",
 		"\tMOVD R0, 8(RSP)\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD 8(RSP), R1\n\tSUB R1, R0, R0\n\tRET\n")
 }
 
@@ -276,32 +277,88 @@ func clockFunc(b *bytes.Buffer, arch Arch, symbol string, frame int, amd64, arm6
 	}
 }
 
+// pTo puts the id of the goroutine's P in R13, or goes to noP while
+// the thread has none, or to noSlot when the P has no buffer.
+func pTo(b *bytes.Buffer, rt Runtime, noP, noSlot string) {
+	fmt.Fprintf(b, "\tMOVQ %d(R14), R13\n\tMOVQ %d(R13), R13\n\tTESTQ R13, R13\n\tJEQ %s\n\tMOVLQZX %d(R13), R13\n", rt.P.GM, rt.P.MP, noP, rt.P.ID)
+	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC %s\n", ringSym(), ring.SlotsAt, noSlot)
+}
+
 // countCalls writes record's counting, for a tracer that wants only
-// counts (-stats): the site's entry in the tracer's table says where its
-// counters are in the P's, and whether the call adds its elapsed time
-// (the first word) to a total and to the bucket of its bit length, or
-// counts one. A site the table lacks counts nothing. The P's id is in
-// R13.
+// counts (-stats), the P's id in R13 and the elapsed time at 8(SP).
 func countCalls(b *bytes.Buffer) {
-	ctl := ringSym()
 	b.WriteString("count:\n")
-	siteEntry(b, "CX", "lookup", "done")
-	// The site's counters in DI: the P's, then the site's first.
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tIMULQ R13, DI\n\tADDQ %[1]s+%[3]d(SB), DI\n\tLEAQ %[1]s(SB), AX\n\tADDQ AX, DI\n", ctl, ring.CountersSizeAt, ring.CountersAt)
-	b.WriteString("\tMOVQ SI, CX\n\tSHRQ $1, CX\n\tLEAQ (DI)(CX*8), DI\n\tTESTQ $1, SI\n\tJNE elapsed\n\tINCQ (DI)\n\tJMP done\n")
-	fmt.Fprintf(b, "elapsed:\n\tMOVQ 8(SP), AX\n\tADDQ AX, (DI)\n\tXORL CX, CX\n\tTESTQ AX, AX\n\tJEQ bucket\n\tBSRQ AX, CX\n\tINCQ CX\n\tCMPQ CX, $%d\n\tJLS bucket\n\tMOVQ $%[1]d, CX\n", ring.HistBuckets-1)
-	b.WriteString("bucket:\n\tINCQ 8(DI)(CX*8)\n\tJMP done\n")
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
+	siteEntry(b, countRegs{site: "R10", table: "R9", hash: "R11", idx: "CX", entry: "SI"}, "lookup", "done")
+	siteCounters(b, countRegs{p: "R13", entry: "SI", tmp: "AX"})
+	b.WriteString("\tMOVQ 8(SP), AX\n")
+	addCount(b, countRegs{entry: "SI", elapsed: "AX"}, "", "done")
+	b.WriteString("\tJMP done\n")
+}
+
+// countRegs names the registers that the counting's steps use, so that
+// record, which has saved every register, and since, which keeps the
+// arguments where the site reads them, share the steps.
+type countRegs struct {
+	site, table, hash, idx string
+	p, entry, elapsed, tmp string
 }
 
 // siteEntry finds the site's entry in the tracer's table (ring.DataAt,
 // open addressing from the site's address / 8) and leaves its second
-// word in SI, or goes to missing. It uses R8 to R11 and idx.
-func siteEntry(b *bytes.Buffer, idx, label, missing string) {
+// word in r.entry, or goes to missing. It takes r.table, r.hash, r.idx
+// and r.entry, which may be r.hash.
+func siteEntry(b *bytes.Buffer, r countRegs, label, missing string) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
-	fmt.Fprintf(b, "\tMOVQ R10, R11\n\tSHRQ $3, R11\n\tMOVQ %s+%d(SB), R8\n\tLEAQ %[1]s+%[3]d(SB), R9\n", ctl, ring.TableMaskAt, ring.DataAt)
-	fmt.Fprintf(b, "%[2]s:\n\tANDQ R8, R11\n\tMOVQ R11, %[1]s\n\tSHLQ $4, %[1]s\n\tMOVQ (R9)(%[1]s*1), SI\n\tCMPQ SI, R10\n\tJEQ %[2]sfound\n\tTESTQ SI, SI\n\tJEQ %[3]s\n\tINCQ R11\n\tJMP %[2]s\n", idx, label, missing)
-	fmt.Fprintf(b, "%[2]sfound:\n\tMOVQ 8(R9)(%[1]s*1), SI\n", idx, label)
+	fmt.Fprintf(b, "\tMOVQ %s, %s\n\tSHRQ $3, %[2]s\n\tLEAQ %s+%d(SB), %s\n", r.site, r.hash, ctl, ring.DataAt, r.table)
+	fmt.Fprintf(b, "%s:\n\tANDQ %s+%d(SB), %s\n\tMOVQ %[4]s, %[5]s\n\tSHLQ $4, %[5]s\n", label, ctl, ring.TableMaskAt, r.hash, r.idx)
+	fmt.Fprintf(b, "\tCMPQ (%[1]s)(%[2]s*1), %[3]s\n\tJEQ %[4]sfound\n\tCMPQ (%[1]s)(%[2]s*1), $0\n\tJEQ %[5]s\n\tINCQ %[6]s\n\tJMP %[4]s\n", r.table, r.idx, r.site, label, missing, r.hash)
+	fmt.Fprintf(b, "%sfound:\n\tMOVQ 8(%s)(%s*1), %s\n", label, r.table, r.idx, r.entry)
+}
+
+// siteCounters puts the address of the site's counters in BX, where
+// addCount takes them: its entry in the tracer's table (r.entry) says
+// where they are in the P's (whose id is in r.p), and whether a call adds
+// its elapsed time to a total and to the bucket of its bit length, or
+// counts one. It takes r.tmp.
+func siteCounters(b *bytes.Buffer, r countRegs) {
+	ctl := ringSym()
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), BX\n\tIMULQ %s, BX\n\tADDQ %[1]s+%[4]d(SB), BX\n", ctl, ring.CountersSizeAt, r.p, ring.CountersAt)
+	fmt.Fprintf(b, "\tLEAQ %s(SB), %s\n\tADDQ %[2]s, BX\n\tMOVQ %s, %[2]s\n\tSHRQ $1, %[2]s\n\tLEAQ (BX)(%[2]s*8), BX\n", ctl, r.tmp, r.entry)
+}
+
+// addCount counts a call at the site's counters (in BX, where bucketFunc
+// takes them) by r.entry, the elapsed time in r.elapsed: one that is not
+// timed goes to done, a timed one on past the code. It takes DX, and
+// labels that begin with label.
+func addCount(b *bytes.Buffer, r countRegs, label, done string) {
+	fmt.Fprintf(b, "\tTESTQ $1, %s\n\tJNE %selapsed\n\tINCQ (BX)\n\tJMP %s\n", r.entry, label, done)
+	fmt.Fprintf(b, "%[1]selapsed:\n\tADDQ %[2]s, (BX)\n\tXORL DX, DX\n\tTESTQ %[2]s, %[2]s\n\tJEQ %[1]sbucket\n\tBSRQ %[2]s, DX\n\tINCQ DX\n", label, r.elapsed)
+	fmt.Fprintf(b, "%sbucket:\n\tCALL %s<ABIInternal>(SB)\n", label, constName(ring.Bucket))
+}
+
+// bucketFunc writes ring.Bucket, which adds one to bucket DX (at most
+// ring.HistBuckets-1: a larger DX is that bucket) of the site's
+// counters at BX, behind their total: a tree of a compare for each bit
+// of DX, down to an increment at a constant offset for each bucket.
+// It goes with record, DUPOK as record is.
+func bucketFunc(b *bytes.Buffer) {
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", constName(ring.Bucket), flagDUPOK|flagNOSPLIT|flagNOFRAME)
+	bucketTree(b, 0, ring.HistBuckets)
+}
+
+// bucketTree writes the tree for the buckets from lo up to hi: the lower
+// half falls through, the upper half is a jump away.
+func bucketTree(b *bytes.Buffer, lo, hi int) {
+	if hi-lo == 1 {
+		fmt.Fprintf(b, "\tINCQ %d(BX)\n\tRET\n", 8*(1+lo))
+		return
+	}
+	mid := (lo + hi) / 2
+	fmt.Fprintf(b, "\tCMPQ DX, $%d\n\tJCC b%d_%d\n", mid, mid, hi)
+	bucketTree(b, lo, mid)
+	fmt.Fprintf(b, "b%d_%d:\n", mid, hi)
+	bucketTree(b, mid, hi)
 }
 
 // sysProcessVMReadv is process_vm_readv's number on linux/amd64, whichever

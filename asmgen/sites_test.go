@@ -126,7 +126,7 @@ func nowNoRing(b *bytes.Buffer, arch Arch, name, sites string, goid int64) {
 }
 
 func sinceNoRing(b *bytes.Buffer, arch Arch, name, sites string, goid int64) {
-	since(b, arch, name, sites, goid, "")
+	since(b, arch, name, sites, Runtime{Goid: goid}, "")
 }
 
 // TestTrampolines checks the trampolines' code: the arguments stay where

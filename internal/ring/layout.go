@@ -89,6 +89,11 @@ const (
 	// runtime.nanotime. A fire function times the calls whose arguments
 	// it copies, and kvm-clock's nanotime costs 2.5 times the counter.
 	Now = "usdt/ring.now"
+	// Bucket is the code a counting writer calls to add one to a timed
+	// site's bucket, by a branch for each bit of the bucket's number:
+	// an address computed from the clock would hold every later load
+	// until the clock is read, and the branches are predicted.
+	Bucket = "usdt/ring.bucket"
 	// ProviderMagic starts the list each package whose usdtgen probes
 	// write to the ring keeps in its read-only data: the magic, the
 	// count of probes, and each one's semaphore, whose address is the
