@@ -135,12 +135,9 @@ type Session struct {
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
 	// the time-stamp counter, else 0.
 	tickNs uint64
-	// marked holds the goroutines whose records Deliver has marked
-	// AfterLoss since a P last dropped events (nil before any did).
-	marked map[uint64]bool
-	// lossAfter is a time after which events were dropped whose
-	// records Deliver has not yet reached (see Batch), 0 for none.
-	lossAfter int64
+	// losses marks the records Deliver hands on that may follow dropped
+	// events.
+	losses losses
 }
 
 // Open takes the ring of process pid, whose executable has it at ctl
@@ -474,9 +471,9 @@ const HoldBack = 5 * time.Millisecond
 type Batch struct {
 	buf  []byte
 	recs []placed
-	// lossAfter, when not 0, is a time after which events were dropped,
-	// of any goroutine.
-	lossAfter int64
+	// loss, when its to is not 0, is when the events were dropped
+	// that Take saw counted, of any goroutine.
+	loss lossSpan
 }
 
 // placed is where a record is in a Batch's bytes.
@@ -515,16 +512,18 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 		return nil, busy, err
 	}
 	// A drop counted since the last Take read the counts was of an
-	// event that read the clock after that, give or take the few
-	// instructions between the two.
-	lossAfter := int64(0)
+	// event that read the clock after that and before these were read,
+	// give or take the few instructions between a writer's clock and
+	// its count.
+	var loss lossSpan
 	for i := range s.slots + 1 {
 		n := noSlot
 		if i < s.slots {
 			n = binary.LittleEndian.Uint64(hdrs[i*HeaderSize+LostAt:])
 		}
 		if n != s.dropped[i] {
-			s.dropped[i], lossAfter = n, s.taken-time.Millisecond.Nanoseconds()
+			s.dropped[i] = n
+			loss = lossSpan{s.taken - time.Millisecond.Nanoseconds(), now + time.Millisecond.Nanoseconds()}
 		}
 	}
 	s.taken = now
@@ -541,14 +540,14 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 		busy = busy || head-tail > s.size/4
 	}
 	if total == 0 {
-		if lossAfter != 0 {
+		if loss.to != 0 {
 			// For Deliver to mark the next records.
-			return &Batch{lossAfter: lossAfter}, busy, nil
+			return &Batch{loss: loss}, busy, nil
 		}
 		return nil, busy, nil
 	}
 	// Each P's unread bytes, back to back; then every record's place.
-	b = &Batch{buf: make([]byte, total), lossAfter: lossAfter}
+	b = &Batch{buf: make([]byte, total), loss: loss}
 	var rec Record
 	at := 0
 	starts := make([]int, s.slots)
@@ -606,24 +605,12 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 // process, which may be gone.
 func (s *Session) Deliver(b *Batch, fn func(*Record)) {
 	var rec Record
-	if b.lossAfter != 0 && (s.lossAfter == 0 || b.lossAfter < s.lossAfter) {
-		s.lossAfter = b.lossAfter
+	if b.loss.to != 0 {
+		s.losses.add(b.loss)
 	}
 	for _, r := range b.recs {
 		parse(b.buf[r.at:r.at+r.size], &rec, s.areas)
-		// A P that dropped events may have dropped any goroutine's:
-		// from then on, each goroutine's next record says so. From
-		// the P's next record, which says so, or from the time the
-		// drop was seen, whichever comes first: another goroutine's
-		// record may come between the drop and the P's next one.
-		if rec.AfterLoss || s.lossAfter != 0 && rec.Time > s.lossAfter {
-			s.marked = map[uint64]bool{}
-			s.lossAfter = 0
-		}
-		if s.marked != nil && !s.marked[rec.Goroutine] {
-			rec.AfterLoss = true
-			s.marked[rec.Goroutine] = true
-		}
+		rec.AfterLoss = s.losses.after(rec.Goroutine, rec.Time, rec.AfterLoss)
 		fn(&rec)
 	}
 }
