@@ -1,9 +1,13 @@
 package ring
 
 import (
+	"bytes"
 	"fmt"
+	"os"
 	"os/exec"
 	"runtime"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"unsafe"
@@ -165,6 +169,7 @@ func (h *Hold) run(attach func() (int, error)) {
 	// of the kernel's, which is not passed on. execed holds the
 	// processes told to the tracer at an exec, to be told at their exit.
 	seen, execed := map[int]bool{pid: true}, map[int]bool{}
+	exiting := false
 	if h.stopped {
 		if err := unix.PtraceCont(pid, 0); err != nil {
 			return
@@ -195,17 +200,28 @@ func (h *Hold) run(attach func() (int, error)) {
 			if status&0xff != int(unix.SIGSTOP) {
 				sig = status & 0xff
 			}
-		case event == unix.PTRACE_EVENT_EXIT && tid == pid:
-			close(h.Exiting)
-			<-h.drained
-			// Its other threads stop at their exits too: they are
-			// continued, and reaped, as they come, until its parent
-			// may reap it (a seized process's end is not told here).
-			unix.PtraceDetach(pid)
-			continue
+		case event == unix.PTRACE_EVENT_EXIT && (tid == pid || groupExiting(pid, tid)):
+			// The process's exit: its leader's, or that of the thread
+			// that called exit_group, which stops first. The leader,
+			// killed by that call, may not stop at all.
+			if !exiting {
+				exiting = true
+				close(h.Exiting)
+				<-h.drained
+			}
+			if tid == pid {
+				// Its other threads stop at their exits too: they
+				// are continued, and reaped, as they come, until its
+				// parent may reap it (a seized process's end is not
+				// told here).
+				unix.PtraceDetach(pid)
+				continue
+			}
 		case event == unix.PTRACE_EVENT_EXIT:
-			if execed[tid] {
-				h.tell(tid, false)
+			leader := tgid(tid)
+			if execed[leader] && (tid == leader || groupExiting(leader, tid)) {
+				delete(execed, leader)
+				h.tell(leader, false)
 			}
 		case event == unix.PTRACE_EVENT_EXEC:
 			// The thread that called exec is now the process's only
@@ -225,6 +241,80 @@ func (h *Hold) run(attach func() (int, error)) {
 			return
 		}
 	}
+}
+
+// groupExiting reports whether thread tid, of process pid, stopped at
+// its exit because the process exits: exit_group(2) tells every other
+// thread to die (SIGKILL) before its caller exits, so one of them is
+// dying (or tid is the last), where a thread that exits alone leaves
+// the others be.
+func groupExiting(pid, tid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return false
+	}
+	mine := false
+	for _, t := range tasks {
+		id, _ := strconv.Atoi(t.Name())
+		if id == tid {
+			mine = true
+		} else if !dying(pid, id) {
+			return false
+		}
+	}
+	return mine
+}
+
+// dying reports whether thread tid of process pid has been told to die
+// (a SIGKILL pending) or is exiting (PF_EXITING in its flags, kept by
+// a zombie), or is gone.
+func dying(pid, tid int) bool {
+	dir := fmt.Sprintf("/proc/%d/task/%d/", pid, tid)
+	stat, err := os.ReadFile(dir + "stat")
+	if err != nil {
+		return true
+	}
+	// Past the command's name, which may hold anything: state, ppid,
+	// pgrp, session, tty, tpgid, flags.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 7 {
+		return false
+	}
+	if flags, _ := strconv.ParseUint(fields[6], 10, 64); flags&pfExiting != 0 {
+		return true
+	}
+	status, err := os.ReadFile(dir + "status")
+	if err != nil {
+		return true
+	}
+	for line := range strings.Lines(string(status)) {
+		if pending, ok := strings.CutPrefix(line, "SigPnd:"); ok {
+			mask, _ := strconv.ParseUint(strings.TrimSpace(pending), 16, 64)
+			return mask&(1<<(unix.SIGKILL-1)) != 0
+		}
+	}
+	return false
+}
+
+// pfExiting is the kernel's PF_EXITING, set in a task's flags as it
+// begins to exit.
+const pfExiting = 0x4
+
+// tgid is the id of the process thread tid is of, or tid where /proc
+// does not say.
+func tgid(tid int) int {
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	if err != nil {
+		return tid
+	}
+	for line := range strings.Lines(string(status)) {
+		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
+			if id, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+				return id
+			}
+		}
+	}
+	return tid
 }
 
 // cldTrapped is siginfo's code for a ptrace stop.
