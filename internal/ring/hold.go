@@ -244,11 +244,15 @@ func (h *Hold) run(attach func() (int, error)) {
 }
 
 // groupExiting reports whether thread tid, of process pid, stopped at
-// its exit because the process exits: exit_group(2) tells every other
-// thread to die (SIGKILL) before its caller exits, so one of them is
-// dying (or tid is the last), where a thread that exits alone leaves
-// the others be.
+// its exit because the process exits. exit_group(2) tells every other
+// thread to die (SIGKILL) before its caller exits: a thread that dies so
+// has PF_SIGNALED in its flags, and at its caller's stop every other
+// thread is dying (or tid is the last). A thread that exits alone is
+// not signaled and leaves the others be.
 func groupExiting(pid, tid int) bool {
+	if flags, ok := taskFlags(pid, tid); ok && flags&pfSignaled != 0 {
+		return true
+	}
 	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
 	if err != nil {
 		return false
@@ -269,21 +273,11 @@ func groupExiting(pid, tid int) bool {
 // (a SIGKILL pending) or is exiting (PF_EXITING in its flags, kept by
 // a zombie), or is gone.
 func dying(pid, tid int) bool {
-	dir := fmt.Sprintf("/proc/%d/task/%d/", pid, tid)
-	stat, err := os.ReadFile(dir + "stat")
-	if err != nil {
+	flags, ok := taskFlags(pid, tid)
+	if !ok || flags&pfExiting != 0 {
 		return true
 	}
-	// Past the command's name, which may hold anything: state, ppid,
-	// pgrp, session, tty, tpgid, flags.
-	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-	if len(fields) < 7 {
-		return false
-	}
-	if flags, _ := strconv.ParseUint(fields[6], 10, 64); flags&pfExiting != 0 {
-		return true
-	}
-	status, err := os.ReadFile(dir + "status")
+	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
 	if err != nil {
 		return true
 	}
@@ -296,9 +290,29 @@ func dying(pid, tid int) bool {
 	return false
 }
 
-// pfExiting is the kernel's PF_EXITING, set in a task's flags as it
-// begins to exit.
-const pfExiting = 0x4
+// taskFlags reads the kernel's flags of thread tid of process pid; ok
+// is false when it is gone.
+func taskFlags(pid, tid int) (flags uint64, ok bool) {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/stat", pid, tid))
+	if err != nil {
+		return 0, false
+	}
+	// Past the command's name, which may hold anything: state, ppid,
+	// pgrp, session, tty, tpgid, flags.
+	fields := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+	if len(fields) < 7 {
+		return 0, true
+	}
+	flags, _ = strconv.ParseUint(fields[6], 10, 64)
+	return flags, true
+}
+
+// The kernel's task flags: PF_EXITING is set as a task begins to exit,
+// PF_SIGNALED when a signal killed it.
+const (
+	pfExiting  = 0x4
+	pfSignaled = 0x400
+)
 
 // tgid is the id of the process thread tid is of, or tid where /proc
 // does not say.
