@@ -277,17 +277,12 @@ func dying(pid, tid int) bool {
 	if !ok || flags&pfExiting != 0 {
 		return true
 	}
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid))
-	if err != nil {
+	pending, ok := StatusField(fmt.Sprintf("/proc/%d/task/%d/status", pid, tid), "SigPnd")
+	if !ok {
 		return true
 	}
-	for line := range strings.Lines(string(status)) {
-		if pending, ok := strings.CutPrefix(line, "SigPnd:"); ok {
-			mask, _ := strconv.ParseUint(strings.TrimSpace(pending), 16, 64)
-			return mask&(1<<(unix.SIGKILL-1)) != 0
-		}
-	}
-	return false
+	mask, _ := strconv.ParseUint(pending, 16, 64)
+	return mask&(1<<(unix.SIGKILL-1)) != 0
 }
 
 // taskFlags reads the kernel's flags of thread tid of process pid; ok
@@ -317,18 +312,27 @@ const (
 // tgid is the id of the process thread tid is of, or tid where /proc
 // does not say.
 func tgid(tid int) int {
-	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
-	if err != nil {
-		return tid
-	}
-	for line := range strings.Lines(string(status)) {
-		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
-			if id, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-				return id
-			}
-		}
+	v, _ := StatusField(fmt.Sprintf("/proc/%d/status", tid), "Tgid")
+	if id, err := strconv.Atoi(v); err == nil {
+		return id
 	}
 	return tid
+}
+
+// StatusField returns the value of key in a /proc status file (a
+// process's or a thread's), without its spaces; ok is false when the
+// file cannot be read or has no such line.
+func StatusField(file, key string) (value string, ok bool) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", false
+	}
+	for line := range strings.Lines(string(b)) {
+		if v, found := strings.CutPrefix(line, key+":"); found {
+			return strings.TrimSpace(v), true
+		}
+	}
+	return "", false
 }
 
 // cldTrapped is siginfo's code for a ptrace stop.

@@ -11,7 +11,6 @@ import (
 	"os/signal"
 	"runtime"
 	"strconv"
-	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -90,17 +89,9 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 
 // tracerOf returns the process that ptraces process pid, 0 for none.
 func tracerOf(pid int) int {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "TracerPid:"); ok {
-			n, _ := strconv.Atoi(strings.TrimSpace(v))
-			return n
-		}
-	}
-	return 0
+	v, _ := ring.StatusField(fmt.Sprintf("/proc/%d/status", pid), "TracerPid")
+	n, _ := strconv.Atoi(v)
+	return n
 }
 
 // ringRecords reports whether the ring records s: an automatic probe that
