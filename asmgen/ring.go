@@ -89,9 +89,10 @@ const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tAD
 // site index and the argument registers, then the time, the count of
 // words, the strings' bits and the site's address.
 // Then, for value reads, the P's id, the site's reads and the bytes of
-// its value area, the buffer's head while they run, and for a guessed
-// read, process_vm_readv's two iovecs and the registers the system call
-// and its arguments take. Last, the time the caller gave, if any.
+// its value area, the buffer's head while they run, the count of reads
+// gathered in the P's batch and the first not yet read, and the
+// registers process_vm_readv and its arguments take. Last, the time the
+// caller gave, if any.
 const (
 	recordTime    = 8 * 9
 	recordWords   = recordTime + 8
@@ -101,8 +102,9 @@ const (
 	recordPlan    = recordP + 8
 	recordArea    = recordPlan + 8
 	recordHead    = recordArea + 8
-	recordIov     = recordHead + 8
-	recordSaved   = recordIov + 32
+	recordBatch   = recordHead + 8
+	recordBatchAt = recordBatch + 8
+	recordSaved   = recordBatch + 32
 	recordGiven   = recordSaved + 24
 	recordFrame   = recordGiven + 8
 )
@@ -140,8 +142,8 @@ func strlenTo(b *bytes.Buffer, label string) {
 //
 // When the tracer's lease has run out, the tracer is gone (killed, or
 // stopped for longer than the lease): the first writer to see it (the
-// compare-and-swap decides) takes the semaphores the tracer incremented
-// back down and sets the ring off, so the program returns to its
+// compare-and-swap decides) takes down the probes the tracer listed
+// (cleanList) and sets the ring off, so the program returns to its
 // untraced speed.
 func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	if arch == ARM64 {
@@ -225,7 +227,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ring.NoSlotAt)
 	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ring.Recording, ring.Expiring, ctl, ring.OnAt)
 	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ring.ListLenAt, ring.ListAt)
-	b.WriteString("clean:\n\tMOVQ (R13), R10\n\tLOCK\n\tDECW (R10)\n\tADDQ $8, R13\n\tDECQ R12\n\tJNE clean\n")
+	cleanList(b)
 	fmt.Fprintf(b, "off:\n\tMOVQ $0, %s+%d(SB)\n", ctl, ring.OnAt)
 	b.WriteString("done:\n")
 	for i, r := range regs {
@@ -233,6 +235,21 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	}
 	fmt.Fprintf(b, "\tMOVQ %d(SP), DX\n\tRET\n", recordTime)
 	bucketFunc(b)
+}
+
+// cleanList takes down the probes of the tracer's list, R12 entries
+// from R13 (see ring.ListNarrow): an automatic probe's flag, the high
+// half of its slot, is stored 0, as the tracer's Stop may store it too;
+// a 16-bit semaphore is taken down by one only when the writer moves
+// its entry from raised to not, unclaimed, by a compare-and-swap that a
+// tracer's claim fails.
+func cleanList(b *bytes.Buffer) {
+	b.WriteString("clean:\n\tMOVQ (R13), R10\n")
+	fmt.Fprintf(b, "\tBTQ $%d, R10\n\tJCS narrow\n\tMOVW $0, 2(R10)\n\tJMP cleannext\n", log2(ring.ListNarrow))
+	fmt.Fprintf(b, "narrow:\n\tMOVQ R10, R11\n\tSHRQ $48, R11\n\tCMPQ R11, $%d\n\tJNE cleannext\n", (ring.ListNarrow|ring.ListRaised)>>48)
+	fmt.Fprintf(b, "\tMOVQ R10, AX\n\tMOVQ R10, R11\n\tBTRQ $%d, R11\n\tLOCK\n\tCMPXCHGQ R11, (R13)\n\tJNE cleannext\n", log2(ring.ListRaised))
+	b.WriteString("\tSHLQ $16, R10\n\tSHRQ $16, R10\n\tLOCK\n\tDECW (R10)\n")
+	b.WriteString("cleannext:\n\tADDQ $8, R13\n\tDECQ R12\n\tJNE clean\n")
 }
 
 // SinceSymbol is the function the fire functions call for the ns
@@ -368,40 +385,84 @@ const sysProcessVMReadv = 310
 // valueReads writes record's value reads, for a site the table gives
 // reads (values.Op): into the P's scratch area, zeroed first, each from
 // an argument's address or a pointer an earlier read brought in, within
-// its bytes; then the area onto the record. A read copies what the
-// probed function may itself read through its parameters' types: a Go
-// pointer is nil or valid, and a slice's or string's bytes are its
-// length's, so a read faults no more than the function would. The head
-// (DI) is kept while REP MOVSB and STOSQ take DI, SI and CX.
+// its bytes; then the area onto the record. Only a read of a variable
+// the probe holds (OpHeld: an argument's copy) is a plain copy: any
+// other source may be memory the program unmapped or freed, or a
+// header a data race tore, which the probed function need never touch,
+// so it is read by process_vm_readv of the process itself, which fails
+// (EFAULT) where a load would fault. Those reads are gathered, as
+// iovecs in the P's batch (ring.BatchAt), and read by one system call
+// when a read needs their bytes for its source (OpFlush) or the reads
+// end: a plan's reads of one level of its values cost one call, not
+// one each. A read that failed sets its bit in the area's status word
+// (values.StatusSize). The head (DI) is kept while REP MOVSB and STOSQ
+// take DI, SI and CX.
 func valueReads(b *bytes.Buffer) {
-	ctl := ringSym()
-	fmt.Fprintf(b, "values:\n\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tMOVQ DI, %d(SP)\n", recordArea, recordHead)
+	where := constName(ring.Where)
+	fmt.Fprintf(b, "values:\n\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tMOVQ DI, %d(SP)\n\tMOVQ $0, %d(SP)\n", recordArea, recordHead, recordBatch)
 	// The scratch area in R11, zeroed. The ring's address is read from
 	// ring.Where, which this keeps in the executable.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tMOVQ %s+8(SB), AX\n\tADDQ $%d, AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), constName(ring.Where), ring.ScratchAt)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tMOVQ %s+8(SB), AX\n\tADDQ $%d, AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), where, ring.ScratchAt)
 	b.WriteString("\tMOVQ R11, DI\n\tMOVQ R12, CX\n\tSHRQ $3, CX\n\tXORL AX, AX\n\tREP; STOSQ\n")
 	// The reads from R13, ended by one From none; each's bytes in CX
-	// and source in SI.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", recordPlan, ring.OpFrom, values.FromNone, ring.OpMax)
+	// and source in SI. The gathered reads first, at the end and where
+	// this one's source is among their bytes.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ %d(SP), $0\n\tJEQ gathered\n", recordPlan, ring.OpFrom, recordBatch)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ flush\n\tCMPB %d(R13), $0\n\tJNE flush\ngathered:\n", values.FromNone, ring.OpFlush)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", values.FromNone, ring.OpMax)
 	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", values.FromArg, ring.OpArg)
 	wordTo(b, "DX", "SI", "readarg")
 	b.WriteString("\tJMP readcopy\n")
 	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ring.OpSrc, values.FromSlice)
 	fmt.Fprintf(b, "\tMOVQ 8(R11)(DX*1), AX\n\tMOVWQZX %d(R13), DX\n\tIMULQ DX, AX\n\tCMPQ AX, CX\n\tJCC readcopy\n\tMOVQ AX, CX\n", ring.OpElem)
 	fmt.Fprintf(b, "readcopy:\n\tTESTQ SI, SI\n\tJEQ readnext\n\tTESTQ CX, CX\n\tJEQ readnext\n\tMOVWQZX %d(R13), DI\n\tADDQ R11, DI\n", ring.OpDst)
-	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJNE readsafe\n\tREP; MOVSB\n\tJMP readnext\n", ring.OpGuess)
-	// A guessed read: process_vm_readv(pid, &local, 1, &remote, 1, 0)
-	// of the process itself fails (EFAULT) where a load would fault, and
-	// leaves the bytes it could not read zero. It takes CX and R11.
-	fmt.Fprintf(b, "readsafe:\n\tMOVQ DI, %[1]d(SP)\n\tMOVQ CX, %[2]d(SP)\n\tMOVQ SI, %[3]d(SP)\n\tMOVQ CX, %[4]d(SP)\n", recordIov, recordIov+8, recordIov+16, recordIov+24)
-	fmt.Fprintf(b, "\tMOVQ R8, %d(SP)\n\tMOVQ R9, %d(SP)\n\tMOVQ R11, %d(SP)\n", recordSaved, recordSaved+8, recordSaved+16)
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tLEAQ %d(SP), SI\n\tMOVL $1, DX\n\tLEAQ %d(SP), R10\n\tMOVL $1, R8\n\tXORL R9, R9\n\tMOVL $%d, AX\n\tSYSCALL\n", ctl, ring.PidAt, recordIov, recordIov+16, sysProcessVMReadv)
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R8\n\tMOVQ %d(SP), R9\n\tMOVQ %d(SP), R11\n", recordSaved, recordSaved+8, recordSaved+16)
+	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJEQ gather\n\tREP; MOVSB\n\tJMP readnext\n", ring.OpHeld)
+	// Any other read joins the batch: the area's bytes, the process's,
+	// and the op.
+	b.WriteString("gather:\n")
+	batchTo(b, "R10")
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $4, AX\n\tMOVQ DI, (R10)(AX*1)\n\tMOVQ CX, 8(R10)(AX*1)\n\tMOVQ SI, %d(R10)(AX*1)\n\tMOVQ CX, %d(R10)(AX*1)\n", recordBatch, ring.BatchRemote, ring.BatchRemote+8)
+	fmt.Fprintf(b, "\tSHRQ $1, AX\n\tMOVQ R13, %d(R10)(AX*1)\n\tINCQ %d(SP)\n", ring.BatchOps, recordBatch)
 	fmt.Fprintf(b, "readnext:\n\tADDQ $%d, R13\n\tJMP read\n", ring.OpSize)
+	flushBatch(b)
 	// The area onto the record.
 	fmt.Fprintf(b, "readsdone:\n\tMOVQ %d(SP), DI\n\tMOVQ R11, SI\n\tSHRQ $3, R12\narea:\n\tMOVQ (SI), R10\n", recordHead)
 	b.WriteString(ringWrite)
 	b.WriteString("\tADDQ $8, SI\n\tDECQ R12\n\tJNE area\n")
+}
+
+// batchTo puts the address of the P's batch (ring.BatchAt) in reg.
+func batchTo(b *bytes.Buffer, reg string) {
+	fmt.Fprintf(b, "\tMOVQ %[1]d(SP), %[2]s\n\tSHLQ $%[3]d, %[2]s\n\tADDQ %[4]s+8(SB), %[2]s\n\tADDQ $%[5]d, %[2]s\n", recordP, reg, log2(ring.BatchSize), constName(ring.Where), ring.BatchAt)
+}
+
+// flushBatch reads the gathered reads, from the batch's start on, with
+// process_vm_readv(pid, local, n, remote, n, 0) of the process itself,
+// which stops at the first read that faults and says how many bytes it
+// moved: the reads those cover are done, the one it stopped in failed
+// (unless it is a guess, which may run past its object, and got some),
+// and the call goes on from the one after it. Then it empties the batch
+// and goes back to read, for the read that asked (or the end). It takes
+// every register but R8, R9, R11 to R13, which it keeps.
+func flushBatch(b *bytes.Buffer) {
+	fmt.Fprintf(b, "flush:\n\tMOVQ $0, %d(SP)\n", recordBatchAt)
+	b.WriteString("flushcall:\n")
+	batchTo(b, "R10")
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tMOVQ %d(SP), DX\n\tSUBQ AX, DX\n\tSHLQ $4, AX\n\tLEAQ (R10)(AX*1), SI\n\tLEAQ %d(R10)(AX*1), R10\n", recordBatchAt, recordBatch, ring.BatchRemote)
+	fmt.Fprintf(b, "\tMOVQ R8, %d(SP)\n\tMOVQ R9, %d(SP)\n\tMOVQ R11, %d(SP)\n", recordSaved, recordSaved+8, recordSaved+16)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tMOVQ DX, R8\n\tXORL R9, R9\n\tMOVL $%d, AX\n\tSYSCALL\n", ringSym(), ring.PidAt, sysProcessVMReadv)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R8\n\tMOVQ %d(SP), R9\n\tMOVQ %d(SP), R11\n", recordSaved, recordSaved+8, recordSaved+16)
+	// The bytes moved in DX (none on an error), the read at hand in AX,
+	// its length in SI.
+	b.WriteString("\tMOVQ AX, DX\n\tTESTQ DX, DX\n\tJPL moved\n\tXORL DX, DX\nmoved:\n")
+	batchTo(b, "R10")
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\nwalk:\n\tCMPQ AX, %d(SP)\n\tJCC flushed\n\tMOVQ AX, CX\n\tSHLQ $4, CX\n\tMOVQ 8(R10)(CX*1), SI\n", recordBatchAt, recordBatch)
+	b.WriteString("\tCMPQ DX, SI\n\tJCS stopped\n\tSUBQ SI, DX\n\tINCQ AX\n\tJMP walk\n")
+	// Stopped in read AX, having moved DX of its bytes.
+	fmt.Fprintf(b, "stopped:\n\tMOVQ AX, CX\n\tSHLQ $3, CX\n\tMOVQ %d(R10)(CX*1), SI\n\tCMPB %d(SI), $0\n\tJEQ readfail\n\tTESTQ DX, DX\n\tJNE resume\n", ring.BatchOps, ring.OpGuess)
+	fmt.Fprintf(b, "readfail:\n\tSUBQ %d(SP), SI\n\tSHRQ $%d, SI\n\tBTSL SI, (R11)\n", recordPlan, log2(ring.OpSize))
+	fmt.Fprintf(b, "resume:\n\tINCQ AX\n\tMOVQ AX, %d(SP)\n\tCMPQ AX, %d(SP)\n\tJCS flushcall\n", recordBatchAt, recordBatch)
+	fmt.Fprintf(b, "flushed:\n\tMOVQ $0, %d(SP)\n\tJMP read\n", recordBatch)
 }
 
 func log2(n int) int {

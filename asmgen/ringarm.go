@@ -56,9 +56,15 @@ const ringWriteARM64 = "\tAND R23, R22, R7\n\tMOVD R25, (R24)(R7)\n\tADD $8, R22
 // strings' bits in R12, the site's address in R13, R14 zero (record reads
 // the clock), the trampoline's link register kept in R15 across the BL.
 func toRecordARM64(b *bytes.Buffer, record, sites string, words int, strs uint64) {
-	fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE fire\n\tMOVD R30, R15\n", ringSym(), ring.Recording)
+	// A frame of 16 bytes around the call, its link register at 0(RSP)
+	// as a Go function's prologue keeps it: the assembler records the SP
+	// adjustment (pcsp), so that a traceback taken inside record (a CPU
+	// profile's, a crash's) unwinds through the trampoline to the probed
+	// function. Kept in a register, the unwinder took the probed
+	// function's caller's return address for the trampoline's.
+	fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE fire\n\tSUB $16, RSP\n\tMOVD R30, (RSP)\n", ringSym(), ring.Recording)
 	fmt.Fprintf(b, "\tMOVD $%d, R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n", uint64(words)|strs<<8, sites)
-	fmt.Fprintf(b, "\tBL %s<ABIInternal>(SB)\n\tMOVD R15, R30\nfire:\n", record)
+	fmt.Fprintf(b, "\tBL %s<ABIInternal>(SB)\n\tMOVD (RSP), R30\n\tADD $16, RSP\nfire:\n", record)
 }
 
 // strlenARM64 counts into R3 the bytes of the C string at R4, at most
@@ -140,17 +146,28 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 	fmt.Fprintf(b, "full:\n\tMOVD %[1]d(R21), R0\n\tADD $1, R0\n\tMOVD R0, %[1]d(R21)\n\tB done\n", ring.LostAt)
 	countCallsARM64(b)
 	fmt.Fprintf(b, "noslot:\n\tADD $%d, R19, R0\nnoslotadd:\n\tLDAXR (R0), R1\n\tADD $1, R1\n\tSTLXR R1, (R0), R2\n\tCBNZ R2, noslotadd\n\tB done\n", ring.NoSlotAt)
-	// The first writer past the lease takes the tracer's semaphores
-	// back down; the exclusive pair decides which.
+	// The first writer past the lease takes the tracer's probes down
+	// (cleanListARM64); the exclusive pair decides which.
 	fmt.Fprintf(b, "expire:\n\tADD $%d, R19, R9\nexpiring:\n\tLDAXR (R9), R0\n\tCMP $%d, R0\n\tBNE done\n\tMOVD $%d, R1\n\tSTLXR R1, (R9), R2\n\tCBNZ R2, expiring\n", ring.OnAt, ring.Recording, ring.Expiring)
 	fmt.Fprintf(b, "\tMOVD %d(R19), R12\n\tADD $%d, R19, R13\n\tCBZ R12, off\n", ring.ListLenAt, ring.ListAt)
-	b.WriteString("clean:\n\tMOVD (R13), R10\ndecrement:\n\tLDAXRH (R10), R0\n\tSUB $1, R0\n\tSTLXRH R0, (R10), R1\n\tCBNZ R1, decrement\n\tADD $8, R13\n\tSUB $1, R12\n\tCBNZ R12, clean\n")
+	cleanListARM64(b)
 	b.WriteString("off:\n\tSTLR ZR, (R9)\n")
 	b.WriteString("done:\n")
 	for i := range 12 {
 		fmt.Fprintf(b, "\tMOVD %d(RSP), R%d\n", a64Regs+8*i, i)
 	}
 	fmt.Fprintf(b, "\tMOVD %d(RSP), R15\n\tMOVD %d(RSP), R14\n\tRET\n", a64R15, a64Time)
+}
+
+// cleanListARM64 is cleanList for arm64: R12 entries from R13, the
+// entry's compare-and-swap and the 16-bit decrement by exclusive pairs.
+// It takes R0 to R2 and R10.
+func cleanListARM64(b *bytes.Buffer) {
+	fmt.Fprintf(b, "clean:\n\tMOVD (R13), R10\n\tTBNZ $%d, R10, narrow\n\tMOVH ZR, 2(R10)\n\tB cleannext\n", log2(ring.ListNarrow))
+	fmt.Fprintf(b, "narrow:\n\tLDAXR (R13), R0\n\tLSR $48, R0, R1\n\tCMP $%d, R1\n\tBNE cleannext\n", (ring.ListNarrow|ring.ListRaised)>>48)
+	fmt.Fprintf(b, "\tMOVD $%d, R1\n\tBIC R1, R0, R1\n\tSTLXR R1, (R13), R2\n\tCBNZ R2, narrow\n\tAND $%#x, R0, R10\n", uint64(ring.ListRaised), uint64(ring.ListAddr))
+	b.WriteString("decrement:\n\tLDAXRH (R10), R0\n\tSUB $1, R0\n\tSTLXRH R0, (R10), R1\n\tCBNZ R1, decrement\n")
+	b.WriteString("cleannext:\n\tADD $8, R13\n\tSUB $1, R12\n\tCBNZ R12, clean\n")
 }
 
 // countCallsARM64 is countCalls for arm64, the P's id in R20.
@@ -177,11 +194,15 @@ func valueReadsARM64(b *bytes.Buffer) {
 	fmt.Fprintf(b, "readmem:\n\tMOVHU %d(R13), R3\n\tMOVD (R11)(R3), R4\n\tCMP $%d, R0\n\tBNE readcopy\n", ring.OpSrc, values.FromSlice)
 	fmt.Fprintf(b, "\tADD R11, R3\n\tMOVD 8(R3), R0\n\tMOVHU %d(R13), R3\n\tMUL R3, R0\n\tCMP R2, R0\n\tBHS readcopy\n\tMOVD R0, R2\n", ring.OpElem)
 	fmt.Fprintf(b, "readcopy:\n\tCBZ R4, readnext\n\tCBZ R2, readnext\n\tMOVHU %d(R13), R1\n\tADD R11, R1\n", ring.OpDst)
-	fmt.Fprintf(b, "\tMOVBU %d(R13), R0\n\tCBNZ R0, readsafe\ncopy:\n\tMOVBU.P 1(R4), R0\n\tMOVBU.P R0, 1(R1)\n\tSUB $1, R2\n\tCBNZ R2, copy\n\tB readnext\n", ring.OpGuess)
-	// A guessed read: process_vm_readv of the process itself fails
-	// (EFAULT) where a load would fault, leaving the bytes zero.
+	fmt.Fprintf(b, "\tMOVBU %d(R13), R0\n\tCBZ R0, readsafe\ncopy:\n\tMOVBU.P 1(R4), R0\n\tMOVBU.P R0, 1(R1)\n\tSUB $1, R2\n\tCBNZ R2, copy\n\tB readnext\n", ring.OpHeld)
+	// Any read but a held one: process_vm_readv of the process itself
+	// fails (EFAULT) where a load would fault, leaving the bytes zero.
 	fmt.Fprintf(b, "readsafe:\n\tMOVD R1, %d(RSP)\n\tMOVD R2, %d(RSP)\n\tMOVD R4, %d(RSP)\n\tMOVD R2, %d(RSP)\n", a64Iov, a64Iov+8, a64Iov+16, a64Iov+24)
 	fmt.Fprintf(b, "\tMOVD %d(R19), R0\n\tADD $%d, RSP, R1\n\tMOVD $1, R2\n\tADD $%d, RSP, R3\n\tMOVD $1, R4\n\tMOVD $0, R5\n\tMOVD $%d, R8\n\tSVC\n", ring.PidAt, a64Iov, a64Iov+16, sysProcessVMReadvARM64)
+	// Failed: fewer bytes than asked, or for a guess none. Its bit, its
+	// index in the plan, is set in the area's status word.
+	fmt.Fprintf(b, "\tMOVD %d(RSP), R1\n\tCMP R1, R0\n\tBEQ readnext\n\tMOVBU %d(R13), R1\n\tCBZ R1, readfail\n\tCMP $0, R0\n\tBGT readnext\n", a64Iov+8, ring.OpGuess)
+	fmt.Fprintf(b, "readfail:\n\tMOVD %d(RSP), R1\n\tSUB R1, R13, R1\n\tLSR $%d, R1\n\tMOVD $1, R2\n\tLSL R1, R2\n\tMOVWU (R11), R1\n\tORR R2, R1\n\tMOVW R1, (R11)\n", a64Plan, log2(ring.OpSize))
 	fmt.Fprintf(b, "readnext:\n\tADD $%d, R13\n\tB read\n", ring.OpSize)
 	// The area onto the record.
 	b.WriteString("readsdone:\n\tMOVD R11, R1\n\tLSR $3, R12\narea:\n\tMOVD.P 8(R1), R25\n")

@@ -11,7 +11,7 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 )
 
-var backToBack = regexp.MustCompile(`(?m)^DATA usdt∕p_1·tab\+0\(SB\)/8, \$0x0[45]6f67544453557f$`)
+var backToBack = regexp.MustCompile(`(?m)^DATA usdt∕p_1·tab\+0\(SB\)/8, \$0x2[45]6f67544453557f$`)
 
 func TestPlan9Sites(t *testing.T) {
 	syms := Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0"}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow}},
@@ -57,9 +57,9 @@ func TestPlan9Sites(t *testing.T) {
 			Sites: "usdt/p_1.sites", Table: "usdt/p_1.tab", Since: "usdt/p_1.since"}, Runtime{Goid: 152, P: &goidoff.P{GM: 48, MP: 200}}},
 		{"arm64 ring", ARM64, []probe.Probe{p("a", probe.Int64, probe.Int64)}, []string{
 			"GLOBL usdt∕ring·ctl(SB), 18, $",
-			// The trampoline keeps its link register in R15 across the
-			// call of record.
-			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD usdt∕ring·ctl(SB), R12\n\tCMP $1, R12\n\tBNE fire\n\tMOVD R30, R15\n\tMOVD $2, R12\n\tMOVD $usdt∕p_1·sites(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n\tBL usdt∕ring·record<ABIInternal>(SB)\n\tMOVD R15, R30\nfire:\n",
+			// The trampoline keeps its link register in a frame of its
+			// own across the call of record, for tracebacks.
+			"TEXT usdt∕p_1·tr0<ABIInternal>(SB), 516, $0\n\tMOVD usdt∕ring·ctl(SB), R12\n\tCMP $1, R12\n\tBNE fire\n\tSUB $16, RSP\n\tMOVD R30, (RSP)\n\tMOVD $2, R12\n\tMOVD $usdt∕p_1·sites(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n\tBL usdt∕ring·record<ABIInternal>(SB)\n\tMOVD (RSP), R30\n\tADD $16, RSP\nfire:\n",
 			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tMOVD $1, R12\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
 			"TEXT usdt∕ring·record<ABIInternal>(SB), 6, $",
 			// The P's id, through g.m and m.p.
@@ -102,7 +102,8 @@ func TestPlan9Sites(t *testing.T) {
 					t.Errorf("no %q in\n%s", w, src)
 				}
 			}
-			// Version 4 or 5: the sites back to back, their strings as
+			// Version 4 or 5 with 32-bit semaphore slots
+			// (probetable.WideFlag): the sites back to back, their strings as
 			// they are or deflated, whichever the running Go release's
 			// compress/flate makes smaller (Go 1.27 deflates these few
 			// into less than they are, Go 1.26 not).

@@ -25,7 +25,7 @@ import "unsafe"
 //go:linkname usdtAutoTable {{.Symbols.Table}}
 var usdtAutoTable struct {
 	header     [3]uint64
-	semaphores [{{.Slots}}]uint16
+	semaphores [{{.Slots}}]uint{{.SlotBits}}
 	tail       [{{.Tail}}]uint64
 }
 
@@ -55,13 +55,26 @@ func usdtAutoSince(start int64) uint64 { return uint64(usdtAutoNow() - start) }
 
 type usdtAutoCString [{{.CStringSize}}]byte
 
+// usdtAutoPanicOnFault is runtime/debug.SetPanicOnFault, which the
+// runtime offers to linkname: a package importing only unsafe can be
+// instrumented, standard ones included.
+//
+//go:linkname usdtAutoPanicOnFault runtime/debug.setPanicOnFault
+func usdtAutoPanicOnFault(bool) bool
+
 // set copies s, NUL-terminated and cut at {{.CStringMax}} bytes, for bpftrace's str().
-// It names no builtin (copy, len): the package may declare its own. It is
-// not inlined: the fire functions that call it are one per signature of
-// every package, and its loop would be copied into each of them.
+// The probed function need never read s's bytes, which may be memory the
+// program unmapped or a header a data race tore: a fault while copying
+// is a panic that set recovers (fault), and the copy then says
+// "<unreadable ADDRESS>". It names no builtin (copy, len): the package
+// may declare its own. It is not inlined: the fire functions that call it
+// are one per signature of every package, and its loop would be copied
+// into each of them.
 //
 //go:noinline
-func (b *usdtAutoCString) set(s string) *byte {
+func (b *usdtAutoCString) set(s string) (c *byte) {
+	c = &b[0]
+	defer b.fault((*[2]uintptr)(unsafe.Pointer(&s))[0], usdtAutoPanicOnFault(1 == 1)) // true, which a package may declare
 	n := (*[2]int)(unsafe.Pointer(&s))[1]
 	if n > {{.CStringMax}} {
 	n = {{.CStringMax}}
@@ -71,7 +84,33 @@ func (b *usdtAutoCString) set(s string) *byte {
 	b[i] = s[i]
 	}
 	b[n] = 0
-	return &b[0]
+	return c
+}
+
+// fault ends set: it puts the goroutine's panic-on-fault back as it was
+// and, when the copy faulted, writes "<unreadable 0xADDRESS>" instead.
+func (b *usdtAutoCString) fault(addr uintptr, was bool) {
+	usdtAutoPanicOnFault(was)
+	var none interface{} // nil, which a package may declare
+	if recover() == none {
+	return
+	}
+	const text = "{{.Unreadable}}"
+	var i int
+	for ; i < {{len .Unreadable}}; i++ {
+	b[i] = text[i]
+	}
+	digits := 1
+	for v := addr >> 4; v != 0; v >>= 4 {
+	digits++
+	}
+	for k := digits - 1; k >= 0; k-- {
+	b[i+k] = "0123456789abcdef"[addr&15]
+	addr >>= 4
+	}
+	i += digits
+	b[i] = '>'
+	b[i+1] = 0
 }
 
 // usdtAutoPointer lets spliced code convert pointers without importing
@@ -126,13 +165,16 @@ func usdtAutoFire{{.N}}({{join .Params ", "}}) {{.Result}}
 {{end}}{{end}}
 // usdtAutoTry evaluates a rule's attribute, and returns what a panic in it
 // said, as "key: message\n", or "": an expression the person tracing
-// wrote must never change what the program does.
+// wrote must never change what the program does. It runs with the
+// goroutine's panic-on-fault on, so that memory the program unmapped or
+// freed, which the function itself may never touch, is a panic too.
 func usdtAutoTry(key string, eval func()) (panicked string) {
-	defer func() {
+	defer func(was bool) {
+		usdtAutoPanicOnFault(was)
 		if r := recover(); r != nil {
 			panicked = key + ": " + usdtAutoPanicText(r) + "\n"
 		}
-	}()
+	}(usdtAutoPanicOnFault(1 == 1))
 	eval()
 	return ""
 }
@@ -177,10 +219,15 @@ type ringClock struct{ Now, Since string }
 
 // supportData fills supportFile.
 type supportData struct {
-	Package                 string
-	Symbols                 asmgen.Symbols
-	Slots, Tail             int
+	Package     string
+	Symbols     asmgen.Symbols
+	Slots, Tail int
+	// SlotBits is the bits of a semaphore slot: 32, the kernel's
+	// semaphore in the low half and the ring's flag in the high one.
+	SlotBits                int
 	CStringMax, CStringSize int
+	// Unreadable is what set writes for a string it could not read.
+	Unreadable string
 	// Generic says the package's Go has type parameters (1.18).
 	Generic bool
 	// Ring, where the trampolines write to the ring, names its clock's
@@ -300,8 +347,10 @@ func (g *generator) files(cfg Config, spliced string) (goSrc, asm []byte, err er
 		Package:     g.pkg.Name(),
 		Symbols:     syms,
 		Slots:       layout.SemaphoreSlots,
+		SlotBits:    8 * layout.SlotSize,
 		Tail:        layout.TailWords(),
 		CStringMax:  probe.CStringMax,
+		Unreadable:  probe.Unreadable,
 		CStringSize: probe.CStringMax + 1,
 		Fires:       fires,
 		Generic:     g.generics,

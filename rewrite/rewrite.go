@@ -66,9 +66,10 @@ type Config struct {
 	OutDir string
 	// Inlined, when set, returns the compiler's inlining decisions on the
 	// functions at want, compiled as written (see internal/inlining). A
-	// function the plain build inlines then stays as written, unless its
-	// rule says inline: probe; without decisions every selected function
-	// is probed.
+	// function the plain build inlines is then split so that it stays
+	// inlinable with its probes where it can, or as written, unprobed,
+	// where its rule says inline: keep; without decisions every selected
+	// function is probed in its own body.
 	Inlined func(want []inlining.Pos) map[inlining.Pos]inlining.Decision
 }
 
@@ -83,15 +84,32 @@ type Func struct {
 	// rule has unwind: false.
 	Deferred string
 	// Inlined is the inliner's cost of the function as written, when the
-	// compiler inlines it: without inline: probe such a function has no
-	// probes (Entry and Exit are empty).
+	// compiler inlines it and its rule says inline: keep: such a function
+	// has no probes (Entry and Exit are empty).
 	Inlined *inlining.Decision
 	// Notes says the function is left as the compiler makes it, its
 	// probes notes on its own code (sites: notes); Unprobed, why such a
 	// function has none.
 	Notes    bool
 	Unprobed string
+	// Rule is where the rule that selected the function starts.
+	Rule rules.Pos
+	// Probed is the inliner's decision on the function as written when
+	// the compiler inlines it and it is probed all the same (inline:
+	// probe): it stays inlinable if it is split (Traced) and its cost
+	// plus ProbedInlineCost fits the inliner's budget.
+	Probed *inlining.Decision
 }
+
+// ProbedInlineCost is about what a split function's probes cost the
+// inliner: the semaphore's test and the call of the traced copy through
+// a generic helper, whose call of a parameter the inliner charges 17. A
+// function the compiler inlines as written at a cost up to about 50 of
+// its budget of 80 stays inlined with its probes.
+const ProbedInlineCost = 30
+
+// InlineBudget is the compiler's inlining budget.
+const InlineBudget = 80
 
 // Result is what the compile must use instead of its inputs.
 type Result struct {
@@ -231,19 +249,25 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 				continue
 			}
 			if rule.Notes {
-				res.Funcs = append(res.Funcs, g.notes(fd, obj, rule, cfg))
+				fn := g.notes(fd, obj, rule, cfg)
+				fn.Rule = rule.Pos
+				res.Funcs = append(res.Funcs, fn)
 				continue
 			}
 			d, inlinable := inlined[namePos(fset, fd)]
 			inlinable = inlinable && d.Inlinable
-			if inlinable && !rule.ProbeInlined {
-				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d})
+			if inlinable && rule.KeepInlined {
+				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d, Rule: rule.Pos})
 				g.keptInlined(fd, obj, cfg)
 				continue
 			}
 			in := g.instrument(fset, f, fd, obj, rule, inlinable)
 			if in.err != nil {
 				return nil, false, in.err
+			}
+			in.fn.Rule = rule.Pos
+			if inlinable {
+				in.fn.Probed = &d
 			}
 			res.Funcs = append(res.Funcs, in.fn)
 			edits = append(edits, in.edits...)

@@ -83,7 +83,11 @@ func readTable(t *testing.T, asm []byte) table {
 	if v := tab.version(); v == 4 || v == 5 {
 		stubs = min(count, 1)
 	}
-	tab.stubs = 24 + 2*((slots+3)&^3)
+	slotSize := 2
+	if tab.wide() {
+		slotSize = 4
+	}
+	tab.stubs = 24 + pad8(slotSize*slots)
 	tab.slots = tab.stubs + 8*stubs
 	tab.strings = tab.slots + pad8(2*count)
 	if tab.strings > len(b) {
@@ -97,11 +101,15 @@ func readTable(t *testing.T, asm []byte) table {
 	return tab
 }
 
-// version is the table's layout version, without the flag that says its
-// records carry the arguments' type layouts.
+// version is the table's layout version, without the flags that say its
+// records carry the arguments' type layouts and its semaphores are the
+// low halves of 32-bit slots.
 func (tab table) version() byte {
-	return tab.bytes[7] &^ probetable.LayoutsFlag
+	return tab.bytes[7] &^ (probetable.LayoutsFlag | probetable.WideFlag)
 }
+
+// wide says the table's semaphore slots are 32 bits (probetable.WideFlag).
+func (tab table) wide() bool { return tab.bytes[7]&probetable.WideFlag != 0 }
 
 // inflated is the table's strings as they are, padded to 8 bytes as a
 // version 4 table stores them.
@@ -143,7 +151,11 @@ func (tab table) releaseFree(t *testing.T, asm []byte) []byte {
 			w := binary.LittleEndian.Uint64(tab.bytes[off:])
 			switch {
 			case off == 0 && (tab.version() == 4 || tab.version() == 5):
-				fmt.Fprintf(&out, "DATA %s+0(SB)/8, $<magic, back to back>\n", tab.name)
+				wide := ""
+				if tab.wide() {
+					wide = ", 32-bit slots"
+				}
+				fmt.Fprintf(&out, "DATA %s+0(SB)/8, $<magic, back to back%s>\n", tab.name, wide)
 			case off == 8:
 				fmt.Fprintf(&out, "DATA %s+8(SB)/8, $0x<size>%08x\n", tab.name, uint32(w))
 			case off == 16:

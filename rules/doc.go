@@ -13,7 +13,7 @@
 //	    probes: [entry, exit]             # which probes to insert; default both
 //	    args: true                        # pass arguments and results; default true
 //	    unwind: false                     # true: exit probes fire on panics too; default false
-//	    inline: keep                      # probe: probe functions the compiler inlines too; default keep
+//	    inline: probe                     # keep: leave functions the compiler inlines unprobed; default probe
 //	    sites: code                       # notes: leave the functions as compiled, notes on their own code; default code
 //	    attributes:                       # span attributes: Go expressions; default none
 //	      order.path: "r.URL.Path"

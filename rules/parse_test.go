@@ -102,7 +102,7 @@ rules:
     exclude: *common
     probes: [exit, entry]
     args: True
-    inline: probe
+    inline: keep
   - package: example.com/tree
     sites: notes
 `
@@ -121,7 +121,7 @@ rules:
 		{Index: 0, Pos: Pos{File: "f.yml", Line: 4, Col: 5}, Package: "example.com/shop/...", Func: "Handle*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: false, Exit: true, Args: false, Unwind: true},
 		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
-			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, ProbeInlined: true},
+			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, KeepInlined: true},
 		{Index: 2, Pos: Pos{File: "f.yml", Line: 15, Col: 5}, Package: "example.com/tree", Func: "*", Entry: true, Exit: true, Args: true, Notes: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
@@ -137,7 +137,7 @@ rules:
 func equalRule(a, b Rule) bool {
 	return a.Index == b.Index && a.Pos == b.Pos && a.Package == b.Package && a.Func == b.Func &&
 		strings.Join(a.Exclude, "\x00") == strings.Join(b.Exclude, "\x00") &&
-		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.ProbeInlined == b.ProbeInlined && a.Notes == b.Notes
+		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.KeepInlined == b.KeepInlined && a.Notes == b.Notes
 }
 
 func TestParseHash(t *testing.T) {

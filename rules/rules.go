@@ -36,11 +36,12 @@ type Rule struct {
 	// a panic or runtime.Goexit unwinds through the function; without it
 	// the exit probe fires at the function's returns only, in fewer bytes.
 	Unwind bool
-	// ProbeInlined probes a function that the compiler inlines too, where
-	// by default it stays as written, unprobed: a probe costs the inliner
-	// a call, so it would take the inlining away unless the function is
-	// small enough to keep it with the probe's test and call.
-	ProbeInlined bool
+	// KeepInlined (inline: keep) leaves a function that the compiler
+	// inlines as written, unprobed, where by default it is probed all
+	// the same: a probe costs the inliner a call, so it takes the
+	// inlining away unless the function is small enough to keep it with
+	// the probe's test and call.
+	KeepInlined bool
 	// Notes leaves the functions exactly as the compiler makes them: their
 	// probes are notes that point at the function's own instructions
 	// (sites: notes), which cost nothing untraced, instead of code spliced
@@ -133,7 +134,7 @@ func decodeYAML(file string, data []byte) (root *yaml.Node, err *Error) {
 
 const providerHint = "USDT provider names are letters, digits and _, not starting with a digit, e.g. shop or my_shop"
 
-const inlineHint = `inline is "keep" (functions the compiler inlines stay as written, unprobed) or "probe" (probed all the same)`
+const inlineHint = `inline is "probe" (functions the compiler inlines are probed all the same, the default) or "keep" (they stay as written, unprobed)`
 
 const sitesHint = `sites is "code" (probes spliced into the function: a test of a semaphore untraced, the call's elapsed time at exit, the in-process ring) or "notes" (the function as the compiler made it, with notes at its first instruction and its returns: nothing untraced, a slower fire, no elapsed time)`
 
@@ -289,14 +290,14 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 				unwind = k
 			}
 		case "inline":
-			s, ok := p.str("inline", v, strHints{null: `remove the key to keep inlined functions unprobed (the default, "keep")`, other: inlineHint})
+			s, ok := p.str("inline", v, strHints{null: `remove the key to probe inlined functions too (the default, "probe")`, other: inlineHint})
 			if !ok {
 				return
 			}
 			switch s {
 			case "keep":
+				r.KeepInlined = true
 			case "probe":
-				r.ProbeInlined = true
 			default:
 				p.errorf(v, inlineHint, "invalid inline %q", s)
 			}

@@ -2,9 +2,13 @@ package runtime
 
 import (
 	"bytes"
+	"fmt"
+	"os"
 	"os/exec"
+	"runtime/debug"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"unsafe"
 
@@ -116,5 +120,52 @@ func BenchmarkCStringSet(b *testing.B) {
 				sinkByte = *c.Set(s)
 			}
 		})
+	}
+}
+
+// TestUnreadable: the text Set writes for bytes it cannot read is the one
+// the tracer parses.
+func TestUnreadable(t *testing.T) {
+	if unreadable != probe.Unreadable {
+		t.Errorf("runtime's unreadable = %q, probe.Unreadable = %q", unreadable, probe.Unreadable)
+	}
+}
+
+// TestCStringSetUnmapped: a string whose bytes the program unmapped is
+// copied as the unreadable text with its address, where a plain copy
+// would kill the program with "unexpected fault address"; the goroutine's
+// panic-on-fault is left as it was, on or off, and the buffer serves
+// again.
+func TestCStringSetUnmapped(t *testing.T) {
+	m, err := syscall.Mmap(-1, 0, os.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	if err != nil {
+		t.Fatal(err)
+	}
+	copy(m, "gone")
+	s := unsafe.String(&m[0], 100)
+	if err := syscall.Munmap(m); err != nil {
+		t.Fatal(err)
+	}
+	addr := uint64(uintptr(unsafe.Pointer(unsafe.StringData(s))))
+	want := fmt.Sprintf("%s%x>", probe.Unreadable, addr)
+	for _, before := range []bool{false, true} {
+		was := debug.SetPanicOnFault(before)
+		var c CString
+		p := c.Set(s)
+		after := debug.SetPanicOnFault(was)
+		got := unsafe.String(p, bytes.IndexByte(c[:], 0))
+		if got != want {
+			t.Errorf("panic on fault %v: Set = %q, want %q", before, got, want)
+		}
+		if a, ok := probe.ParseUnreadable(got); !ok || a != addr {
+			t.Errorf("ParseUnreadable(%q) = %#x, %v; want %#x", got, a, ok, addr)
+		}
+		if after != before {
+			t.Errorf("panic on fault %v before Set, %v after", before, after)
+		}
+		c.Set("again")
+		if got := unsafe.String(&c[0], bytes.IndexByte(c[:], 0)); got != "again" {
+			t.Errorf("after a fault: %q, want %q", got, "again")
+		}
 	}
 }

@@ -517,7 +517,13 @@ func (im *image) semaphoreOverlay(sites []probe.Probe) (*shdr, error) {
 			return nil, fmt.Errorf("probe %s: semaphore %#x is in %s but others are in %s: one .probes section must cover them all",
 				siteName(s), a, h.describe(), sec.describe())
 		}
-		lo, hi = min(lo, a), max(hi, a+2)
+		// An automatic probe's semaphore is the low half of its slot:
+		// the section covers the ring's half too.
+		size := uint64(2)
+		if s.WideSemaphore {
+			size = 4
+		}
+		lo, hi = min(lo, a), max(hi, a+size)
 	}
 	if sec == nil {
 		return nil, nil

@@ -61,7 +61,7 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 	s := Sites{Entry: addr}
 	checked := false
 	for off, n := 0, 0; off < len(code); n++ {
-		inst, err := x86asm.Decode(code[off:], 64)
+		inst, err := decodeAMD64(code[off:])
 		if err != nil {
 			// The decoder knows no VEX instruction, which Go emits
 			// for GOAMD64=v3 (ANDN, SHLX, ...): none is a return or
@@ -85,6 +85,19 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 		}
 	}
 	return s, nil
+}
+
+// decodeAMD64 is x86asm.Decode in 64-bit mode, whose decoding of a VEX
+// instruction cut short by the code's end panics (golang.org/x/arch
+// v0.30.0: index out of range, FuzzFind's seed vex-cut-short): damaged
+// code is an error.
+func decodeAMD64(code []byte) (inst x86asm.Inst, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("undecodable (%v)", r)
+		}
+	}()
+	return x86asm.Decode(code, 64)
 }
 
 // vexLen is the length of the VEX-encoded instruction b starts with
@@ -191,23 +204,81 @@ func NewSymbols(f *elf.File) (*Symbols, error) {
 	if !errors.Is(err, elf.ErrNoSymbols) {
 		return nil, err
 	}
-	pcln, text := f.Section(".gopclntab"), f.Section(".text")
-	if pcln == nil || text == nil {
+	table, err := GoTable(f)
+	if err != nil {
+		return nil, err
+	}
+	if table == nil {
 		return nil, errors.New("no symbol table and no .gopclntab: not a Go executable")
-	}
-	data, err := pcln.Data()
-	if err != nil {
-		return nil, fmt.Errorf(".gopclntab: %w", err)
-	}
-	table, err := gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr))
-	if err != nil {
-		return nil, fmt.Errorf(".gopclntab: %w", err)
 	}
 	for _, fn := range table.Funcs {
 		s.funcs[fn.Name] = [2]uint64{fn.Entry, fn.End}
 	}
 	return s, nil
 }
+
+// GoTable reads f's functions from the runtime's own table, .gopclntab,
+// which every Go executable keeps, stripped or not; nil for a file
+// without one.
+func GoTable(f *elf.File) (*gosym.Table, error) {
+	pcln, text := f.Section(".gopclntab"), f.Section(".text")
+	if pcln == nil || text == nil {
+		return nil, nil
+	}
+	data, err := pcln.Data()
+	if err != nil {
+		return nil, fmt.Errorf(".gopclntab: %w", err)
+	}
+	return goTable(data, text.Addr)
+}
+
+// goTable is GoTable on the table's bytes, data, for code at text. A
+// table whose header counts more functions than its bytes hold is
+// refused: debug/gosym makes room for every function it counts before
+// it reads one, and a damaged binary's count exhausts the memory, which
+// no recover catches.
+func goTable(data []byte, text uint64) (*gosym.Table, error) {
+	if len(data) >= 16 && (data[7] == 4 || data[7] == 8) {
+		var order binary.ByteOrder
+		switch {
+		case pclnMagic(binary.LittleEndian.Uint32(data)):
+			order = binary.LittleEndian
+		case pclnMagic(binary.BigEndian.Uint32(data)):
+			order = binary.BigEndian
+		}
+		if order != nil {
+			n := uint64(order.Uint32(data[8:]))
+			if data[7] == 8 {
+				n = order.Uint64(data[8:])
+			}
+			// A function takes 8 bytes of the table at least: its
+			// entry in the function table, two 4-byte words.
+			if n > uint64(len(data))/8 {
+				return nil, fmt.Errorf(".gopclntab: damaged: its header counts %d functions in %d bytes (the binary is not as Go's linker wrote it)", n, len(data))
+			}
+		}
+	}
+	table, err := gosym.NewTable(nil, gosym.NewLineTable(data, text))
+	if err != nil {
+		return nil, fmt.Errorf(".gopclntab: %w", err)
+	}
+	return table, nil
+}
+
+// pclnMagic reports whether magic starts a .gopclntab of a release
+// debug/gosym reads: Go 1.2, 1.16, 1.18 or 1.20 and later.
+func pclnMagic(magic uint32) bool {
+	switch magic {
+	case 0xfffffffb, 0xfffffffa, 0xfffffff0, 0xfffffff1:
+		return true
+	}
+	return false
+}
+
+// maxFuncSize bounds the code Find reads of a function, which a damaged
+// binary's symbol may make any size: Go's largest are some hundreds of
+// KB.
+const maxFuncSize = 16 << 20
 
 // ErrNoFunction reports a function the executable does not have: the
 // linker left it out, as it does every function nothing calls.
@@ -221,6 +292,11 @@ func (s *Symbols) Find(name string) (Sites, error) {
 		return Sites{}, ErrNoFunction
 	}
 	arch := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[s.f.Machine]
+	// A damaged binary's symbol may end before it begins, or past where
+	// an address can be.
+	if r[1] < r[0] || r[1]-r[0] > maxFuncSize {
+		return Sites{}, fmt.Errorf("%s: its code at %#x, %d bytes up to %#x, is not a function's (the binary is damaged)", name, r[0], int64(r[1]-r[0]), r[1])
+	}
 	for _, sec := range s.f.Sections {
 		if sec.Flags&elf.SHF_EXECINSTR == 0 || r[0] < sec.Addr || r[1] > sec.Addr+sec.Size {
 			continue

@@ -21,6 +21,38 @@ const MaxArgs = 12
 // would link fmt and regexp into every instrumented program.
 const CStringMax = 256
 
+// Unreadable begins what a probe passes for a string argument whose bytes
+// it could not read (the program unmapped or freed them, or a data race
+// tore the string's header): "<unreadable 0x", the bytes' address in
+// lower-case hex, then ">". The rewriter's generated code writes it, and
+// the runtime package's CString writes the same text out.
+const Unreadable = "<unreadable 0x"
+
+// ParseUnreadable returns the address a string argument's Unreadable text
+// names, and false for any other string.
+func ParseUnreadable(s string) (uint64, bool) {
+	hex, ok := strings.CutPrefix(s, Unreadable)
+	if !ok {
+		return 0, false
+	}
+	hex, ok = strings.CutSuffix(hex, ">")
+	if !ok || hex == "" || len(hex) > 16 {
+		return 0, false
+	}
+	var addr uint64
+	for _, c := range []byte(hex) {
+		switch {
+		case c >= '0' && c <= '9':
+			addr = addr<<4 | uint64(c-'0')
+		case c >= 'a' && c <= 'f':
+			addr = addr<<4 | uint64(c-'a'+10)
+		default:
+			return 0, false
+		}
+	}
+	return addr, true
+}
+
 // Sentinel is the identifier usdtgen's no-cgo file refers to and only
 // usdt-toolexec defines: a build that would silently lose the probe notes
 // (Go's internal linker drops them) fails to compile instead, naming the
@@ -152,11 +184,38 @@ type Probe struct {
 	// PC is the link-time address of the probe's NOP, Semaphore that of
 	// its semaphore (the Slot-th of its table).
 	PC, Semaphore uint64
+	// WideSemaphore says that Semaphore is the low half of a 32-bit
+	// slot (an automatic probe's, probetable's WideFlag), whose high
+	// half the in-process ring's tracer sets: the probe's gate loads
+	// both.
+	WideSemaphore bool
 
 	// Func, for a note-only probe (rules' sites: notes), is the linker's
 	// name of the function whose own instructions the probe's notes
 	// point at; such a probe has no NOP and no semaphore of its own.
 	Func string
+}
+
+// Escaped returns p with the names and types its table gives it
+// (Provider, Name, Package, Receiver, and each argument's Name and Type)
+// passed through escape, for showing them: a binary nobody vouches for
+// may hold any bytes there, control characters among them. Layouts,
+// Spec and Func, which are read, not shown, stay as they are.
+func (p Probe) Escaped(escape func(string) string) Probe {
+	args := func(as []Arg) []Arg {
+		if as == nil {
+			return nil
+		}
+		out := make([]Arg, len(as))
+		for i, a := range as {
+			a.Name, a.Type = escape(a.Name), escape(a.Type)
+			out[i] = a
+		}
+		return out
+	}
+	p.Provider, p.Name, p.Package, p.Receiver = escape(p.Provider), escape(p.Name), escape(p.Package), escape(p.Receiver)
+	p.Args, p.Dropped = args(p.Args), args(p.Dropped)
+	return p
 }
 
 // Kinds are the kinds of p's arguments, in order.

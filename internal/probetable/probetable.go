@@ -15,7 +15,8 @@
 //
 //	0   magic [8]byte, its last byte the version (3, 4 or 5)
 //	8   count uint32, size uint32 (whole table), checksum uint32, slots uint32
-//	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel)
+//	24  semaphores [slots]uint16, slots rounded up to a multiple of 4 (zero in the file, counted by the kernel);
+//	    with WideFlag, [slots]uint32, rounded up to a multiple of 2
 //	..  stub addresses [count]uint64 (relocated by the linker); versions 4
 //	    and 5: one, the first probe's, the others following it SiteSize
 //	    bytes apart
@@ -61,6 +62,15 @@
 // "kind,kind...\0", then optionally "names\0" and per probe "count\0"
 // and count times "name\0type\0". A part missing from an older table
 // leaves its fields empty; no version 2 table records receivers.
+//
+// A version byte with WideFlag set (0x24, 0x25, 0x34, 0x35: automatic
+// probes, whose stubs are back to back) gives each probe a 32-bit slot:
+// its semaphore, the address its note gives, is the slot's low half,
+// which the kernel and every USDT consumer count uprobes in, and the
+// high half is the in-process ring's flag (see internal/ring), which its
+// tracer sets to 1 and clears with plain 2-byte writes, never touching
+// the kernel's count. The probe's gate loads the whole slot. A tracer
+// older than the flag finds no such table, so never writes to one.
 //
 // The checksum is FNV-1a over the slot array and the strings, padding
 // included: everything from the slot array to the end of the table.
@@ -123,6 +133,10 @@ const SiteSize = 8
 // LayoutsFlag marks, in the version byte, records with argument layouts.
 const LayoutsFlag = 0x10
 
+// WideFlag marks, in the version byte of a table of stubs back to back,
+// 32-bit semaphore slots, the semaphore their low half.
+const WideFlag = 0x20
+
 // isMagic reports whether b starts with the magic of a version the decoder
 // reads.
 func isMagic(b []byte) bool {
@@ -130,6 +144,9 @@ func isMagic(b []byte) bool {
 		return false
 	}
 	v := b[len(Magic)-1]
+	if v&WideFlag != 0 {
+		return backToBack(v)
+	}
 	if v&LayoutsFlag != 0 {
 		v &^= LayoutsFlag
 		return v == version || v == version5 || v == version4 || v == version6
@@ -138,10 +155,21 @@ func isMagic(b []byte) bool {
 }
 
 // backToBack reports whether a table of version v holds one stub address.
-func backToBack(v byte) bool { v &^= LayoutsFlag; return v == version4 || v == version5 }
+func backToBack(v byte) bool {
+	v &^= LayoutsFlag | WideFlag
+	return v == version4 || v == version5
+}
+
+// slotSize is the bytes of each semaphore slot of a table of version v.
+func slotSize(v byte) int {
+	if v&WideFlag != 0 {
+		return 4
+	}
+	return 2
+}
 
 // notesOnly reports a version 6 table, of note-only probes.
-func notesOnly(v byte) bool { return v&^LayoutsFlag == version6 }
+func notesOnly(v byte) bool { return v&^(LayoutsFlag|WideFlag) == version6 }
 
 // stubAddresses is how many stub addresses a table of count probes
 // whose version is v holds.
@@ -165,15 +193,17 @@ const maxCount = 1 << 16
 // the table's symbol must reproduce exactly.
 type Layout struct {
 	Count          int
-	SemaphoreSlots int // slots rounded up to a multiple of 4
-	StubsOffset    int
-	SlotsOffset    int // the slot index of each probe
-	StringsOffset  int
-	Size           int
+	SemaphoreSlots int // slots rounded up to 8 bytes
+	// SlotSize is the bytes of a semaphore slot: 2, or 4 for WideFlag's.
+	SlotSize      int
+	StubsOffset   int
+	SlotsOffset   int // the slot index of each probe
+	StringsOffset int
+	Size          int
 }
 
 // SemaphoreOffset is the offset of semaphore slot i from the table start.
-func (l Layout) SemaphoreOffset(i int) int { return headerSize + 2*i }
+func (l Layout) SemaphoreOffset(i int) int { return headerSize + l.SlotSize*i }
 
 // TailWords is how many uint64 follow the semaphores (stubs, slot indexes
 // and strings).
@@ -184,12 +214,14 @@ func (l Layout) Stubs() int { return (l.SlotsOffset - l.StubsOffset) / 8 }
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
-// newLayout lays out a table of count probes sharing slots semaphores,
-// with stubs stub addresses and a strings blob of blobSize bytes (already
-// padded).
-func newLayout(count, slots, stubs, blobSize int) Layout {
-	l := Layout{Count: count, SemaphoreSlots: (slots + 3) &^ 3}
-	l.StubsOffset = headerSize + 2*l.SemaphoreSlots
+// newLayout lays out a table of version v of count probes sharing slots
+// semaphores, with a strings blob of blobSize bytes (already padded).
+func newLayout(v byte, count, slots, blobSize int) Layout {
+	size := slotSize(v)
+	perWord := 8 / size
+	l := Layout{Count: count, SemaphoreSlots: (slots + perWord - 1) / perWord * perWord, SlotSize: size}
+	stubs := stubAddresses(v, count)
+	l.StubsOffset = headerSize + size*l.SemaphoreSlots
 	l.SlotsOffset = l.StubsOffset + 8*stubs
 	l.StringsOffset = l.SlotsOffset + pad8(2*count)
 	l.Size = l.StringsOffset + blobSize
@@ -281,11 +313,12 @@ func Build(pkg string, probes []probe.Probe, backToBack bool) (Image, error) {
 		if d := deflate(blob); pad8(len(d)) < pad8(len(blob)) {
 			ver, blob = version5, d
 		}
+		ver |= WideFlag
 	}
 	if layouts {
 		ver |= LayoutsFlag
 	}
-	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), pad8(len(blob)))
+	l := newLayout(ver, len(probes), slots, pad8(len(blob)))
 	b := make([]byte, l.Size)
 	copy(b, Magic[:])
 	b[len(Magic)-1] = ver
@@ -389,7 +422,7 @@ func header(b []byte) (n, size int, err error) {
 	if n > maxCount || slots > maxCount || size > len(b) || size%8 != 0 {
 		return 0, 0, ErrNotTable
 	}
-	l := newLayout(n, slots, stubAddresses(b[len(Magic)-1], n), 0)
+	l := newLayout(b[len(Magic)-1], n, slots, 0)
 	if l.StringsOffset >= size { // the strings hold at least the package
 		return 0, 0, ErrNotTable
 	}
@@ -417,7 +450,7 @@ func decodeText(probes []probe.Probe, b []byte) error {
 	if notesOnly(ver) && slots != 0 {
 		return ErrNotTable
 	}
-	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), 0)
+	l := newLayout(ver, len(probes), slots, 0)
 	for i := range probes {
 		p := &probes[i]
 		p.Slot = int(binary.LittleEndian.Uint16(b[l.SlotsOffset+2*i:]))
@@ -428,7 +461,7 @@ func decodeText(probes []probe.Probe, b []byte) error {
 	}
 	strs := b[l.StringsOffset:]
 	layouts := ver&LayoutsFlag != 0
-	ver &^= LayoutsFlag
+	ver &^= LayoutsFlag | WideFlag
 	if ver == version5 || ver == version6 {
 		var ok bool
 		if strs, ok = inflate(strs); !ok {
@@ -459,7 +492,7 @@ func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
 	if notesOnly(ver) {
 		return nil
 	}
-	l := newLayout(len(probes), slots, stubAddresses(ver, len(probes)), 0)
+	l := newLayout(ver, len(probes), slots, 0)
 	for i := range probes {
 		p := &probes[i]
 		if backToBack(ver) {
@@ -474,6 +507,7 @@ func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
 			return fmt.Errorf("probetable: probe %s:%s has no stub address", p.Provider, p.Name)
 		}
 		p.Semaphore = addr + uint64(l.SemaphoreOffset(p.Slot))
+		p.WideSemaphore = l.SlotSize == 4
 	}
 	return nil
 }
@@ -484,7 +518,7 @@ func locateProbes(probes []probe.Probe, b []byte, addr uint64) error {
 func linkInvariant(b []byte) (head, tail []byte) {
 	n := int(binary.LittleEndian.Uint32(b[8:]))
 	slots := int(binary.LittleEndian.Uint32(b[20:]))
-	l := newLayout(n, slots, stubAddresses(b[len(Magic)-1], n), 0)
+	l := newLayout(b[len(Magic)-1], n, slots, 0)
 	return b[:headerSize], b[l.SlotsOffset:]
 }
 

@@ -117,7 +117,12 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	if (v&LayoutsFlag != 0) != hasLayouts {
 		t.Errorf("version %#x for a table with layouts %v", v, hasLayouts)
 	}
-	switch v &^= LayoutsFlag; {
+	// Automatic probes' tables, whose stubs are back to back, have
+	// 32-bit slots: the semaphore low, the ring's flag high.
+	if (v&WideFlag != 0) != backToBack || l.SlotSize != 2+2*boolInt(backToBack) {
+		t.Errorf("version %#x, slots of %d bytes, for backToBack=%v", v, l.SlotSize, backToBack)
+	}
+	switch v &^= LayoutsFlag | WideFlag; {
 	case !backToBack && v != version, backToBack && v != version4 && v != version5:
 		t.Errorf("version %d for backToBack=%v", v, backToBack)
 	case backToBack && len(entries) > 100 && v != version5:
@@ -126,7 +131,7 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	if l.Size%8 != 0 || l.StubsOffset%8 != 0 || l.SlotsOffset%8 != 0 || l.StringsOffset%8 != 0 {
 		t.Fatalf("layout not 8-aligned: %+v", l)
 	}
-	if want := (slots + 3) &^ 3; l.SemaphoreSlots != want {
+	if want := (slots*l.SlotSize + 7) / 8 * 8 / l.SlotSize; l.SemaphoreSlots != want {
 		t.Errorf("%d semaphore slots, want %d", l.SemaphoreSlots, want)
 	}
 	if got := binary.LittleEndian.Uint32(img.Bytes[20:]); got != uint32(slots) {
@@ -135,7 +140,7 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 	if l.StubsOffset != l.SemaphoreOffset(l.SemaphoreSlots) || l.Stubs() != stubs || l.Count != len(entries) {
 		t.Errorf("inconsistent layout %+v", l)
 	}
-	if 24+2*l.SemaphoreSlots+8*l.TailWords() != l.Size {
+	if 24+l.SlotSize*l.SemaphoreSlots+8*l.TailWords() != l.Size {
 		t.Errorf("header, semaphores and tail words do not make up the table: %+v", l)
 	}
 	for off := 24; off < l.StubsOffset; off++ {
@@ -158,14 +163,17 @@ func testRoundTrip(t *testing.T, entries []probe.Probe, slots int, backToBack bo
 			t.Errorf("site %d: package %q", i, s.Package)
 		}
 		built := s
-		built.Package, built.PC, built.Semaphore = "", 0, 0
+		built.Package, built.PC, built.Semaphore, built.WideSemaphore = "", 0, 0, false
+		if s.WideSemaphore != backToBack {
+			t.Errorf("site %d: wide semaphore %v, want %v", i, s.WideSemaphore, backToBack)
+		}
 		if !reflect.DeepEqual(built, entries[i]) {
 			t.Errorf("site %d: %+v, want %+v", i, built, entries[i])
 		}
 		if s.PC != stubAt(i) {
 			t.Errorf("site %d: stub %#x", i, s.PC)
 		}
-		if want := uint64(0x500000 + 24 + 2*entries[i].Slot); s.Semaphore != want || s.Semaphore%2 != 0 {
+		if want := uint64(0x500000 + 24 + l.SlotSize*entries[i].Slot); s.Semaphore != want || s.Semaphore%uint64(l.SlotSize) != 0 {
 			t.Errorf("site %d: semaphore %#x, want %#x", i, s.Semaphore, want)
 		}
 	}
@@ -248,13 +256,13 @@ func TestDecodeRejects(t *testing.T) {
 	deflated := func(blob []byte) []byte {
 		bl := back.Layout
 		b := append(link(back)[:bl.StringsOffset], blob...)
-		b[len(Magic)-1] = version5
+		b[len(Magic)-1] = version5 | WideFlag
 		b = append(b, make([]byte, pad8(len(b))-len(b))...)
 		binary.LittleEndian.PutUint32(b[12:], uint32(len(b)))
 		binary.LittleEndian.PutUint32(b[16:], checksum(b[bl.SlotsOffset:]))
 		return b
 	}
-	if back.Bytes[len(Magic)-1] != version4 {
+	if back.Bytes[len(Magic)-1] != version4|WideFlag {
 		t.Fatal("two probes' strings deflated")
 	}
 	whole := deflate(back.Bytes[back.Layout.StringsOffset:])
@@ -530,4 +538,57 @@ func Decode(b []byte, addr uint64) ([]probe.Probe, int, error) {
 		return nil, 0, err
 	}
 	return probes, size, nil
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// TestSlotSizes decodes a table of stubs back to back as the wrappers
+// before WideFlag wrote it, 2-byte semaphores that only the kernel and
+// the tracers count, beside today's 32-bit slots, and rejects WideFlag
+// on a table of stubs anywhere (usdtgen's), whose semaphores stay 2
+// bytes: the Go and C code usdtgen wrote declares them so.
+func TestSlotSizes(t *testing.T) {
+	probes := []probe.Probe{entry("p", "a", "", 0), entry("p", "b", "", 1), entry("p", "c", "", 2)}
+	wide, err := Build("", probes, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wl := wide.Layout
+	v := wide.Bytes[len(Magic)-1] &^ WideFlag
+	nl := newLayout(v, wl.Count, len(probes), wl.Size-wl.StringsOffset)
+	b := make([]byte, nl.Size)
+	copy(b, wide.Bytes[:headerSize])
+	b[len(Magic)-1] = v
+	copy(b[nl.StubsOffset:], wide.Bytes[wl.StubsOffset:])
+	binary.LittleEndian.PutUint32(b[12:], uint32(nl.Size))
+	binary.LittleEndian.PutUint32(b[16:], checksum(b[nl.SlotsOffset:]))
+	narrow := Image{Layout: nl, Bytes: b}
+	for _, tt := range []struct {
+		img  Image
+		size int
+	}{{wide, 4}, {narrow, 2}} {
+		sites, _, err := Decode(link(tt.img), 0x500000)
+		if err != nil {
+			t.Fatalf("version %#x: %v", tt.img.Bytes[len(Magic)-1], err)
+		}
+		for i, s := range sites {
+			if want := uint64(0x500000 + headerSize + tt.size*i); s.Semaphore != want || s.WideSemaphore != (tt.size == 4) {
+				t.Errorf("version %#x, probe %d: semaphore %#x, wide %v; want %#x, %v", tt.img.Bytes[len(Magic)-1], i, s.Semaphore, s.WideSemaphore, want, tt.size == 4)
+			}
+		}
+	}
+	anywhere, err := Build("", probes, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bad := link(anywhere)
+	bad[len(Magic)-1] |= WideFlag
+	if _, _, err := Decode(bad, 0x500000); err == nil {
+		t.Errorf("a table of stubs anywhere with WideFlag decoded")
+	}
 }

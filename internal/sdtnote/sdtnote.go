@@ -83,7 +83,7 @@ func Read(f *elf.File) ([]Note, error) {
 		}
 		got, err := parse(data, f.ByteOrder, addrSize)
 		if err != nil {
-			return nil, fmt.Errorf("sdtnote: section %s at offset %#x: %w", SectionName, s.Offset, err)
+			return nil, fmt.Errorf("sdtnote: section %s at offset %#x: %w (the binary's probe notes are damaged: readelf -n shows what they hold)", SectionName, s.Offset, err)
 		}
 		notes = append(notes, got...)
 	}

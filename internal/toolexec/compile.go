@@ -21,6 +21,7 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/providerring"
 	"github.com/go-usdt/usdt/rewrite"
+	"github.com/go-usdt/usdt/rules"
 )
 
 // compileFlags are the compiler's arguments this wrapper reads.
@@ -191,17 +192,10 @@ func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite
 		return nil, err
 	}
 	pkg := cfg.ImportPath
-	if inv.Verbose {
-		for _, fn := range res.Funcs {
-			if fn.Inlined != nil {
-				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: not probed: the compiler inlines it (cost %d of 80), and a probe would take that away; inline: probe in its rule probes it\n", pkg, fn.Name, fn.Inlined.Cost)
-			}
-		}
-	}
+	unprobed(inv.Stderr, pkg, res.Funcs, inv.Verbose)
 	if res.Skipped != "" {
-		if inv.Verbose {
-			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
-		}
+		// Its functions lose their probes: said without -v too.
+		fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s: not instrumented: %s\n", matchPath, res.Skipped)
 		return nil, nil
 	}
 	if inv.Verbose {
@@ -214,6 +208,11 @@ func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite
 				continue
 			}
 			fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: %s %s\n", pkg, fn.Name, fn.Entry, fn.Exit)
+			if d := fn.Probed; d != nil && fn.Traced != "" && d.Cost+rewrite.ProbedInlineCost <= rewrite.InlineBudget {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: the compiler inlines it (cost %d of %d), and split it stays inlinable with its probes (about %d more)\n", pkg, fn.Name, d.Cost, rewrite.InlineBudget, rewrite.ProbedInlineCost)
+			} else if d != nil {
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: loses its inlining: the compiler inlines it as written (cost %d of %d), and its probes cost more than the rest of the budget; inline: keep in its rule (%s) keeps it as written, unprobed\n", pkg, fn.Name, d.Cost, rewrite.InlineBudget, fn.Rule)
+			}
 			if fn.Traced != "" {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", pkg, fn.Name, fn.Traced)
 			}
@@ -228,10 +227,36 @@ func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite
 	return res, nil
 }
 
+// unprobed names the functions of pkg that a rule selects and that have
+// no probes, with why and the rule's place, -v or not: a rule is the
+// user's list of the functions to probe. Those that inline: keep leaves
+// as written are the user's choice: without verbose, one line counts
+// them, for each rule.
+func unprobed(w io.Writer, pkg string, funcs []rewrite.Func, verbose bool) {
+	kept := map[rules.Pos]int{}
+	var order []rules.Pos
+	for _, fn := range funcs {
+		switch {
+		case fn.Unprobed != "":
+			fmt.Fprintf(w, "usdt-toolexec: %s.%s: not probed: %s (the rule at %s)\n", pkg, fn.Name, fn.Unprobed, fn.Rule)
+		case fn.Inlined != nil && verbose:
+			fmt.Fprintf(w, "usdt-toolexec: %s.%s: not probed: the compiler inlines it (cost %d of %d), and inline: keep in its rule (%s) keeps it as written\n", pkg, fn.Name, fn.Inlined.Cost, rewrite.InlineBudget, fn.Rule)
+		case fn.Inlined != nil:
+			if kept[fn.Rule] == 0 {
+				order = append(order, fn.Rule)
+			}
+			kept[fn.Rule]++
+		}
+	}
+	for _, at := range order {
+		fmt.Fprintf(w, "usdt-toolexec: %s: %d functions not probed: the compiler inlines them, and inline: keep in the rule at %s keeps them as written (-v names them)\n", pkg, kept[at], at)
+	}
+}
+
 // notesOnly says, for -v, what a function whose sites are notes got.
 func notesOnly(w io.Writer, pkg string, fn rewrite.Func) {
 	if fn.Unprobed != "" {
-		fmt.Fprintf(w, "usdt-toolexec: %s.%s: not probed: %s\n", pkg, fn.Name, fn.Unprobed)
+		// unprobed said so.
 		return
 	}
 	fmt.Fprintf(w, "usdt-toolexec: %s.%s: %s %s (notes on its own code)\n", pkg, fn.Name, fn.Entry, fn.Exit)

@@ -2,11 +2,14 @@ package usdtgen
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // dirContents returns every file in dir with its content.
@@ -172,9 +175,18 @@ func TestWriteFailureWritesNothing(t *testing.T) {
 	checkDir(t, dir, wantContents(old))
 }
 
+// asNobodyEnv marks this test binary run again as nobody.
+const asNobodyEnv = "USDT_TEST_AS_NOBODY"
+
 // TestWriteReadOnlyDir checks that a directory that cannot be written to
-// gives an error and keeps what it had, with no temporary files.
+// gives an error and keeps what it had, with no temporary files. Root
+// may write to any directory: as root (CI runs so), the test runs again
+// in a copy of this test binary as nobody (setpriv), and must pass there.
 func TestWriteReadOnlyDir(t *testing.T) {
+	if os.Geteuid() == 0 && os.Getenv(asNobodyEnv) == "" {
+		runAsNobody(t, "TestWriteReadOnlyDir")
+		return
+	}
 	dir := t.TempDir()
 	old := []File{{"a_usdt_cgo.go", []byte("old\n")}, {"a_usdt_other.go", []byte("same\n")}}
 	if _, err := Write(dir, old); err != nil {
@@ -287,5 +299,31 @@ func TestPackageName(t *testing.T) {
 				t.Errorf("PackageName = %q, %v; want %q", got, err, tt.want)
 			}
 		})
+	}
+}
+
+// runAsNobody runs the test named test in a copy of this test binary as
+// the user nobody, and fails unless it passes there.
+func runAsNobody(t *testing.T, test string) {
+	t.Helper()
+	setpriv, err := exec.LookPath("setpriv")
+	if err != nil {
+		tracetest.SkipMissing(t, "setpriv (util-linux) is not installed: cannot run %s as nobody, and root writes anywhere", test)
+	}
+	dir := tracetest.NobodyDir(t)
+	self, err := os.ReadFile(os.Args[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	bin := filepath.Join(dir, "usdtgen.test")
+	if err := os.WriteFile(bin, self, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", "--inh-caps=-all", bin, "-test.run=^"+test+"$", "-test.v", "-test.count=1")
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), asNobodyEnv+"=1", "TMPDIR="+os.TempDir())
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "--- PASS: "+test) {
+		t.Fatalf("%s as nobody: %v\n%s", test, err, out)
 	}
 }

@@ -33,6 +33,9 @@ func (p *Plan) Decode(i int, l *layout.Type, raw uint64, area []byte, names Name
 		return nil, false
 	}
 	d := decoder{p: p, area: area, names: names, seen: map[uint64]bool{}}
+	if raw != 0 && d.failed(p.roots[i]-1) {
+		return unreadable(raw), true
+	}
 	switch l.Kind {
 	case layout.Pointer:
 		if raw == 0 {
@@ -87,13 +90,39 @@ func (d *decoder) word(off int) uint64 {
 	return 0
 }
 
+// followedBy is the index of the op that read what the pointer at off
+// points to.
+func (d *decoder) followedBy(off int) (int, bool) {
+	j, ok := d.p.follow[uint16(off)]
+	return j, ok && off >= 0 && off <= math.MaxUint16
+}
+
 // followed is the op that read what the pointer at off points to.
 func (d *decoder) followed(off int) (Op, bool) {
-	j, ok := d.p.follow[uint16(off)]
-	if !ok || off < 0 || off > math.MaxUint16 {
+	j, ok := d.followedBy(off)
+	if !ok {
 		return Op{}, false
 	}
 	return d.p.Ops[j], true
+}
+
+// lost reports whether the op that read what the pointer at off points
+// to failed: its value is unreadable, not the zeros its bytes hold.
+func (d *decoder) lost(off int) bool {
+	j, ok := d.followedBy(off)
+	return ok && d.failed(j)
+}
+
+// failed reports whether op j failed, by the area's status word.
+func (d *decoder) failed(j int) bool { return Failed(d.area, j) }
+
+// Failed reports whether the value area says that read j of its plan
+// failed (see StatusSize).
+func Failed(area []byte, j int) bool {
+	if j < 0 || j >= MaxOps || len(area) < 4 {
+		return false
+	}
+	return binary.LittleEndian.Uint32(area)&(1<<j) != 0
 }
 
 func (d *decoder) value(t *layout.Type, off int) Value {
@@ -137,6 +166,9 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		if !ok || d.seen[addr] || t.Elem == nil {
 			return address(addr)
 		}
+		if d.lost(off) {
+			return unreadable(addr)
+		}
 		d.seen[addr] = true
 		defer delete(d.seen, addr)
 		return pointer{d.value(t.Elem, int(op.Dst))}
@@ -167,6 +199,9 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		if byteSlice(t) {
 			return d.str(off)
 		}
+		if d.lost(off) {
+			return unreadable(d.word(off))
+		}
 		l := list{len: n}
 		op, ok := d.followed(off)
 		if !ok || t.Elem == nil || t.Elem.Size == 0 {
@@ -179,6 +214,9 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 	case layout.Map:
 		if d.word(off) == 0 {
 			return nilMap{}
+		}
+		if d.lost(off) {
+			return unreadable(d.word(off))
 		}
 		if op, ok := d.followed(off); ok {
 			return d.mapValue(t, int(op.Dst))
@@ -235,6 +273,9 @@ func (d *decoder) str(off int) Value {
 	if !ok {
 		return unknown(fmt.Sprintf("<%d bytes>", n))
 	}
+	if d.lost(off) {
+		return unreadable(d.word(off))
+	}
 	shown := d.bytes(int(op.Dst), int(min(n, uint64(op.Max))))
 	if uint64(len(shown)) < n {
 		return cutText{string(shown), n}
@@ -290,6 +331,9 @@ func (d *decoder) iface(t *layout.Type, off int) Value {
 		if !ok {
 			return address(d.word(off + 8))
 		}
+		if d.lost(off) {
+			return unreadable(typ)
+		}
 		typ = d.word(int(op.Dst) + 8)
 	}
 	var dyn Dynamic
@@ -300,6 +344,9 @@ func (d *decoder) iface(t *layout.Type, off int) Value {
 	dop, ok := d.followed(off + 8)
 	if !ok || dyn.Name == "" {
 		return dynamicValue{dyn.Name, address(data)}
+	}
+	if d.lost(off + 8) {
+		return dynamicValue{dyn.Name, unreadable(data)}
 	}
 	at := int(dop.Dst)
 	switch dyn.Name {
@@ -420,6 +467,24 @@ func Escape(s string) string {
 	return string(append(b, s[done:]...))
 }
 
+// EscapeLines is Escape for a text laid out in lines, such as an
+// error's message, which may quote names a binary gives: it keeps the
+// newlines and tabs, which lay the text out and write no escape
+// sequence, and escapes the rest.
+func EscapeLines(s string) string {
+	var b strings.Builder
+	for {
+		i := strings.IndexAny(s, "\n\t")
+		if i < 0 {
+			b.WriteString(Escape(s))
+			return b.String()
+		}
+		b.WriteString(Escape(s[:i]))
+		b.WriteByte(s[i])
+		s = s[i+1:]
+	}
+}
+
 // JSONText is s as JSON holds a string: s itself when it is valid UTF-8,
 // whose control characters encoding/json escapes so that they read back
 // as they were, else escaped, where encoding/json would replace each
@@ -454,6 +519,19 @@ type address uint64
 
 func (a address) String() string { return fmt.Sprintf("%#x", uint64(a)) }
 func (a address) JSON() any      { return a.String() }
+
+// Unreadable is the value at addr that a probe could not read.
+func Unreadable(addr uint64) Value { return unreadable(addr) }
+
+// unreadable is a value the probe could not read, at its address: the
+// memory was not there when it fired (unmapped, freed, or a header torn
+// by a data race pointed nowhere). Never zeros, never half a value.
+type unreadable uint64
+
+func (u unreadable) String() string { return fmt.Sprintf("<unreadable %#x>", uint64(u)) }
+func (u unreadable) JSON() any {
+	return map[string]string{"unreadable": fmt.Sprintf("%#x", uint64(u))}
+}
 
 // unknown is what the probe did not read.
 type unknown string

@@ -1,6 +1,7 @@
 package values
 
 import (
+	"encoding/binary"
 	"math"
 	"testing"
 
@@ -38,5 +39,79 @@ func TestDecodeOddLayouts(t *testing.T) {
 				t.Errorf("%s, want %s", got, tt.want)
 			}
 		})
+	}
+}
+
+// TestDecodeFailed: a read the writer marked failed in the area's status
+// word shows as unreadable at its address, never as the zeros its bytes
+// hold; the reads beside it show as read.
+func TestDecodeFailed(t *testing.T) {
+	str := &layout.Type{Kind: layout.String, Size: 16}
+	bytes := &layout.Type{Kind: layout.Slice, Size: 24, Elem: &layout.Type{Kind: layout.Uint, Size: 1}}
+	ints := &layout.Type{Kind: layout.Slice, Size: 24, Elem: &layout.Type{Kind: layout.Int, Size: 8}}
+	rec := &layout.Type{Kind: layout.Struct, Size: 64, Fields: []layout.Field{
+		{Name: "s", Offset: 0, Type: str}, {Name: "b", Offset: 16, Type: bytes}, {Name: "n", Offset: 40, Type: ints},
+	}}
+	ptr := &layout.Type{Kind: layout.Pointer, Size: 8, Elem: rec}
+	const (
+		recAt = 0x7f0000001000
+		sAt   = 0x7f0000002000
+		bAt   = 0x7f0000003000
+		nAt   = 0x7f0000004000
+	)
+	p := NewPlan([]*layout.Type{ptr}, SlotGroups)
+	// The ops: the struct, then its string's, its []byte's and its
+	// []int's bytes, in that order.
+	if len(p.Ops) != 4 {
+		t.Fatalf("%d ops, want 4: %+v", len(p.Ops), p.Ops)
+	}
+	if p.Ops[0].Held {
+		t.Errorf("a pointer argument's read is held: %+v", p.Ops[0])
+	}
+	area := func(failed uint32) []byte {
+		a := make([]byte, AreaSize)
+		binary.LittleEndian.PutUint32(a, failed)
+		if failed&1 != 0 {
+			return a // the struct's bytes are zeros
+		}
+		r := a[p.Ops[0].Dst:]
+		binary.LittleEndian.PutUint64(r[0:], sAt)
+		binary.LittleEndian.PutUint64(r[8:], 3)
+		binary.LittleEndian.PutUint64(r[16:], bAt)
+		binary.LittleEndian.PutUint64(r[24:], 2)
+		binary.LittleEndian.PutUint64(r[40:], nAt)
+		binary.LittleEndian.PutUint64(r[48:], 1)
+		copy(a[p.Ops[1].Dst:], "abc")
+		copy(a[p.Ops[2].Dst:], "xy")
+		binary.LittleEndian.PutUint64(a[p.Ops[3].Dst:], 42)
+		return a
+	}
+	tests := []struct {
+		failed uint32
+		want   string
+	}{
+		{0, `&{s:abc b:xy n:[42]}`},
+		{1, `<unreadable 0x7f0000001000>`},
+		{1 << 1, `&{s:<unreadable 0x7f0000002000> b:xy n:[42]}`},
+		{1 << 2, `&{s:abc b:<unreadable 0x7f0000003000> n:[42]}`},
+		{1 << 3, `&{s:abc b:xy n:<unreadable 0x7f0000004000>}`},
+	}
+	for _, tt := range tests {
+		v, ok := p.Decode(0, ptr, recAt, area(tt.failed), nil)
+		if !ok {
+			t.Fatal("the plan reads nothing of the argument")
+		}
+		if got := v.String(); got != tt.want {
+			t.Errorf("failed %#b: %s, want %s", tt.failed, got, tt.want)
+		}
+	}
+	// Held: an argument passed by its copy's address.
+	if q := NewPlan([]*layout.Type{rec}, SlotGroups); !q.Ops[0].Held || q.Ops[1].Held {
+		t.Errorf("a struct argument's read is held, its string's not: %+v", q.Ops)
+	}
+	// JSON says so in an object of its own.
+	v, _ := p.Decode(0, ptr, recAt, area(1), nil)
+	if got, err := AppendJSONData(nil, v.JSON()); err != nil || string(got) != `{"unreadable":"0x7f0000001000"}` {
+		t.Errorf("JSON %s (%v)", got, err)
 	}
 }

@@ -114,7 +114,8 @@ func (d *decoder) mapValue(t *layout.Type, hdr int) Value {
 	m := mapValue{len: d.word(hdr + mapUsed)}
 	gr, ok := d.p.groups.group(t.Elem)
 	op, read := d.followed(hdr + mapDirPtr)
-	if m.len == 0 || !ok || !read || d.word(hdr+mapDirPtr) == 0 || d.word(hdr+mapDirLen) != 0 {
+	// A group that could not be read shows the map's length alone.
+	if m.len == 0 || !ok || !read || d.lost(hdr+mapDirPtr) || d.word(hdr+mapDirPtr) == 0 || d.word(hdr+mapDirLen) != 0 {
 		return m
 	}
 	ctrl, full := d.word(int(op.Dst)), 0

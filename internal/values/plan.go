@@ -31,9 +31,18 @@ type Op struct {
 	Dynamic  bool   // the bytes of an interface's data, whose type is known only when decoding
 	// Guess says the read may miss: its source is a guess (what an
 	// interface's data may hold), or its bytes may run past the object
-	// (an interface's data, a map's directory read as a group). A
-	// reader that can fault on a miss reads it so that it cannot.
+	// (an interface's data, a map's directory read as a group). Only
+	// when it reads nothing is it failed (see Failed).
 	Guess bool
+	// Held says the source is a variable the probe itself holds (the
+	// address of an argument's copy, which the rewritten code takes),
+	// so a plain load cannot fault. Every other read goes through
+	// memory the probed function may never touch (a pointer, a
+	// string's or slice's bytes, a map, an interface's data) and may
+	// fault even in a correct program: memory it unmapped, freed C
+	// memory, a header torn by a data race. A reader that can fault
+	// reads those so that it cannot, and marks them failed.
+	Held bool
 }
 
 // Limits of a plan, which the BPF program is built for.
@@ -41,6 +50,11 @@ const (
 	MaxOps   = 32
 	AreaSize = 2048 // the value area's bytes
 	OpMax    = 512  // bytes one Op copies at most
+	// StatusSize is the bytes at the start of the value area that say
+	// which reads failed: bit j of its first 32-bit word is set when
+	// Ops[j] could not read what it should (see Failed). The reads'
+	// bytes follow it.
+	StatusSize = 8
 	// Shown at most: a string's bytes, a slice's or an array's elements.
 	StringMax = 64
 	ElemsMax  = 16
@@ -68,7 +82,7 @@ type Plan struct {
 // groups.
 func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 	p := &Plan{roots: map[int]int{}, follow: map[uint16]int{}, groups: groups}
-	var used int
+	used := StatusSize
 	type item struct {
 		t   *layout.Type
 		dst int
@@ -111,7 +125,10 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 		case layout.Map:
 			n = mapHeader
 		}
-		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: n}); ok {
+		// A pointer or a map argument is the pointer itself; any other
+		// is the address of the argument's copy.
+		held := l.Kind != layout.Pointer && l.Kind != layout.Map
+		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: n, Held: held}); ok {
 			p.roots[i] = j + 1
 			queue = append(queue, item{root, int(p.Ops[j].Dst), l.Kind == layout.Map})
 		}

@@ -31,14 +31,37 @@ func TestEscape(t *testing.T) {
 		// A character cut in two, as a string read in part is.
 		{"ab\xc3", `ab\xc3`},
 		{"\u0085 and \u2028", `\u0085 and \u2028`},
+		// Terminal escape sequences, as a hostile binary's probe names
+		// may hold them: a CSI that clears the screen, an OSC that sets
+		// the window's title, ended by BEL or by ST, and CSI as the
+		// one C1 character, valid UTF-8 or a bare byte.
+		{"\x1b[2J", `\x1b[2J`},
+		{"\x1b]0;pwned\a", `\x1b]0;pwned\a`},
+		{"\x1b]0;pwned\x1b\\", `\x1b]0;pwned\x1b\`},
+		{"\u009b31m and \x9b31m", `\u009b31m and \x9b31m`},
+		{"\b\f\v", `\b\f\v`},
 	}
 	for _, tt := range tests {
 		got := values.Escape(tt.in)
 		if got != tt.want {
 			t.Errorf("Escape(%q) = %s, want %s", tt.in, got, tt.want)
 		}
-		if !utf8.ValidString(got) || strings.ContainsFunc(got, func(r rune) bool { return r < ' ' || r == 0x7f }) {
+		if !utf8.ValidString(got) || strings.ContainsFunc(got, func(r rune) bool { return r < ' ' || r >= 0x7f && r < 0xa0 }) {
 			t.Errorf("Escape(%q) = %q: invalid UTF-8 or control characters", tt.in, got)
+		}
+	}
+}
+
+func TestEscapeLines(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", ""},
+		{"one line", "one line"},
+		{"probe table in .noptrdata: bad\n\thint: rebuild it", "probe table in .noptrdata: bad\n\thint: rebuild it"},
+		{"section \x1b]0;pwned\a\x1b[2J: bad\n\t\x9b31m\r\n", "section \\x1b]0;pwned\\a\\x1b[2J: bad\n\t\\x9b31m\\r\n"},
+	}
+	for _, tt := range tests {
+		if got := values.EscapeLines(tt.in); got != tt.want {
+			t.Errorf("EscapeLines(%q) = %q, want %q", tt.in, got, tt.want)
 		}
 	}
 }
