@@ -55,19 +55,37 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 			entries[n.Provider+":"+autoprobe.Name("exit", pkg, name)] = byPC[n.PC]
 		}
 	}
+	// A name a probe may not have would be script text: the script
+	// leaves its probe out (readProbes escaped the names, so that
+	// control characters show as \x1b and are not valid either).
+	var refused []string
 	for _, n := range notes {
 		kind, pkg, name, ok := autoprobe.Split(n.Name)
 		if !ok || kind != "exit" || listed[n.Provider+":"+n.Name] {
 			continue
 		}
 		listed[n.Provider+":"+n.Name] = true
+		if !probe.ValidName(n.Provider) || !probe.ValidName(n.Name) {
+			refused = append(refused, fmt.Sprintf("%s:%s", n.Provider, n.Name))
+			continue
+		}
 		f := fn{provider: n.Provider, exit: n.Name, label: autoprobe.Label(pkg, name, byPC[n.PC].Receiver), notes: byPC[n.PC].Func != ""}
 		f.attrs = attributeReads(entries[n.Provider+":"+n.Name])
 		if selected(patterns, f.label, autoprobe.Label(pkg, name, ""), f.exit) {
 			fns = append(fns, f)
 		}
 	}
+	if len(refused) > 0 {
+		shown := refused[:min(len(refused), 3)]
+		if len(refused) > len(shown) {
+			shown = append(shown, fmt.Sprintf("and %d more", len(refused)-len(shown)))
+		}
+		fmt.Fprintf(warn, "usdt-toolexec bt: %s: the script leaves out %d exit probes whose provider or name is not an identifier ([A-Za-z_][A-Za-z0-9_]*), which bpftrace could not attach by and which could write into the script: %s\n", bin, len(refused), strings.Join(shown, ", "))
+	}
 	if len(fns) == 0 {
+		if len(refused) > 0 {
+			return fmt.Errorf("%s: no exit__ probe has a name the script can hold (usdt-toolexec list %s shows them)", bin, bin)
+		}
 		if len(patterns) > 0 {
 			return fmt.Errorf("%s: no exit__ probe matches %s (patterns match pkg.Func, pkg.Type.Method or the probe name; see usdt-toolexec list %s)", bin, strings.Join(patterns, " "), bin)
 		}
@@ -108,13 +126,13 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 	for i, f := range fns {
 		if f.notes {
 			entry := strings.Replace(f.exit, "exit__", "entry__", 1)
-			label := fmt.Sprintf("%-*s", width, f.label)
-			fmt.Fprintf(w, "\nusdt:%[1]s:%[2]s:%[3]s\n{\n\t@start%[4]d[arg0] = (int64)nsecs;\n}\n\nusdt:%[1]s:%[2]s:%[5]s\n/@start%[4]d[arg0]/\n{\n\t@us[\"%[6]s\"] = hist((uint64)((int64)nsecs - @start%[4]d[arg0]) / 1000);\n\t@start%[4]d[arg0] = 0;\n}\n",
+			label := btString(fmt.Sprintf("%-*s", width, f.label))
+			fmt.Fprintf(w, "\nusdt:%[1]s:%[2]s:%[3]s\n{\n\t@start%[4]d[arg0] = (int64)nsecs;\n}\n\nusdt:%[1]s:%[2]s:%[5]s\n/@start%[4]d[arg0]/\n{\n\t@us[%[6]s] = hist((uint64)((int64)nsecs - @start%[4]d[arg0]) / 1000);\n\t@start%[4]d[arg0] = 0;\n}\n",
 				bin, f.provider, entry, i, f.exit, label)
 			starts = append(starts, fmt.Sprintf("@start%d", i))
 			continue
 		}
-		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[\"%-*s\"] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, width, f.label)
+		fmt.Fprintf(w, "\nusdt:%s:%s:%s\n{\n\t@us[%s] = hist((uint64)arg1 / 1000);\n}\n", bin, f.provider, f.exit, btString(fmt.Sprintf("%-*s", width, f.label)))
 		if f.attrs != "" {
 			fmt.Fprintf(w, "// %s's attributes, at usdt:%s:%s:%s: %s\n", f.label, bin, f.provider, strings.Replace(f.exit, "exit__", "entry__", 1), f.attrs)
 		}
@@ -127,6 +145,14 @@ func BT(bin string, patterns []string, w, warn io.Writer) error {
 		fmt.Fprintf(w, "}\n")
 	}
 	return nil
+}
+
+// btString is s as a bpftrace string literal whose value is s: quoted,
+// its quotes and backslashes escaped. s holds no control character
+// (readProbes escaped the names), so a label's \x1b stays those four
+// characters, as trace shows it, and bpftrace prints no escape sequence.
+func btString(s string) string {
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(s) + `"`
 }
 
 // attributeReads says how bpftrace reads the attributes a rule gave an

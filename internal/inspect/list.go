@@ -13,10 +13,14 @@ import (
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
 	"github.com/go-usdt/usdt/internal/sdtnote"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // readProbes returns the stapsdt notes of the executable at path, and the
-// probes of its tables by PC.
+// probes of its tables by PC, their names, types and specs escaped as
+// values.Escape escapes a value's text: list and bt print them, and a
+// binary nobody vouches for may hold any bytes there, a terminal's
+// escape sequences among them.
 func readProbes(path string) ([]sdtnote.Note, map[uint64]probe.Probe, error) {
 	f, err := elf.Open(path)
 	if err != nil {
@@ -25,10 +29,19 @@ func readProbes(path string) ([]sdtnote.Note, map[uint64]probe.Probe, error) {
 	defer f.Close()
 	notes, err := sdtnote.Read(f)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for i, n := range notes {
+		notes[i].Provider, notes[i].Name, notes[i].Args = values.Escape(n.Provider), values.Escape(n.Name), values.Escape(n.Args)
 	}
 	byPC, err := probetable.ByPC(f)
-	return notes, byPC, err
+	if err != nil {
+		return nil, nil, fmt.Errorf("%s: %w", path, err)
+	}
+	for pc, p := range byPC {
+		byPC[pc] = p.Escaped(values.Escape)
+	}
+	return notes, byPC, nil
 }
 
 // keptInlined returns the functions of the executable at path that a rule
@@ -42,12 +55,12 @@ func keptInlined(path string) ([]string, error) {
 	defer f.Close()
 	probes, err := probetable.Scan(f)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	var kept []string
 	for _, p := range probes {
 		if kind, _, fn, ok := autoprobe.Split(p.Name); ok && kind == autoprobe.KeptInlined && p.Func != "" {
-			kept = append(kept, autoprobe.Label(p.Package, fn, p.Receiver))
+			kept = append(kept, values.Escape(autoprobe.Label(p.Package, fn, p.Receiver)))
 		}
 	}
 	slices.Sort(kept)

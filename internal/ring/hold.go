@@ -2,14 +2,17 @@ package ring
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"golang.org/x/sys/unix"
@@ -17,37 +20,47 @@ import (
 
 // Hold keeps a traced process's memory until the tracer has read its
 // buffers: a process's memory is gone the moment it exits, with the
-// events its last fires wrote. The process is ptraced (by its parent, or
-// by PTRACE_SEIZE, which needs the access that writing its memory
-// needs); it stops when it exits (PTRACE_EVENT_EXIT), and Hold tells
-// Exiting, and lets it go on once Drained. Its signals are passed on at
-// once. A tracer that dies detaches by itself: the process goes on.
+// events its last fires wrote. The command Start starts is seized
+// (PTRACE_SEIZE) before it runs its executable; it stops when it exits
+// (PTRACE_EVENT_EXIT), and Hold tells Exiting, and lets it go on once
+// Drained. Its signals are passed on at once, and its job control
+// stops (SIGSTOP, SIGTSTP, SIGTTIN, SIGTTOU) stop it, until a SIGCONT,
+// as without a tracer (PTRACE_LISTEN).
 //
-// A command that Start starts is followed into the processes it starts:
-// every thread of it and of them is traced, so that each fork, and each
-// exec, stops where the tracer sees it (Children).
+// The command is followed into the processes it starts: every thread of
+// it and of them is traced, so that each fork, and each exec, stops
+// where the tracer sees it (Children).
 //
-// Every ptrace call comes from one locked thread: the kernel knows the
-// tracer by thread.
+// The ptrace calls come from a process of their own, the holder (this
+// program again, in a process group of its own, see holder.go), and not
+// from the tracer: a tracee waits at each ptrace stop, at every signal,
+// until its tracer lets it go on, and a tracer that is stopped (SIGSTOP,
+// Ctrl-Z of trace alone), starved or blocked must never stop the
+// program. The holder passes signals on by itself, and waits for the
+// tracer (Resume, Drained, a Child's Go) only while the tracer beats
+// (Beat): two seconds without a beat, and the program goes on. A holder
+// whose tracer dies lets go of every process, and exits.
 type Hold struct {
 	Pid int
 	// Exiting is closed when the process stopped at its exit.
 	Exiting chan struct{}
 	// Done is closed when the process is no longer held: only then may
-	// its parent wait for it, as a wait would take the ptrace stops.
+	// its parent wait for it.
 	Done chan struct{}
 	// Children has, for a command Start started, each process of its
 	// that has just run an executable, and each such process (but the
 	// command's) at its exit: stopped, until the tracer says Go.
 	Children chan *Child
-	drained  chan struct{}
-	resume   chan struct{}
-	started  chan error
 	// ignore is closed when the tracer no longer takes Children.
 	ignore     chan struct{}
 	ignoreOnce sync.Once
-	// stopped says the process waits in a ptrace stop to be let go on.
-	stopped bool
+	drainOnce  sync.Once
+	resumeOnce sync.Once
+	// conn is the holder's socket; nil for an Unheld process.
+	conn *holderConn
+	// beat is when the tracer last beat, in Unix ns, and 0 until it
+	// first does: till then it is setting up, and beats.
+	beat atomic.Int64
 }
 
 // Child is a process of the command's, stopped at an exec or its exit.
@@ -64,76 +77,211 @@ func (c *Child) Go() { close(c.on) }
 
 // follow is what a command's tracee stops at: the command's forks,
 // vforks, threads and execs too.
-const follow = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC
+// System call stops (of the processes stepped to their exec) say so in
+// their signal (TRACESYSGOOD).
+const follow = unix.PTRACE_O_TRACEEXIT | unix.PTRACE_O_TRACECLONE | unix.PTRACE_O_TRACEFORK | unix.PTRACE_O_TRACEVFORK | unix.PTRACE_O_TRACEEXEC | unix.PTRACE_O_TRACESYSGOOD
 
-// Start starts cmd, stopped before its first instruction until Resume:
-// the ring must be on before the program's first probe fires.
-func Start(cmd *exec.Cmd) (*Hold, error) {
-	h := newHold()
-	h.stopped = true
-	go h.run(func() (int, error) {
-		if cmd.SysProcAttr == nil {
-			cmd.SysProcAttr = &syscall.SysProcAttr{}
-		}
-		cmd.SysProcAttr.Ptrace = true
-		if err := cmd.Start(); err != nil {
-			return 0, err
-		}
-		pid := cmd.Process.Pid
-		// The exec's SIGTRAP stop.
-		if code, status, err := waitStop(pid); err != nil || code != cldTrapped {
-			cmd.Process.Kill()
-			return 0, fmt.Errorf("starting %s stopped: %v (code %d, status %#x)", cmd.Path, err, code, status)
-		}
-		return pid, unix.PtraceSetOptions(pid, follow)
-	})
-	if err := <-h.started; err != nil {
+// execEnv is set, in the environment of the process that Start starts,
+// to the executable that process is to run once it is seized: it starts
+// as this program (/proc/self/exe), which says so with a byte on fd 3, a
+// socket, and waits for one back (execSeized). A process cannot be
+// seized before its first instruction otherwise: PTRACE_TRACEME, which
+// os/exec offers, makes a tracee whose group stops look like signals,
+// and that PTRACE_LISTEN refuses. Its first byte tells that its own exec
+// is over: os/exec returns before a new process's exec has ended, and a
+// seize then would see the end of that exec as the command's.
+const execEnv = "USDT_RING_EXEC"
+
+// ptracerEnv is set, with execEnv, to the holder's process id, which
+// the process names as its tracer (PR_SET_PTRACER): under Yama's
+// ptrace_scope 1, only a process's ancestors may seize it otherwise.
+const ptracerEnv = "USDT_RING_PTRACER"
+
+func init() {
+	if _, ok := os.LookupEnv(holderEnv); ok {
+		runHolder()
+	}
+	if path, ok := os.LookupEnv(execEnv); ok {
+		execSeized(path)
+	}
+}
+
+// execSeized runs path, with this process's arguments and environment
+// (without execEnv), once the tracer has seized it.
+func execSeized(path string) {
+	os.Unsetenv(execEnv)
+	if tracer, err := strconv.Atoi(os.Getenv(ptracerEnv)); err == nil {
+		// Without Yama, EINVAL: any process of the user's may.
+		unix.Prctl(unix.PR_SET_PTRACER, uintptr(tracer), 0, 0, 0)
+	}
+	os.Unsetenv(ptracerEnv)
+	unix.CloseOnExec(3)
+	b := []byte{1}
+	if n, _ := unix.Write(3, b); n == 1 {
+		unix.Read(3, b)
+	}
+	if b[0] != 2 {
+		// The tracer is gone: the command does not run untraced.
+		os.Exit(127)
+	}
+	err := syscall.Exec(path, os.Args, os.Environ())
+	fmt.Fprintf(os.Stderr, "usdt-toolexec trace: %s: %v\n", path, err)
+	os.Exit(127)
+}
+
+// Start starts cmd, stopped at its exec, before its first instruction,
+// until Resume: the ring must be on before the program's first probe
+// fires. cmd must not have ExtraFiles. letGo is told of each process of
+// the command's that is let go untraced, as it is about to run an
+// executable that gains privileges (path, as the process named it).
+func Start(cmd *exec.Cmd, letGo func(pid int, path string)) (*Hold, error) {
+	if privileged(cmd.Path) && !capable() {
+		return nil, fmt.Errorf("%s gains privileges when it runs (setuid, setgid or file capabilities), which it would not under trace: trace it as root, or with -p once it runs", cmd.Path)
+	}
+	hc, err := startHolder()
+	if err != nil {
+		return nil, fmt.Errorf("starting the process that holds %s: %w", cmd.Args[0], err)
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		hc.close()
 		return nil, err
 	}
-	h.Pid = cmd.Process.Pid
+	mine, its := os.NewFile(uintptr(fds[0]), "seize"), os.NewFile(uintptr(fds[1]), "seized")
+	defer mine.Close()
+	defer its.Close()
+	cmd.Env = append(cmd.Environ(), execEnv+"="+cmd.Path, ptracerEnv+"="+strconv.Itoa(hc.pid()))
+	cmd.Path, cmd.Err = "/proc/self/exe", nil
+	cmd.ExtraFiles = []*os.File{its}
+	fail := func(err error) (*Hold, error) {
+		hc.close()
+		if cmd.Process != nil {
+			cmd.Process.Kill()
+			cmd.Wait()
+		}
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		cmd.Process = nil
+		return fail(err)
+	}
+	its.Close()
+	pid := cmd.Process.Pid
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(mine, b); err != nil {
+		return fail(fmt.Errorf("starting %s: %w", cmd.Args[0], err))
+	}
+	if err := hc.send(msg{kind: mSeize, pid: int32(pid)}); err != nil {
+		return fail(fmt.Errorf("seizing %s: %w", cmd.Args[0], err))
+	}
+	if m, err := hc.recv(); err != nil || m.kind != mSeized {
+		return fail(fmt.Errorf("seizing %s: the holder said %v, %v", cmd.Args[0], m, err))
+	} else if m.pid != 0 {
+		return fail(fmt.Errorf("seizing %s: %w", cmd.Args[0], syscall.Errno(m.pid)))
+	}
+	if _, err := mine.Write([]byte{2}); err != nil {
+		return fail(fmt.Errorf("starting %s: %w", cmd.Args[0], err))
+	}
+	if m, err := hc.recv(); err != nil || m.kind != mStarted {
+		return fail(fmt.Errorf("process %d ended before it ran %s", pid, cmd.Args[0]))
+	}
+	h := newHold()
+	h.Pid, h.conn = pid, hc
+	go h.serve(letGo)
+	go h.beats()
 	return h, nil
 }
 
-// Seize holds process pid, already running (not the processes it
-// starts).
-func Seize(pid int) (*Hold, error) {
+// Unheld is the Hold of process pid, already running (-p), which trace
+// does not ptrace: a tracer that is stopped, or starved, must not stop
+// the program at its next signal. It is never held at its exit, which
+// its pidfd tells, and its children are not followed.
+func Unheld(pid int) *Hold {
 	h := newHold()
 	h.Pid = pid
-	go h.run(func() (int, error) {
-		// The options come with the seize: setting them later needs the
-		// process stopped.
-		if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(pid), 0, unix.PTRACE_O_TRACEEXIT, 0, 0); e != 0 {
-			return 0, accessError(pid, e)
-		}
-		return pid, nil
-	})
-	if err := <-h.started; err != nil {
-		return nil, err
-	}
-	close(h.resume)
-	return h, nil
+	return h
 }
 
 func newHold() *Hold {
-	return &Hold{Exiting: make(chan struct{}), Done: make(chan struct{}), Children: make(chan *Child), drained: make(chan struct{}),
-		resume: make(chan struct{}), started: make(chan error), ignore: make(chan struct{})}
+	return &Hold{Exiting: make(chan struct{}), Done: make(chan struct{}), Children: make(chan *Child), ignore: make(chan struct{})}
 }
 
 // Resume lets a process that Start started run.
-func (h *Hold) Resume() { close(h.resume) }
+func (h *Hold) Resume() { h.resumeOnce.Do(func() { h.tellHolder(msg{kind: mResume}) }) }
 
 // Drained lets a process stopped at its exit go on.
-func (h *Hold) Drained() {
-	select {
-	case <-h.drained:
-	default:
-		close(h.drained)
-	}
-}
+func (h *Hold) Drained() { h.drainOnce.Do(func() { h.tellHolder(msg{kind: mDrained}) }) }
 
 // Ignore tells Hold that the tracer takes no more Children: they go on
 // untraced by it.
-func (h *Hold) Ignore() { h.ignoreOnce.Do(func() { close(h.ignore) }) }
+func (h *Hold) Ignore() {
+	h.ignoreOnce.Do(func() {
+		close(h.ignore)
+		h.tellHolder(msg{kind: mIgnore})
+	})
+}
+
+// Lease tells the holder where the lease of process pid's ring is (ctl
+// plus UntilAt, in the process), to run it out should the tracer die: a
+// job-stopped trace's leases last a day.
+func (h *Hold) Lease(pid int, ctl uint64) {
+	b := make([]byte, 8)
+	binary.LittleEndian.PutUint64(b, ctl+UntilAt)
+	h.tellHolder(msg{kind: mLease, pid: int32(pid), text: string(b)})
+}
+
+// Beat tells the holder that the tracer goes on: a reader calls it as
+// it reads, at least every second. A tracer that stops beating (it is
+// stopped, starved, or blocked on its output) for two seconds no longer
+// holds the program where it waits for it.
+func (h *Hold) Beat() { h.beat.Store(time.Now().UnixNano()) }
+
+// tellHolder sends m to the holder, if any.
+func (h *Hold) tellHolder(m msg) {
+	if h.conn != nil {
+		h.conn.send(m)
+	}
+}
+
+// beats tells the holder, four times a second, that the tracer beats:
+// from Start until its first Beat, and then while it beats.
+func (h *Hold) beats() {
+	t := time.NewTicker(holdBeat)
+	defer t.Stop()
+	for range t.C {
+		last := h.beat.Load()
+		if last != 0 && time.Since(time.Unix(0, last)) > time.Second {
+			continue
+		}
+		if h.conn.send(msg{kind: mAlive}) != nil {
+			return
+		}
+	}
+}
+
+// serve takes the holder's news, until it ends.
+func (h *Hold) serve(letGo func(pid int, path string)) {
+	defer h.conn.close()
+	done := sync.OnceFunc(func() { close(h.Done) })
+	defer done()
+	for {
+		m, err := h.conn.recv()
+		if err != nil {
+			return
+		}
+		switch m.kind {
+		case mExiting:
+			close(h.Exiting)
+		case mDone:
+			done()
+		case mChildExec, mChildExit:
+			h.tell(int(m.pid), m.kind == mChildExec)
+			h.tellHolder(msg{kind: mGo, pid: m.pid})
+		case mLetGo:
+			letGo(int(m.pid), m.text)
+		}
+	}
+}
 
 // tell hands the tracer a child stopped at pid and waits until it goes
 // on, or the tracer ignores children.
@@ -150,97 +298,14 @@ func (h *Hold) tell(pid int, exec bool) {
 	}
 }
 
-func (h *Hold) run(attach func() (int, error)) {
-	defer close(h.Done)
-	runtime.LockOSThread()
-	// The thread stays locked: it is the tracer, the kernel knows it by
-	// thread. The processes the command started that still run when it
-	// ends stay traced by it, until it exits with the goroutine (or,
-	// should the runtime keep it, with trace): the kernel detaches them
-	// then.
-	pid, err := attach()
-	h.started <- err
-	if err != nil {
-		return
+// stopSignal reports whether sig stops a process by default: the
+// signals of job control.
+func stopSignal(sig int) bool {
+	switch syscall.Signal(sig) {
+	case unix.SIGSTOP, unix.SIGTSTP, unix.SIGTTIN, unix.SIGTTOU:
+		return true
 	}
-	<-h.resume
-	// seen holds the tasks that have stopped here before: a task the
-	// kernel attached at a fork or a clone stops first with a SIGSTOP
-	// of the kernel's, which is not passed on. execed holds the
-	// processes told to the tracer at an exec, to be told at their exit.
-	seen, execed := map[int]bool{pid: true}, map[int]bool{}
-	exiting := false
-	if h.stopped {
-		if err := unix.PtraceCont(pid, 0); err != nil {
-			return
-		}
-	}
-	for {
-		tid, code, status, err := waitAny()
-		if err != nil {
-			return
-		}
-		if code != cldTrapped {
-			if tid == pid {
-				return
-			}
-			// A thread or a process of the command's ended: reaped
-			// here, its tracer, so that its parent learns of it.
-			var info unix.Siginfo
-			unix.Waitid(unix.P_PID, tid, &info, unix.WEXITED|unix.WALL|unix.WNOTHREAD, nil)
-			delete(seen, tid)
-			delete(execed, tid)
-			continue
-		}
-		sig := 0
-		// A ptrace stop's status is its signal, and its event above.
-		switch event := status >> 8; {
-		case !seen[tid]:
-			seen[tid] = true
-			if status&0xff != int(unix.SIGSTOP) {
-				sig = status & 0xff
-			}
-		case event == unix.PTRACE_EVENT_EXIT && (tid == pid || groupExiting(pid, tid)):
-			// The process's exit: its leader's, or that of the thread
-			// that called exit_group, which stops first. The leader,
-			// killed by that call, may not stop at all.
-			if !exiting {
-				exiting = true
-				close(h.Exiting)
-				<-h.drained
-			}
-			if tid == pid {
-				// Its other threads stop at their exits too: they
-				// are continued, and reaped, as they come, until its
-				// parent may reap it (a seized process's end is not
-				// told here).
-				unix.PtraceDetach(pid)
-				continue
-			}
-		case event == unix.PTRACE_EVENT_EXIT:
-			leader := tgid(tid)
-			if execed[leader] && (tid == leader || groupExiting(leader, tid)) {
-				delete(execed, leader)
-				h.tell(leader, false)
-			}
-		case event == unix.PTRACE_EVENT_EXEC:
-			// The thread that called exec is now the process's only
-			// one, known by the process's id.
-			execed[tid] = true
-			h.tell(tid, true)
-		case event == unix.PTRACE_EVENT_STOP:
-			// A group stop of a seized process: it stays stopped
-			// until a SIGCONT, as without a tracer.
-			unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_LISTEN, uintptr(tid), 0, 0, 0, 0)
-			continue
-		case event == 0:
-			// A signal: passed on as it came.
-			sig = status & 0xff
-		}
-		if err := unix.PtraceCont(tid, sig); err != nil && tid == pid {
-			return
-		}
-	}
+	return false
 }
 
 // groupExiting reports whether thread tid, of process pid, stopped at
@@ -338,23 +403,14 @@ func StatusField(file, key string) (value string, ok bool) {
 // cldTrapped is siginfo's code for a ptrace stop.
 const cldTrapped = 4
 
-// waitStop waits for the process to stop or exit, without reaping it
-// (its parent's Wait does), and returns the siginfo's code and status.
-func waitStop(pid int) (code, status int, err error) {
-	_, code, status, err = wait(unix.P_PID, pid)
-	return code, status, err
-}
-
-// waitAny is waitStop for any task this thread traces.
-func waitAny() (tid, code, status int, err error) { return wait(unix.P_ALL, 0) }
-
-// wait waits as waitStop does, for the children and tracees of this
-// thread only (WNOTHREAD): trace's other children, usdt-export, are not
-// its business.
-func wait(idtype, id int) (tid, code, status int, err error) {
+// waitAny waits for a task this thread traces to stop or exit, without
+// reaping it, and returns its id, the siginfo's code and status: of the
+// children and tracees of this thread only (WNOTHREAD), as trace's
+// other children, usdt-export, are not its business.
+func waitAny() (tid, code, status int, err error) {
 	var info unix.Siginfo
 	for {
-		err = unix.Waitid(idtype, id, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|unix.WALL|unix.WNOTHREAD, nil)
+		err = unix.Waitid(unix.P_ALL, 0, &info, unix.WSTOPPED|unix.WEXITED|unix.WNOWAIT|unix.WALL|unix.WNOTHREAD, nil)
 		if err != unix.EINTR {
 			break
 		}

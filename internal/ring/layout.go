@@ -11,7 +11,11 @@
 // Its layout, little-endian words:
 //
 //	OnAt       1 while a tracer records; the trampolines write only then.
+//	           Preparing from the tracer's Open to its Enable.
 //	           2 while a writer turns the probes off for a dead tracer.
+//	           Stopping once the tracer's Stop has turned its probes
+//	           off and sets its own byte (StoppingAt), which no
+//	           writer's compare-and-swap from 1 succeeds against.
 //	UntilAt    the tracer's lease, a time of ClockAt's clock
 //	           (runtime.nanotime's CLOCK_MONOTONIC unless Ticks): a writer that fires after it turns every probe in
 //	           the list off and sets OnAt to 0 (see asmgen's record).
@@ -46,13 +50,16 @@
 //	           second word is the reads' offset from the ring in its low
 //	           32 bits and the bytes of the value area they fill above.
 //	           The reads, OpSize bytes each and ended by one of From 0,
-//	           follow the table, below ScratchAt, where each P has
-//	           AreaMax bytes to fill the area in.
+//	           follow the table, below BatchAt, where each P has
+//	           BatchSize bytes for the iovecs of its reads (see OpFlush),
+//	           and from ScratchAt AreaMax bytes to fill the area in.
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
 //	           buffer, that count as the P's last record saw it, and at
 //	           TailAt, the bytes the tracer has read
-//	ListAt     the addresses of the semaphores the tracer incremented
+//	ListAt     the semaphores the tracer turned on, a word each: the
+//	           address in the low 48 bits (ListAddr) and ListNarrow,
+//	           ListRaised and ListClaimed above
 //	DataAt     with Counts, the table and the counters; with Events,
 //	           the table, the reads and the scratch areas
 //	BuffersAt  with Events, the Ps' buffers, back to back
@@ -73,11 +80,22 @@ import "github.com/go-usdt/usdt/internal/values"
 const (
 	Symbol = "usdt/ring.ctl"
 	// Where is a symbol of two words, WhereMagic and the ring's address,
-	// by which a tracer finds the ring in an executable stripped of its
-	// symbols. The writer reaches the ring through it, which keeps it
-	// linked.
-	Where      = "usdt/ring.where"
-	WhereMagic = 0x676e72544453557f // "\x7fUSDTrng"
+	// by which a tracer finds the ring, in an executable stripped of its
+	// symbols too, and knows its layout. The writer reaches the ring
+	// through it, which keeps it linked.
+	Where = "usdt/ring.where"
+	// WhereMagic ends with the layout's version: "\x7fUSDTrn3", since an
+	// automatic probe's semaphore is the low half of a 32-bit slot whose
+	// high half is the tracer's flag (ListNarrow). A tracer writes no
+	// ring of another version: its writer reads the plans, fills the
+	// areas and takes the probes down otherwise.
+	WhereMagic = 0x336e72544453557f
+	// whereMagic1 is the first layout's, "\x7fUSDTrng", whose writer
+	// read values with plain loads; whereMagic2, "\x7fUSDTrn2", the
+	// second's, whose tracer and writer both took every semaphore down
+	// by one.
+	whereMagic1 = 0x676e72544453557f
+	whereMagic2 = 0x326e72544453557f
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
 	// Since is the code a fire function calls for the time elapsed since
@@ -118,11 +136,15 @@ const (
 	// entry's trampoline then reads the ticks it returns as the start,
 	// without calling the writer.
 	EntryTicksAt = 112
+	// OwnerAt is the token of the tracer whose session the ring is: a
+	// tracer that stopped past its lease, whose ring another took over
+	// (see Open), neither renews nor stops the other's.
+	OwnerAt = 120
 	// With Events.
 	PlansAt = 96
-	// PidAt is the process's id, by which a writer reads a guessed
-	// source (OpGuess) through process_vm_readv, which fails where a
-	// load would fault.
+	// PidAt is the process's id, by which a writer reads every source
+	// it does not hold (OpHeld) through process_vm_readv, which fails
+	// where a load would fault.
 	PidAt = 104
 
 	HeadersAt  = 4096
@@ -141,7 +163,14 @@ const (
 	// probes) needs 8.4 MB of reads.
 	PlanRoom  = 32 << 20
 	ScratchAt = DataAt + PlanRoom - MaxSlots*AreaMax
-	BuffersAt = DataAt + PlanRoom
+	BatchAt   = ScratchAt - MaxSlots*BatchSize
+	// BatchSize is a P's room for the reads it hands process_vm_readv
+	// at once: MaxOps iovecs for the area, MaxOps for the process, from
+	// BatchRemote, and from BatchOps the address of each one's op.
+	BatchSize   = 2048
+	BatchRemote = 16 * values.MaxOps
+	BatchOps    = 2 * BatchRemote
+	BuffersAt   = DataAt + PlanRoom
 	// DataMax is the room for every P's buffer, or for the counters:
 	// enough for 32M a P on machines of up to 8 CPUs, which holds a
 	// burst of 40,000 events with large Go values (bbolt's Puts with
@@ -152,6 +181,38 @@ const (
 	// On values.
 	Recording = 1
 	Expiring  = 2
+	// Stopping is OnAt once the tracer's Stop, its probes taken down,
+	// has set its byte at StoppingAt: a writer's compare-and-swap from
+	// Recording fails against it, so the word read back tells the
+	// tracer whether a writer began to take the probes down first. A
+	// tracer killed then leaves the ring so, with nothing on: the next
+	// one opens it once the lease has run out.
+	Stopping   = 0x101
+	StoppingAt = OnAt + 1
+	// Preparing is OnAt from Open until Enable: the tracer writes the
+	// ring's mode, its plans or counters, and switches its clock (and
+	// the lease's) to the time-stamp counter, while no writer runs
+	// record, whose lease check would read one clock against the
+	// other's time. A tracer killed then leaves nothing on: the next
+	// one opens the ring once the lease has run out.
+	Preparing = 3
+
+	// A list entry's address, and what the tracer did to its semaphore.
+	// Without ListNarrow the address is the low half of a 32-bit slot (an
+	// automatic probe's) whose high half the tracer set to 1: the tracer's
+	// Stop and the writer that finds the lease run out both store 0 there,
+	// in any order, any number of times, and neither touches the low
+	// half, which the kernel counts uprobes in. With ListNarrow it is a
+	// 16-bit semaphore (usdtgen's) that the tracer added one to, which
+	// exactly one side must take back: ListRaised says the one was added
+	// (the tracer sets it in the same system call as the semaphore), and
+	// the writer takes it back only by a compare-and-swap that clears
+	// ListRaised from an entry without ListClaimed, the byte the tracer's
+	// Stop writes before it takes back those still raised itself.
+	ListAddr    = 1<<48 - 1
+	ListNarrow  = 1 << 48
+	ListRaised  = 1 << 49
+	ListClaimed = 1 << 56
 
 	// Modes.
 	Events = 0
@@ -168,7 +229,14 @@ const (
 
 	// A value read (values.Op): From u8, Arg u8 (the note's argument,
 	// the goroutine id's 0), Src u16, Dst u16, Max u16, Elem u16, Guess
-	// u8.
+	// u8, Held u8, Flush u8. A writer copies a held read with plain
+	// loads and reads every other through process_vm_readv, which fails
+	// where a load would fault; it sets the read's bit in the area's
+	// status word (values.StatusSize) when the read failed: fewer bytes
+	// than asked, or for a guess none. It may gather reads and hand them
+	// to one process_vm_readv, which stops at the first that faults; a
+	// read marked Flush takes its source from the bytes of a read
+	// gathered since the last Flush, so those are read first.
 	OpSize  = 16
 	OpFrom  = 0
 	OpArg   = 1
@@ -177,6 +245,8 @@ const (
 	OpMax   = 6
 	OpElem  = 8
 	OpGuess = 10
+	OpHeld  = 11
+	OpFlush = 12
 	AreaMax = values.AreaSize
 
 	RecordWords = 4

@@ -2,8 +2,13 @@ package ring
 
 import (
 	"encoding/binary"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/layout"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // words lays words out as a record's bytes, and str a C string's length
@@ -74,5 +79,58 @@ func TestParse(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestFlushes: a read whose source lies in the bytes of a read gathered
+// since the last flush is marked to flush the batch first; a held read is
+// never gathered, so what it brings needs no flush.
+func TestFlushes(t *testing.T) {
+	str := &layout.Type{Kind: layout.String, Size: 16}
+	rec := &layout.Type{Kind: layout.Struct, Size: 24, Fields: []layout.Field{
+		{Name: "s", Offset: 0, Type: str}, {Name: "next", Offset: 16, Type: &layout.Type{Kind: layout.Pointer, Size: 8, Elem: &layout.Type{Kind: layout.Struct, Size: 16, Fields: []layout.Field{{Name: "t", Offset: 0, Type: str}}}}},
+	}}
+	ptr := &layout.Type{Kind: layout.Pointer, Size: 8, Elem: rec}
+	// A struct by its copy (held), then a pointer to one (gathered): the
+	// held one's string is gathered at once, the pointed-to one's string
+	// and pointer wait for it, and what that pointer brings waits again.
+	p := values.NewPlan([]*layout.Type{rec, ptr}, values.SlotGroups)
+	got := flushes(p.Ops)
+	var desc []string
+	for i, op := range p.Ops {
+		desc = append(desc, fmt.Sprintf("%d:from=%d src=%d dst=%d held=%v flush=%v", i, op.From, op.Src, op.Dst, op.Held, got[i]))
+	}
+	// Every read's source must be read before it: in a held read, or in
+	// a gathered one before the last flush at or before it.
+	flushedTo := 0 // reads before this index are read
+	for i, op := range p.Ops {
+		if got[i] {
+			flushedTo = i
+		}
+		if op.From != values.FromPtr && op.From != values.FromSlice {
+			continue
+		}
+		for j := range i {
+			src := p.Ops[j]
+			if int(op.Src) < int(src.Dst)+int(src.Max) && int(op.Src)+8 > int(src.Dst) && !src.Held && j >= flushedTo {
+				t.Errorf("read %d takes its source from read %d, still gathered:\n%s", i, j, strings.Join(desc, "\n"))
+			}
+		}
+	}
+	// And no flush that nothing needs: the held struct's string and the
+	// pointer argument share a batch.
+	if got[0] || got[1] || got[2] {
+		t.Errorf("a flush before the first batch is read:\n%s", strings.Join(desc, "\n"))
+	}
+	var n int
+	for _, f := range got {
+		if f {
+			n++
+		}
+	}
+	// Before the pointed-to struct's string (its pointer read in the
+	// first batch), and before each string a followed pointer brings.
+	if n != 3 {
+		t.Errorf("%d flushes, want 3:\n%s", n, strings.Join(desc, "\n"))
 	}
 }

@@ -9,11 +9,14 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,42 +30,79 @@ import (
 const Lease = time.Second
 
 // DefaultSize is each P's buffer unless the tracer is asked for
-// another: DataMax shared by as many Ps as the machine has CPUs, at
-// least 8 (a program may raise GOMAXPROCS past them), at most 32M.
-func DefaultSize() int {
+// another, for a program whose GOMAXPROCS is the machine's CPUs.
+func DefaultSize() int { return SizeFor(runtime.NumCPU()) }
+
+// SizeFor is the size of each buffer of a ring for a program of procs
+// Ps (GOMAXPROCS): 32 MiB up to 4, less past them, so that DataMax has
+// room for at least 8 and for twice as many: a program may raise its
+// GOMAXPROCS while traced, and Grow gives its new Ps buffers.
+func SizeFor(procs int) int {
 	size := 32 << 20
-	for size > 4096 && size*max(runtime.NumCPU(), 8) > DataMax {
+	for size > 4096 && size*max(2*procs, 8) > DataMax {
 		size /= 2
 	}
 	return size
 }
 
-// Address returns where the executable f has the ring, at link time; ok
-// is false for a binary built without it (by an older usdt-toolexec, or
-// for an architecture without it). A binary stripped of its symbols is
-// searched for Where.
-func Address(f *elf.File) (addr uint64, ok bool) {
+// Address returns where the executable f has the ring, and its Where
+// words, at link time; ok is false for a binary built without it (by an
+// older usdt-toolexec, or for an architecture without it), or with a
+// ring of another layout (Stale). The ring is found by its symbol where
+// f has one, and its layout by Where, which a binary stripped of its
+// symbols is searched for alone.
+func Address(f *elf.File) (addr, where uint64, ok bool) {
+	var sym uint64
 	syms, _ := f.Symbols()
 	for _, s := range syms {
 		if s.Name == Symbol && s.Size >= Size {
-			return s.Value, true
+			sym = s.Value
 		}
 	}
-	findMagic(f, WhereMagic, func(b []byte, i int) bool {
-		// The link-time address, which Go's linker and an external
-		// one write into a position-independent executable too.
-		if i+16 <= len(b) && inBSS(f, binary.LittleEndian.Uint64(b[i+8:])) {
-			addr, ok = binary.LittleEndian.Uint64(b[i+8:]), true
+	findMagicAt(f, WhereMagic, func(b []byte, i int, secAddr uint64) bool {
+		where = secAddr + uint64(i)
+		if sym != 0 {
+			// The layout is this tracer's. The address beside the
+			// magic may be 0 in the file: a position-independent
+			// executable of a RELA architecture (arm64) keeps it in
+			// the dynamic relocation.
+			addr, ok = sym, true
+			return ok
+		}
+		// The link-time address, which Go's linker and an external one
+		// write into a position-independent executable on amd64.
+		if i+16 <= len(b) {
+			if at := binary.LittleEndian.Uint64(b[i+8:]); inBSS(f, at) {
+				addr, ok = at, true
+			}
 		}
 		return ok
 	})
-	return addr, ok
+	return addr, where, ok
+}
+
+// Stale reports whether f has a ring of an older layout than this
+// tracer writes: it was built by an older usdt-toolexec.
+func Stale(f *elf.File) bool {
+	var found bool
+	for _, magic := range []uint64{whereMagic1, whereMagic2} {
+		findMagic(f, magic, func([]byte, int) bool {
+			found = true
+			return true
+		})
+	}
+	return found
 }
 
 // findMagic calls found with the bytes of each allocated section of data
 // and each 8-aligned offset in them of the word magic, until found
-// returns true.
+// returns true; at is set to the address of the section's start.
 func findMagic(f *elf.File, magic uint64, found func(b []byte, at int) bool) {
+	findMagicAt(f, magic, func(b []byte, i int, _ uint64) bool { return found(b, i) })
+}
+
+// findMagicAt is findMagic, with the section's address.
+func findMagicAt(f *elf.File, magic uint64, found func(b []byte, at int, addr uint64) bool) {
 	for _, sec := range f.Sections {
 		if sec.Type != elf.SHT_PROGBITS || sec.Flags&elf.SHF_ALLOC == 0 || sec.Flags&elf.SHF_EXECINSTR != 0 {
 			continue
@@ -72,7 +112,7 @@ func findMagic(f *elf.File, magic uint64, found func(b []byte, at int) bool) {
 			continue
 		}
 		for i := 0; i+8 <= len(b); i += 8 {
-			if binary.LittleEndian.Uint64(b[i:]) == magic && found(b, i) {
+			if binary.LittleEndian.Uint64(b[i:]) == magic && found(b, i, sec.Addr) {
 				return
 			}
 		}
@@ -117,9 +157,17 @@ type Session struct {
 	pid   int
 	mem   *os.File
 	ctl   uint64 // the ring's address in the process
+	where uint64 // its Where words' address in the process
 	slots int
 	size  uint64
-	sems  []uint64 // the semaphores this session incremented
+	// mu guards list: the tracer renews the lease (Renew) on a
+	// goroutine of its own while it stops the session.
+	mu sync.Mutex
+	// list is the ring's list of the semaphores this session turned
+	// on (ListAt), as it wrote it.
+	list []uint64
+	// token is this session's in the ring's OwnerAt.
+	token uint64
 	tails []uint64
 	// dropped is what Take last read of each P's count of dropped
 	// events and, last, of NoSlotAt; taken, the time it read them.
@@ -134,17 +182,22 @@ type Session struct {
 	areas map[uint64]int
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
 	// the time-stamp counter, else 0.
-	tickNs uint64
+	tickNs atomic.Uint64
 	// losses marks the records Deliver hands on that may follow dropped
 	// events.
 	losses losses
 }
 
-// Open takes the ring of process pid, whose executable has it at ctl
-// plus bias, for a trace with slots buffers of size bytes (a power of two).
-// It fails when the process may not be traced by this user, naming why, and
-// when another tracer records through the ring.
-func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
+// Open takes the ring of process pid, whose executable has it at ctl,
+// and its Where words at where, both plus the load bias, for a trace with
+// slots buffers of size bytes (a power of two). It fails when the process
+// may not be traced by this user, naming why, when another tracer
+// records through the ring, and when the process's memory does not hold
+// the Where words there: it does not run that executable (it ran another
+// since the tracer read it), and Open writes nothing. The session's
+// reads and writes of the ring then go through the memory of the process
+// as Open found it: after an exec, or its exit, they fail (ErrExited).
+func Open(pid int, ctl, where uint64, slots, size int) (*Session, error) {
 	if slots < 1 || slots > MaxSlots || size < 4096 || size&(size-1) != 0 || slots*size > DataMax {
 		return nil, fmt.Errorf("a ring of %d buffers of %d bytes does not fit: %d buffers of at most %d bytes in all, each a power of two", slots, size, MaxSlots, DataMax)
 	}
@@ -152,17 +205,25 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 	if err != nil {
 		return nil, accessError(pid, err)
 	}
-	s := &Session{pid: pid, mem: mem, ctl: ctl, slots: slots, size: uint64(size), tails: make([]uint64, slots), dropped: make([]uint64, slots+1), taken: monotonic()}
-	on, err := s.word(OnAt)
+	s := &Session{pid: pid, mem: mem, ctl: ctl, where: where, slots: slots, size: uint64(size), tails: make([]uint64, slots), dropped: make([]uint64, slots+1), taken: monotonic(), token: rand.Uint64() | 1}
+	if err := s.Same(); err != nil {
+		mem.Close()
+		return nil, err
+	}
+	busy, err := s.busy()
+	if err == nil && busy {
+		busy, err = s.takeOver()
+	}
 	if err != nil {
 		mem.Close()
 		return nil, err
 	}
-	if on != 0 {
+	if busy {
 		mem.Close()
 		return nil, fmt.Errorf("process %d: another tracer records through its ring", pid)
 	}
-	hdrs := make([]byte, slots*HeaderSize)
+	// Every P's header, for those Grow may add.
+	hdrs := make([]byte, MaxSlots*HeaderSize)
 	err = errors.Join(
 		s.write(HeadersAt, hdrs),
 		s.setWord(SlotsAt, uint64(slots)),
@@ -172,10 +233,11 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 		s.setWord(ModeAt, Events),
 		s.setWord(PlansAt, 0),
 		s.setWord(EntryTicksAt, 0),
-		s.setWord(PidAt, uint64(pid)),
+		s.setWord(PidAt, uint64(innerPid(pid))),
 		s.setWord(ClockAt, Monotonic),
 		s.Renew(),
-		s.setWord(OnAt, Recording),
+		s.setWord(OwnerAt, s.token),
+		s.setWord(OnAt, Preparing),
 	)
 	if err != nil {
 		mem.Close()
@@ -184,83 +246,44 @@ func Open(pid int, ctl uint64, slots, size int) (*Session, error) {
 	return s, nil
 }
 
-// Enable turns the probes of these semaphores (addresses in the process)
-// on: the list the program takes them down by, should this tracer die,
-// comes first, and counts them only once they are all up.
-func (s *Session) Enable(sems []uint64) error {
-	if len(s.sems)+len(sems) > MaxList {
-		return fmt.Errorf("%d semaphores to turn on, the ring's list holds %d", len(s.sems)+len(sems), MaxList)
-	}
-	list := make([]byte, 8*len(sems))
-	for i, a := range sems {
-		binary.LittleEndian.PutUint64(list[8*i:], a)
-	}
-	if err := s.write(ListAt+uint64(8*len(s.sems)), list); err != nil {
+// Same checks that the session's process still has the memory Open
+// found: that it has neither exited nor run another executable. It
+// reads the Where words through the process's memory as Open opened it,
+// which an exec or an exit takes away.
+func (s *Session) Same() error {
+	var b [16]byte
+	if err := s.read(s.where, b[:]); err != nil {
 		return err
 	}
-	err := s.addSemaphores(sems, 1, func(a uint64) { s.sems = append(s.sems, a) })
-	if err != nil {
-		return err
-	}
-	return s.setWord(ListLenAt, uint64(len(s.sems)))
-}
-
-// iovMax is how many pieces one process_vm_readv or process_vm_writev
-// takes (the kernel's UIO_MAXIOV).
-const iovMax = 1024
-
-// addSemaphores adds d to each semaphore of addrs (addresses in the
-// process), and calls done with each it added to. A read and a write of
-// each apiece cost Caddy with every function probed 120,000 system calls
-// before its first event; process_vm_readv and process_vm_writev move
-// iovMax of them a call. Where one moves fewer, the rest go one by one
-// through the process's memory file, which names what fails. It goes on
-// past a failure, and returns them all.
-func (s *Session) addSemaphores(addrs []uint64, d uint16, done func(uint64)) error {
-	var errs error
-	buf := make([]byte, 2*iovMax)
-	local := make([]unix.Iovec, 1)
-	remote := make([]unix.RemoteIovec, iovMax)
-	for len(addrs) > 0 {
-		chunk := addrs[:min(len(addrs), iovMax)]
-		addrs = addrs[len(chunk):]
-		b := buf[:2*len(chunk)]
-		local[0].Base, local[0].Len = &b[0], uint64(len(b))
-		for i, a := range chunk {
-			remote[i] = unix.RemoteIovec{Base: uintptr(a), Len: 2}
-		}
-		moved := 0
-		if n, err := unix.ProcessVMReadv(s.pid, local, remote[:len(chunk)], 0); err == nil && n == len(b) {
-			for i := range chunk {
-				binary.LittleEndian.PutUint16(b[2*i:], binary.LittleEndian.Uint16(b[2*i:])+d)
-			}
-			n, _ := unix.ProcessVMWritev(s.pid, local, remote[:len(chunk)], 0)
-			moved = max(n, 0) / 2
-		}
-		for _, a := range chunk[:moved] {
-			done(a)
-		}
-		for _, a := range chunk[moved:] {
-			if err := s.addSemaphore(a, d); err != nil {
-				errs = errors.Join(errs, err)
-				continue
-			}
-			done(a)
-		}
-	}
-	return errs
-}
-
-func (s *Session) addSemaphore(addr uint64, d uint16) error {
-	var b [2]byte
-	if _, err := s.mem.ReadAt(b[:], int64(addr)); err != nil {
-		return s.memError(err)
-	}
-	binary.LittleEndian.PutUint16(b[:], binary.LittleEndian.Uint16(b[:])+d)
-	if _, err := s.mem.WriteAt(b[:], int64(addr)); err != nil {
-		return s.memError(err)
+	// The magic, with the layout's version, where the executable has
+	// it. (The address beside it is the ring's link-time one in a
+	// position-independent executable, which is not relocated.)
+	if magic := binary.LittleEndian.Uint64(b[:]); magic != WhereMagic {
+		return fmt.Errorf("process %d does not have this executable's ring where the executable has it (%#x): it runs another executable", s.pid, s.ctl)
 	}
 	return nil
+}
+
+// InUse reports whether a tracer records through the ring of process
+// pid, which is at ctl in its memory: whether Open would refuse it.
+func InUse(pid int, ctl uint64) (bool, error) {
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return false, accessError(pid, err)
+	}
+	defer mem.Close()
+	s := &Session{pid: pid, mem: mem, ctl: ctl}
+	busy, err := s.busy()
+	if err != nil || !busy {
+		return busy, err
+	}
+	// A ring on past its tracer's lease is one that Open takes over.
+	on, err := s.word(OnAt)
+	if err != nil || on != Recording {
+		return true, err
+	}
+	stale, err := s.leaseRunOut()
+	return !stale, err
 }
 
 // SitePlan is a site whose events carry the Go values that its reads copy
@@ -284,6 +307,7 @@ func (s *Session) Plan(plans []SitePlan) error {
 	for _, p := range plans {
 		enc := make([]byte, OpSize*(len(p.Ops)+1))
 		area := 0
+		flush := flushes(p.Ops)
 		for i, op := range p.Ops {
 			o := enc[OpSize*i:]
 			o[OpFrom], o[OpArg] = byte(op.From), op.Arg
@@ -293,6 +317,12 @@ func (s *Session) Plan(plans []SitePlan) error {
 			binary.LittleEndian.PutUint16(o[OpElem:], op.Elem)
 			if op.Guess {
 				o[OpGuess] = 1
+			}
+			if op.Held {
+				o[OpHeld] = 1
+			}
+			if flush[i] {
+				o[OpFlush] = 1
 			}
 			area = max(area, int(op.Dst)+int(op.Max))
 		}
@@ -309,8 +339,8 @@ func (s *Session) Plan(plans []SitePlan) error {
 		table.put(p.Addr, mask, at|uint64(area)<<32)
 		s.areas[p.Addr] = area
 	}
-	if readsAt+uint64(len(reads)) > ScratchAt {
-		return fmt.Errorf("the value reads of %d sites take %d bytes, more than the ring's %d: trace fewer functions, or -transport bpf", len(plans), len(table)+len(reads), ScratchAt-DataAt)
+	if readsAt+uint64(len(reads)) > BatchAt {
+		return fmt.Errorf("the value reads of %d sites take %d bytes, more than the ring's %d: trace fewer functions, or -transport bpf", len(plans), len(table)+len(reads), BatchAt-DataAt)
 	}
 	return errors.Join(
 		s.write(DataAt, table),
@@ -385,7 +415,7 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 	// into ticks last: a writer compares it with the clock ClockAt says.
 	tickNs := calibrate(10 * time.Millisecond)
 	err = errors.Join(s.setWord(TickNsAt, tickNs), s.setWord(ClockAt, Ticks))
-	s.tickNs = tickNs
+	s.tickNs.Store(tickNs)
 	if atExits {
 		err = errors.Join(err, s.setWord(EntryTicksAt, 1))
 	}
@@ -394,7 +424,7 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 
 // Clock says which clock the writers time calls by.
 func (s *Session) Clock() string {
-	if s.tickNs != 0 {
+	if s.tickNs.Load() != 0 {
 		return "the time-stamp counter"
 	}
 	return "runtime.nanotime"
@@ -417,35 +447,137 @@ func (s *Session) Counters() ([]uint64, error) {
 }
 
 // Renew extends the lease. An error says that the program turned the
-// ring off itself: the lease had run out.
-func (s *Session) Renew() error {
-	if len(s.sems) > 0 {
-		if on, err := s.word(OnAt); err != nil || on != Recording {
+// ring off itself: the lease had run out, or Stop turned it off. It may
+// run on another goroutine than the session's other methods.
+func (s *Session) Renew() error { return s.Extend(Lease) }
+
+// Extend has the lease run out d from now, as Renew does Lease from now.
+func (s *Session) Extend(d time.Duration) error {
+	s.mu.Lock()
+	enabled := len(s.list) > 0
+	s.mu.Unlock()
+	if enabled {
+		on, err := s.word(OnAt)
+		if err == nil && on == Recording {
+			var owner uint64
+			if owner, err = s.word(OwnerAt); err == nil && owner != s.token {
+				return fmt.Errorf("process %d: another tracer took its ring over: this tracer did not renew its lease within %v", s.pid, Lease)
+			}
+		}
+		if err != nil || on != Recording {
 			return errors.Join(err, fmt.Errorf("process %d turned its probes off: this tracer did not renew its lease within %v", s.pid, Lease))
 		}
 	}
-	if s.tickNs != 0 {
-		return s.setWord(UntilAt, (readTicks()+uint64(float64(Lease.Nanoseconds())*(1<<32)/float64(s.tickNs)))|TicksTag)
-	}
-	return s.setWord(UntilAt, uint64(monotonic()+Lease.Nanoseconds()))
+	return s.until(d)
 }
 
-// Stop turns the probes off and the ring with them; Take then takes
-// what the buffers still hold. A process that has exited is stopped.
-func (s *Session) Stop() error {
-	on, err := s.word(OnAt)
-	if err != nil || on != Recording {
-		// Gone, or the program took its probes down itself.
-		s.sems = nil
-		return nil
+// until has the lease run out d from now.
+func (s *Session) until(d time.Duration) error {
+	if tickNs := s.tickNs.Load(); tickNs != 0 {
+		return s.setWord(UntilAt, (readTicks()+uint64(float64(d.Nanoseconds())*(1<<32)/float64(tickNs)))|TicksTag)
 	}
-	err = errors.Join(s.setWord(ListLenAt, 0), s.setWord(OnAt, 0), s.addSemaphores(s.sems, 0xffff, func(uint64) {}))
-	s.sems = nil
-	return err
+	return s.setWord(UntilAt, uint64(monotonic()+d.Nanoseconds()))
+}
+
+// Pid is the process the session traces.
+func (s *Session) Pid() int { return s.pid }
+
+// Keep renews the lease every quarter of it until stop is called, from
+// Open until the caller's own renewals begin: writing the value plans
+// and turning a large program's probes on take about half a second
+// (Caddy's 120,408), and a probe that another tracer enabled meanwhile
+// would find the lease run out and turn the ring off. Unlike Renew it
+// neither waits for Enable nor checks that the ring is on.
+func (s *Session) Keep() (stop func()) {
+	_, end := Renewing(func() error {
+		s.until(Lease)
+		return nil
+	})
+	return func() { end() }
+}
+
+// Renewing calls renew every quarter of the lease until stop is called
+// or renew fails: failed is closed then, and stop returns the failure.
+func Renewing(renew func() error) (failed <-chan struct{}, stop func() error) {
+	fail, done, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var err error
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(Lease / 4)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+				if err = renew(); err != nil {
+					close(fail)
+					return
+				}
+			}
+		}
+	}()
+	return fail, sync.OnceValue(func() error {
+		close(done)
+		<-finished
+		return err
+	})
 }
 
 // Close ends the session; Stop first.
 func (s *Session) Close() error { return s.mem.Close() }
+
+// Slots is how many of the program's Ps have a buffer, or counters.
+func (s *Session) Slots() int { return s.slots }
+
+// Size is the bytes of each P's buffer.
+func (s *Session) Size() int { return int(s.size) }
+
+// Grow gives the Ps up to procs that have no buffer (or counters, after
+// Count) one each, as far as the ring has room: a program that raised
+// its GOMAXPROCS while traced. It returns how many Ps have one now. A
+// writer on a P past them drops its event and counts it (NoSlot), until
+// the ring's count of slots, written last, takes it in: the new Ps'
+// headers are zero since Open, their counters zeroed before.
+func (s *Session) Grow(procs int) (int, error) {
+	room := DataMax / int(s.size)
+	if s.countersSize != 0 {
+		room = int((Size - s.counters) / s.countersSize)
+	}
+	n := min(procs, room, MaxSlots)
+	if n <= s.slots {
+		return s.slots, nil
+	}
+	if s.countersSize != 0 {
+		at := s.counters + uint64(s.slots)*s.countersSize
+		if err := s.write(at, make([]byte, uint64(n-s.slots)*s.countersSize)); err != nil {
+			return s.slots, err
+		}
+	}
+	if err := s.setWord(SlotsAt, uint64(n)); err != nil {
+		return s.slots, err
+	}
+	noSlot := s.dropped[s.slots]
+	s.tails = append(s.tails, make([]uint64, n-s.slots)...)
+	s.dropped = append(s.dropped[:s.slots], make([]uint64, n-s.slots+1)...)
+	s.dropped[n] = noSlot
+	s.slots = n
+	return n, nil
+}
+
+// Uint32 reads the 4 bytes at addr, an address in the process, through
+// the memory Open took.
+func (s *Session) Uint32(addr uint64) (uint32, error) {
+	var b [4]byte
+	if err := s.read(addr, b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint32(b[:]), nil
+}
+
+// NoSlot returns the events dropped so far because their P had no
+// buffer: GOMAXPROCS raised past the ring's room, or not yet grown to.
+func (s *Session) NoSlot() (uint64, error) { return s.word(NoSlotAt) }
 
 // Lost returns the events dropped so far: buffers full, or Ps without
 // one (GOMAXPROCS raised past the slots).
@@ -458,6 +590,17 @@ func (s *Session) Lost() (uint64, error) {
 	}
 	return n, err
 }
+
+// TakeMax bounds the bytes of records one Take copies out of the ring,
+// shared by the Ps (each has at least minShare): with the backlog of
+// records not yet printed, it bounds the tracer's memory whatever the
+// program writes.
+const TakeMax = 32 << 20
+
+// takeLimit is TakeMax, and minShare a P's share of it at least:
+// hundreds of the largest records (their C strings and value areas are
+// bounded). Tests make both smaller.
+var takeLimit, minShare = TakeMax, 1 << 20
 
 // HoldBack is how long a record stays in its buffer before Take takes it:
 // a record is published some time after it read the clock, so one older
@@ -527,7 +670,13 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 		}
 	}
 	s.taken = now
+	// Each P's unread bytes, up to its share of TakeMax: a P whose
+	// share ends before its head is taken up to its last whole record
+	// within it, and every P's records up to that record's time, so
+	// that the batch keeps their order; the rest waits for the next
+	// Take, which busy says to make at once.
 	heads := make([]uint64, s.slots)
+	share := uint64(max(takeLimit/s.slots, minShare))
 	total := uint64(0)
 	for i := range s.slots {
 		head := binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
@@ -536,8 +685,11 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
 		}
 		heads[i] = head
-		total += head - tail
 		busy = busy || head-tail > s.size/4
+		if head-tail > share {
+			heads[i], busy = tail+share, true
+		}
+		total += heads[i] - tail
 	}
 	if total == 0 {
 		if loss.to != 0 {
@@ -546,11 +698,10 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 		}
 		return nil, busy, nil
 	}
-	// Each P's unread bytes, back to back; then every record's place.
+	// Each P's bytes, back to back.
 	b = &Batch{buf: make([]byte, total), loss: loss}
-	var rec Record
+	starts := make([]int, s.slots+1)
 	at := 0
-	starts := make([]int, s.slots)
 	for i := range s.slots {
 		starts[i] = at
 		n := heads[i] - s.tails[i]
@@ -569,18 +720,46 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 				return nil, busy, err
 			}
 		}
+		at += int(n)
+	}
+	starts[s.slots] = at
+	// Then every record's place, up to the time of the last whole record
+	// of each P cut at its share (a share holds hundreds of records).
+	var rec Record
+	for i := range s.slots {
+		if heads[i] == binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:]) {
+			continue
+		}
+		last := int64(math.MinInt64)
+		for k, buf := 0, b.buf[starts[i]:starts[i+1]]; k < len(buf); {
+			size, ok := parse(buf[k:], &rec, s.areas)
+			if !ok {
+				break
+			}
+			last, k = rec.Time, k+size
+		}
+		if last == math.MinInt64 {
+			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (no whole record in %d bytes)", s.pid, i, share)
+		}
+		until = min(until, last)
+	}
+	for i := range s.slots {
+		buf := b.buf[starts[i]:starts[i+1]]
+		cut := heads[i] != binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
 		for k := 0; k < len(buf); {
 			size, ok := parse(buf[k:], &rec, s.areas)
+			if !ok && cut {
+				break // the rest of the P's records, next time
+			}
 			if !ok {
 				return nil, busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
 			if rec.Time > until {
 				break // and the P's later ones
 			}
-			b.recs = append(b.recs, placed{rec.Time, i, at + k, size})
+			b.recs = append(b.recs, placed{rec.Time, i, starts[i] + k, size})
 			k += size
 		}
-		at += int(n)
 	}
 	// Each P's tail moves past its last record to hand on.
 	done := make([]uint64, s.slots)
@@ -790,4 +969,47 @@ func monotonic() int64 {
 	var ts unix.Timespec
 	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
 	return ts.Nano()
+}
+
+// innerPid is pid as the process itself knows it: the last of its
+// status's NSpid, in its innermost PID namespace, which the writer's
+// process_vm_readv of itself must name. A process in a container sees
+// another number than the tracer outside it does.
+func innerPid(pid int) int {
+	ns, ok := StatusField(fmt.Sprintf("/proc/%d/status", pid), "NSpid")
+	if f := strings.Fields(ns); ok && len(f) > 0 {
+		if n, err := strconv.Atoi(f[len(f)-1]); err == nil {
+			return n
+		}
+	}
+	return pid
+}
+
+// flushes says which of ops take their source from the bytes of a read
+// gathered since the last one that does (OpFlush): a writer that gathers
+// the reads it does not hold into one process_vm_readv must have those
+// read first. A held read is never gathered.
+func flushes(ops []values.Op) []bool {
+	flush := make([]bool, len(ops))
+	var gathered []values.Op
+	for i, op := range ops {
+		if op.From == values.FromPtr || op.From == values.FromSlice {
+			// The pointer, and a slice's or string's length after it.
+			end := int(op.Src) + 8
+			if op.From == values.FromSlice {
+				end += 8
+			}
+			for _, g := range gathered {
+				if int(op.Src) < int(g.Dst)+int(g.Max) && end > int(g.Dst) {
+					flush[i] = true
+					gathered = gathered[:0]
+					break
+				}
+			}
+		}
+		if !op.Held {
+			gathered = append(gathered, op)
+		}
+	}
+	return flush
 }

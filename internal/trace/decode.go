@@ -81,8 +81,13 @@ func (d *decoder) decode(b []byte) *Event {
 			}
 			v := string(str)
 			vals[i].str = &v
+			if addr, ok := probe.ParseUnreadable(v); ok {
+				vals[i].val = values.Unreadable(addr)
+			}
 		}
-		vals[i].val = s.decodeValue(i, vals[i].raw, area, d.names.of(tgid))
+		if vals[i].val == nil {
+			vals[i].val = s.decodeValue(i, vals[i].raw, area, d.names.of(tgid))
+		}
 	}
 	ev := &Event{
 		AfterLoss: s.fn != "" && le.Uint32(b[bpfprog.RecFlags:])&bpfprog.RecAfterLoss != 0,
@@ -155,6 +160,16 @@ func (d *decoder) timeNotes(s *site, ev *Event, tgid int) {
 		delete(d.open, key)
 	} else {
 		d.open[key] = calls
+	}
+}
+
+// forget drops the open calls of process pid: trace will decode no
+// more of its events.
+func (d *decoder) forget(pid int) {
+	for key := range d.open {
+		if key[0] == uint64(pid) {
+			delete(d.open, key)
+		}
 	}
 }
 

@@ -39,6 +39,9 @@ type delivery struct {
 	s  *ring.Session
 	b  *ring.Batch
 	fn func(*ring.Record)
+	// then, in a delivery of no batch, runs once the batches queued
+	// before it have been handed on.
+	then func()
 }
 
 func newDeliverer() *deliverer {
@@ -48,6 +51,14 @@ func newDeliverer() *deliverer {
 	return d
 }
 
+// after has fn run once every batch queued so far has been handed on.
+func (d *deliverer) after(fn func()) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.queue = append(d.queue, delivery{then: fn})
+	d.cond.Broadcast()
+}
+
 // put queues a batch, waiting while the backlog is full.
 func (d *deliverer) put(s *ring.Session, b *ring.Batch, fn func(*ring.Record)) {
 	d.mu.Lock()
@@ -55,7 +66,7 @@ func (d *deliverer) put(s *ring.Session, b *ring.Batch, fn func(*ring.Record)) {
 	for d.bytes > maxBacklog && !d.closed {
 		d.cond.Wait()
 	}
-	d.queue = append(d.queue, delivery{s, b, fn})
+	d.queue = append(d.queue, delivery{s: s, b: b, fn: fn})
 	d.bytes += b.Bytes()
 	d.cond.Broadcast()
 }
@@ -74,6 +85,10 @@ func (d *deliverer) run() {
 		next := d.queue[0]
 		d.queue = d.queue[1:]
 		d.mu.Unlock()
+		if next.then != nil {
+			next.then()
+			continue
+		}
 		if d.dropping.Load() {
 			d.dropped.Add(int64(next.b.Len()))
 		} else {

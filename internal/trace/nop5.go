@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"debug/elf"
 	"errors"
+	"io"
 	"runtime"
 
 	"golang.org/x/sys/unix"
@@ -29,16 +30,20 @@ func nopPairs(f *elf.File, addrs []uint64) []bool {
 		}
 		var data []byte
 		for i, addr := range addrs {
-			if addr < p.Vaddr || addr+uint64(len(nopPair)) > p.Vaddr+p.Filesz {
+			if addr < p.Vaddr || addr-p.Vaddr >= p.Filesz {
 				continue
 			}
 			if data == nil {
-				data = make([]byte, p.Filesz)
-				if _, err := p.ReadAt(data, 0); err != nil {
+				// What the file holds of the segment: a damaged
+				// header may claim any size.
+				var err error
+				if data, err = io.ReadAll(p.Open()); err != nil || len(data) == 0 {
 					break
 				}
 			}
-			is[i] = bytes.Equal(data[addr-p.Vaddr:addr-p.Vaddr+uint64(len(nopPair))], nopPair)
+			if at := addr - p.Vaddr; at+uint64(len(nopPair)) <= uint64(len(data)) {
+				is[i] = bytes.Equal(data[at:at+uint64(len(nopPair))], nopPair)
+			}
 		}
 	}
 	return is

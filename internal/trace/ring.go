@@ -10,14 +10,20 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
+	"unsafe"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Transport is how the events of the probes reach the tracer.
@@ -50,19 +56,23 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 		return 0, false, "", err
 	}
 	defer f.Close()
-	ctl, has := ring.Address(f)
+	ctl, _, has := ring.Address(f)
+	noRing := "the binary has no in-process ring"
+	if !has && ring.Stale(f) {
+		noRing = "the binary's in-process ring is an older usdt-toolexec's, whose layout this trace does not write"
+	}
 	root := os.Geteuid() == 0
 	switch {
 	case opt.Transport == TransportBPF:
 		return 0, false, "as -transport bpf asks", nil
 	case opt.Transport == TransportRing && !has:
-		return 0, false, "", fmt.Errorf("%s has no in-process ring: build it with this usdt-toolexec (amd64 or arm64), or trace it with -transport bpf", opt.Binary)
+		return 0, false, "", fmt.Errorf("%s: %s: build it with this usdt-toolexec (amd64 or arm64), or trace it with -transport bpf", opt.Binary, noRing)
 	case opt.Transport == TransportRing && automatic == 0:
 		return 0, false, "", errors.New("-transport ring records the automatic probes of usdt-toolexec's rules that are code, and the usdtgen probes of packages it compiled, and no selected probe is one: trace the others (usdtgen's built with cgo and no usdt-toolexec, or with a bool past its 8th argument, and those of rules with sites: notes) with -transport bpf")
 	case opt.Transport == TransportRing:
 		return ctl, true, "as -transport ring asks", nil
 	case !has:
-		return 0, false, "the binary has no in-process ring", nil
+		return 0, false, noRing, nil
 	case automatic == 0:
 		return 0, false, "the ring records no selected probe (a usdtgen probe of a package usdt-toolexec did not compile, or with a bool past its 8th argument, or one whose sites are notes)", nil
 	case !root:
@@ -80,18 +90,13 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 			return 0, false, fmt.Sprintf("the ring needs ptrace access to process %d, which is denied (%v)", opt.PID, err), nil
 		}
 		mem.Close()
-		if tracer := tracerOf(opt.PID); tracer != 0 {
-			return 0, false, fmt.Sprintf("the ring ptraces process %d, which process %d already does", opt.PID, tracer), nil
+		if bias, err := ring.Bias(opt.PID, f); err == nil {
+			if on, _ := ring.InUse(opt.PID, ctl+bias); on {
+				return 0, false, fmt.Sprintf("another trace records through the ring of process %d", opt.PID), nil
+			}
 		}
 	}
 	return ctl, true, "the binary has an in-process ring, which records every selected probe (-transport bpf traps into BPF instead)", nil
-}
-
-// tracerOf returns the process that ptraces process pid, 0 for none.
-func tracerOf(pid int) int {
-	v, _ := ring.StatusField(fmt.Sprintf("/proc/%d/status", pid), "TracerPid")
-	n, _ := strconv.Atoi(v)
-	return n
 }
 
 // ringRecords reports whether the ring records s: an automatic probe that
@@ -134,13 +139,13 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		sites = statSites(all)
 	}
 	bySite := make(map[uint64]int, len(sites))
-	var sems []uint64
+	var sems []ring.Semaphore
 	seen := map[uint64]bool{}
 	for i, s := range sites {
 		bySite[s.ringKey()] = i
 		if s.sem != 0 && !seen[s.sem] {
 			seen[s.sem] = true
-			sems = append(sems, s.sem)
+			sems = append(sems, ring.Semaphore{Addr: s.sem, Wide: s.table.WideSemaphore})
 		}
 	}
 	// The values' plans take the longest to make (0.45 s of Caddy's
@@ -186,12 +191,18 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			return s.Plan(plans)
 		}
 	}
+	renewals := &leases{sessions: map[*ring.Session]bool{}}
+	if f.cmd != nil {
+		defer renewals.stopWithJob()()
+	}
 	pid := hold.Pid
 	s, err := openRing(opt, pid, ctl, sems, f.resume, prepare)
 	if err != nil {
 		return err
 	}
 	defer s.Close()
+	// Should trace die, its holder runs the lease out (ring.Hold.Lease).
+	hold.Lease(pid, ctl+s.bias)
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d: they record in its own memory\n", len(sites), pid)
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport ring: %s\n", opt.transportWhy)
@@ -206,24 +217,41 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	var finish func()
 	// With events, decoded and printed on a goroutine of their own.
 	var dl *deliverer
+	// A final take takes every record, a Take (at most ring.TakeMax)
+	// at a time: while the last was busy, as far as the ring holds.
 	take := func(s *ring.Session, fn func(*ring.Record), final bool) (busy bool, err error) {
-		b, busy, err := s.Take(final)
-		switch {
-		case b == nil:
-		case dl != nil:
-			dl.put(s, b, fn)
-		default:
-			s.Deliver(b, fn)
+		for range max(1, s.Slots()*int(s.Size())/ring.TakeMax+2) {
+			var b *ring.Batch
+			b, busy, err = s.Take(final)
+			switch {
+			case b == nil:
+			case dl != nil:
+				dl.put(s, b, fn)
+			default:
+				s.Deliver(b, fn)
+			}
+			if !final || !busy || err != nil {
+				break
+			}
 		}
 		return busy, err
 	}
 	var l statLayout
+	// forget drops what trace keeps of a process it traced once the
+	// events it took of it have been printed: what it holds stays
+	// bounded by the processes it traces, not those it ever traced.
+	forget := func(pid int) {}
 	if !opt.Stats {
 		<-described // as openRing's prepare waited
 		// The records come from the sessions' processes only.
 		d, p := newDecoder(sites, 0, names), newPrinter(opt)
 		d.jsonOnly = opt.JSON && opt.Events == nil
 		names.early(pid)
+		var env []string
+		if f.cmd != nil {
+			env = f.cmd.Environ()
+		}
+		opt.started(pid, env)
 		handle = func(s *ringSession) func(*ring.Record) {
 			return func(r *ring.Record) {
 				i, ok := bySite[r.Site-s.bias]
@@ -270,6 +298,12 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		}
 		defer p.w.Flush()
 		dl = newDeliverer()
+		forget = func(pid int) {
+			dl.after(func() {
+				d.forget(pid)
+				names.forget(pid)
+			})
+		}
 		// From the trace's end on (an interrupt: the loop may be
 		// waiting for room in the backlog), a further interrupt drops
 		// what is left to print.
@@ -301,6 +335,8 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	// session of its own; their counts and losses are added here when
 	// they end.
 	children := map[int]*ringChild{}
+	// execed says that the traced process ran another executable.
+	execed := false
 	ended, endedLost := make([]uint64, l.slots), uint64(0)
 	endChild := func(c *ringChild, readable bool) {
 		c.stopRenewing()
@@ -317,6 +353,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		}
 		c.Close()
 		delete(children, c.pid)
+		forget(c.pid)
 	}
 	adopt := func(c *ring.Child) {
 		defer c.Go()
@@ -325,7 +362,13 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			// another executable's.
 			endChild(old, !c.Exec)
 		}
-		if !c.Exec || c.Pid == pid || !runsBinary(c.Pid, opt.Binary) {
+		if c.Exec && c.Pid == pid {
+			// The command ran another executable: its session's
+			// memory is gone.
+			execed = true
+			return
+		}
+		if runs, _ := runsExe(c.Pid, opt.exe); !c.Exec || !runs {
 			return
 		}
 		cs, err := openRing(opt, c.Pid, ctl, sems, nil, prepare)
@@ -334,8 +377,10 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 			return
 		}
 		names.early(c.Pid)
+		opt.started(c.Pid, nil)
+		hold.Lease(c.Pid, ctl+cs.bias)
 		child := &ringChild{ringSession: cs, handle: handle(cs)}
-		_, child.stopRenewing = renew(cs.Session)
+		_, child.stopRenewing = renewals.renew(cs.Session)
 		children[c.Pid] = child
 		if opt.Verbose {
 			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d, which the command started\n", len(sites), c.Pid)
@@ -343,6 +388,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	}
 	endChildren := func() {
 		for _, c := range children {
+			// The renewals end first: one after Stop would find the
+			// probes off and fail.
+			c.stopRenewing()
 			c.Stop()
 			endChild(c, true)
 		}
@@ -350,11 +398,23 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	defer endChildren()
 
 	var final []uint64
+	// A process that trace does not hold at its exit (-p) goes with what
+	// it wrote since trace last read its ring: kept is what trace read
+	// at each poll, at keptAt.
+	unheld := f.cmd == nil
+	var kept []uint64
+	var keptLost, keptNoSlot uint64
+	keptAt := time.Now()
+	exit := watchExit(f.pidfd)
+	defer exit.stop()
 	read := func() ([]uint64, error) {
 		if final != nil {
 			return final, nil
 		}
 		sum, err := s.Counters()
+		if err != nil && kept != nil && errors.Is(err, ring.ErrExited) {
+			return slices.Clone(kept), nil
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -368,7 +428,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	}
 	sp := statPrinter{opt: opt, sites: sites, layout: l, w: bufio.NewWriter(opt.Stdout), prev: make([]uint64, l.slots), since: time.Now()}
 	next := sp.since.Add(opt.Interval)
-	lapsed, stopRenewing := renew(s.Session)
+	lapsed, stopRenewing := renewals.renew(s.Session)
 	// Counting writes no records: the reader wakes to print an
 	// interval's counts and to see losses, and every wake takes a share
 	// of the CPUs the program runs on.
@@ -382,17 +442,24 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	var readErr error
-	exiting, busy := false, false
-	for !exiting && !f.stopped() {
+	// lapse says that readErr is the lease's: trace was stopped or
+	// starved past it.
+	exiting, busy, lapse := false, false, false
+	// How long the last read of the counters took, and so when the next
+	// may be: every poll, unless that costs more than a twentieth of the
+	// time (Caddy's every function has 100 MB of counters).
+	nextCounts := time.Now()
+	for !exiting && !execed && !f.stopped() {
 		if !busy {
 			select {
+			case <-exit.gone:
 			case <-tick.C:
 			case <-f.ctx.Done():
 			case <-f.done:
 			case <-hold.Exiting:
 				exiting = true
 			case <-lapsed:
-				readErr = stopRenewing()
+				readErr, lapse = stopRenewing(), true
 			case c := <-hold.Children:
 				adopt(c)
 				continue
@@ -401,15 +468,48 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if readErr != nil {
 			break
 		}
+		polled := time.Now()
+		// The holder of -- CMD holds it where it waits for trace only
+		// while trace beats: a trace that stops reading stops no one.
+		hold.Beat()
 		if busy, readErr = take(s.Session, mainHandle, exiting); readErr != nil {
 			break
+		}
+		s.followProcs(opt)
+		// What -p's process, or a command that runs another
+		// executable, leaves with its memory: kept as read.
+		if opt.Stats && !polled.Before(nextCounts) {
+			if c, err := s.Counters(); err == nil {
+				kept, keptAt = c, polled
+				if opt.Counts != nil {
+					sum := addCounts(slices.Clone(c), ended)
+					for _, c := range children {
+						if counts, err := c.Counters(); err == nil {
+							addCounts(sum, counts)
+						}
+					}
+					opt.Counts(statSnapshot(sites, l, sum, keptLost))
+				}
+			}
+			nextCounts = time.Now().Add(20 * time.Since(polled))
+		} else if !opt.Stats {
+			// Take leaves the records of the last HoldBack.
+			keptAt = polled.Add(-ring.HoldBack)
+		}
+		if n, err := s.Lost(); err == nil {
+			keptLost = n
+		}
+		if n, err := s.NoSlot(); err == nil {
+			keptNoSlot = n
 		}
 		for _, c := range children {
 			cbusy, err := take(c.Session, c.handle, false)
 			if err != nil {
 				// Gone without stopping at its exit (killed).
 				endChild(c, false)
+				continue
 			}
+			c.followProcs(opt)
 			busy = busy || cbusy
 		}
 		if opt.Stats && opt.Interval > 0 && !time.Now().Before(next) {
@@ -427,6 +527,10 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	// The losses and counts are in the program's memory: read while it
 	// lasts.
 	lost, _ := s.Lost()
+	noSlot, err := s.NoSlot()
+	if err != nil {
+		noSlot = keptNoSlot
+	}
 	var counts []uint64
 	if opt.Stats {
 		counts, _ = s.Counters()
@@ -448,29 +552,222 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if n, err := s.Lost(); err == nil {
 			lost = n
 		}
+		if n, err := s.NoSlot(); err == nil {
+			noSlot = n
+		}
 		if opt.Stats {
 			counts, _ = s.Counters()
 		}
 	}
 	endChildren()
 	lost += endedLost
+	// Its memory gone, and the process not: it ran another executable,
+	// whose memory trace does not write to. The holder of -- CMD tells
+	// (adopt); of -p, the process's executable does, or, when it ran
+	// the same file again, that it lives on a second later.
+	if runs, alive := runsExe(pid, opt.exe); exited && alive && !runs {
+		execed = true
+	}
+	var at time.Time
+	gone := false
+	if unheld && !execed {
+		at, gone = exit.exited(exited)
+		execed = exited && !gone
+	}
+	if gone || execed {
+		if counts == nil {
+			counts = kept
+		}
+		lost = max(lost, keptLost)
+		what, since := "the events it recorded since are lost", "the events it recorded since trace last read its ring are lost"
+		if opt.Stats {
+			what, since = "the calls it made since are not counted", "the calls it made since trace last read its ring are not counted"
+		}
+		switch {
+		case execed:
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d ran another executable: its trace ends, and %s\n", pid, since)
+		case counts != nil || !opt.Stats:
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d exited %v after trace last read its ring: %s\n", pid, at.Sub(keptAt).Round(time.Millisecond), what)
+		}
+	}
 	if counts != nil {
 		final = addCounts(counts, ended)
+		if opt.Counts != nil {
+			opt.Counts(statSnapshot(sites, l, final, lost))
+		}
 	}
 	if !opt.Stats {
 		finish()
+	} else if final == nil && execed && f.cmd != nil {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d ran another executable before trace read its counts\n", pid)
+	} else if final == nil && execed {
+		return fmt.Errorf("process %d ran another executable before trace read its counts", pid)
+	} else if final == nil && unheld {
+		return fmt.Errorf("process %d exited before trace read its counts", pid)
 	} else if final == nil {
 		return fmt.Errorf("process %d: the counts were lost with its memory: it ended without stopping at its exit", pid)
 	} else if err := sp.print(read); err != nil {
 		return err
 	}
-	if lost > 0 {
-		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the in-process ring (%s per P) was full; -buffer makes it larger\n", lost, SizeText(int(s.size)))
+	// Of Ps without a buffer: a GOMAXPROCS raised past the ring's
+	// room, or between two polls.
+	noSlot = min(noSlot, lost)
+	if full := lost - noSlot; full > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events: the in-process ring (%s per P) was full; -buffer makes it larger\n", full, SizeText(int(s.size)))
+	}
+	if noSlot > 0 {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: lost %d events of Ps without a buffer in the ring: the program raised its GOMAXPROCS\n", noSlot)
+	}
+	if (readErr != nil && lapse || execed) && f.cmd != nil {
+		// The command is trace's to wait for, and its status to
+		// return: it goes on as it would untraced.
+		if !execed {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %v: %s goes on untraced\n", readErr, opt.Command[0])
+		}
+		hold.Drained()
+		hold.Ignore()
+		<-f.done
+		return f.exit()
 	}
 	if readErr != nil && !exited {
 		return readErr
 	}
 	return f.exit()
+}
+
+// programProcs returns the GOMAXPROCS of process pid, which runs the
+// executable ef at bias: its runtime.gomaxprocs; before its runtime has
+// set it (a command stopped at its exec), or where the executable has no
+// symbols, its environment's GOMAXPROCS, or this machine's CPUs.
+func programProcs(pid int, ef *elf.File, bias uint64) int {
+	if n := runningProcs(pid, ef, bias); n > 0 {
+		return n
+	}
+	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
+		for kv := range strings.SplitSeq(string(env), "\x00") {
+			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
+				if n, err := strconv.Atoi(v); err == nil && n > 0 {
+					return min(n, ring.MaxSlots)
+				}
+			}
+		}
+	}
+	return runtime.NumCPU()
+}
+
+// runningProcs reads runtime.gomaxprocs of process pid, 0 where it
+// cannot.
+func runningProcs(pid int, ef *elf.File, bias uint64) int {
+	at := procsAddr(ef)
+	if at == 0 {
+		return 0
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		return 0
+	}
+	defer mem.Close()
+	var b [4]byte
+	if _, err := mem.ReadAt(b[:], int64(at+bias)); err != nil {
+		return 0
+	}
+	return max(0, min(int(int32(le.Uint32(b[:]))), ring.MaxSlots))
+}
+
+// procsAddr is where the executable ef has runtime.gomaxprocs, at link
+// time: 0 where it has no such symbol.
+func procsAddr(ef *elf.File) uint64 {
+	syms, _ := ef.Symbols()
+	for _, sym := range syms {
+		if sym.Name == "runtime.gomaxprocs" && sym.Size == 4 {
+			return sym.Value
+		}
+	}
+	return 0
+}
+
+// followProcs gives the Ps that the program added since the last poll
+// (it raised GOMAXPROCS) buffers of their own, and says once when the
+// ring has no room for them all: their events are lost, and counted.
+func (rs *ringSession) followProcs(opt Options) {
+	if rs.procsAt == 0 {
+		return
+	}
+	v, err := rs.Uint32(rs.procsAt)
+	n := min(int(int32(v)), ring.MaxSlots)
+	if err != nil || n <= rs.Slots() {
+		return
+	}
+	got, err := rs.Grow(n)
+	if err == nil && got < n && !rs.toldProcs {
+		rs.toldProcs = true
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d raised GOMAXPROCS to %d, and its ring has room for the buffers of %d Ps: the events of the others are lost, and counted (a smaller -buffer makes room for more)\n", rs.pid, n, got)
+	}
+}
+
+// exitWatch tells when the process of a pidfd exits.
+type exitWatch struct {
+	// gone is closed when it has exited, at at.
+	gone  chan struct{}
+	at    time.Time
+	pidfd int
+	done  chan struct{}
+	stop  func()
+}
+
+// watchExit watches the process of pidfd; with none (-1), gone never
+// closes.
+func watchExit(pidfd int) *exitWatch {
+	w := &exitWatch{gone: make(chan struct{}), pidfd: pidfd, done: make(chan struct{})}
+	w.stop = sync.OnceFunc(func() { close(w.done) })
+	if pidfd < 0 {
+		return w
+	}
+	go func() {
+		fds := []unix.PollFd{{Fd: int32(pidfd), Events: unix.POLLIN}}
+		for {
+			select {
+			case <-w.done:
+				return
+			default:
+			}
+			// Woken at the exit; now and then to see whether trace
+			// ended first.
+			if n, err := unix.Poll(fds, 100); err == nil && n > 0 {
+				w.at = time.Now()
+				close(w.gone)
+				return
+			}
+		}
+	}()
+	return w
+}
+
+// exited reports whether the process has exited, and when, waiting for
+// the watch to see it where the pidfd says it has. A process whose
+// memory is gone (memoryGone: a read said ring.ErrExited) is exiting:
+// the kernel frees a process's memory before its pidfd turns readable,
+// when its last thread has gone, so exited waits up to a second for
+// that; one that lives on ran another executable.
+func (w *exitWatch) exited(memoryGone bool) (time.Time, bool) {
+	select {
+	case <-w.gone:
+		return w.at, true
+	default:
+	}
+	switch {
+	case memoryGone:
+		select {
+		case <-w.gone:
+			return w.at, true
+		case <-time.After(time.Second):
+			return time.Time{}, false
+		}
+	case w.pidfd < 0 || !readable(w.pidfd):
+		return time.Time{}, false
+	}
+	<-w.gone
+	return w.at, true
 }
 
 // countsPollEvery is how often a counting reader wakes: it has no
@@ -499,31 +796,108 @@ func countsAtExits(binary, counted []site) bool {
 // renew renews the session's lease every quarter of it, apart from the
 // reading: a burst of events that takes the reader longer than the lease
 // to print must not turn the probes off. lapsed is closed when a renewal
-// fails; stop ends the renewals, and returns that failure.
-func renew(s *ring.Session) (lapsed <-chan struct{}, stop func() error) {
-	failed, done, finished := make(chan struct{}), make(chan struct{}), make(chan struct{})
-	var err error
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(ring.Lease / 4)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				if err = s.Renew(); err != nil {
-					close(failed)
-					return
-				}
-			}
-		}
-	}()
+// fails; stop ends the renewals, and returns that failure. The session
+// is one of the trace's leases meanwhile.
+func (l *leases) renew(s *ring.Session) (lapsed <-chan struct{}, stop func() error) {
+	l.mu.Lock()
+	l.sessions[s] = true
+	l.mu.Unlock()
+	failed, end := ring.Renewing(func() error {
+		l.mu.RLock()
+		defer l.mu.RUnlock()
+		return s.Renew()
+	})
 	return failed, sync.OnceValue(func() error {
-		close(done)
-		<-finished
+		err := end()
+		l.mu.Lock()
+		delete(l.sessions, s)
+		l.mu.Unlock()
 		return err
 	})
+}
+
+// leases are the sessions a trace renews.
+type leases struct {
+	// mu is held for writing while trace is stopped with its job.
+	mu       sync.RWMutex
+	sessions map[*ring.Session]bool
+}
+
+// jobLease is how long a lease lasts while trace is stopped with the
+// command's job (Ctrl-Z).
+const jobLease = 24 * time.Hour
+
+// stopWithJob has trace stop as it would by default when it takes
+// SIGTSTP (Ctrl-Z), SIGTTIN or SIGTTOU (a background job's read or write
+// of the terminal), which go to the whole process group, the command's
+// processes too: those stop as well, and so does whoever reads their
+// rings. The leases last jobLease meanwhile: the job goes on when it
+// takes a SIGCONT (fg, bg), the program maybe before trace renews them,
+// and a lease run out would turn its probes off. stop ends it.
+func (l *leases) stopWithJob() (stop func()) {
+	c := make(chan os.Signal, 1)
+	jobSignals := []os.Signal{syscall.SIGTSTP, syscall.SIGTTIN, syscall.SIGTTOU}
+	signal.Notify(c, jobSignals...)
+	go func() {
+		for sig := range c {
+			l.mu.Lock()
+			for s := range l.sessions {
+				s.Extend(jobLease)
+			}
+			// The job's signal reached the program too, and its group
+			// stop waits on this trace, whose hold passes the signal on
+			// meanwhile: stopped first, trace would leave the program's
+			// other threads running.
+			deadline := time.Now().Add(time.Second)
+			for s := range l.sessions {
+				for !threadsStopped(s.Pid()) && time.Now().Before(deadline) {
+					time.Sleep(5 * time.Millisecond)
+				}
+			}
+			stopSelf(sig.(syscall.Signal))
+			for s := range l.sessions {
+				s.Renew()
+			}
+			l.mu.Unlock()
+		}
+	}()
+	return func() {
+		signal.Stop(c)
+		close(c)
+	}
+}
+
+// threadsStopped reports whether every thread of process pid is stopped
+// (T, or t under ptrace) or gone.
+func threadsStopped(pid int) bool {
+	tasks, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	if err != nil {
+		return true
+	}
+	for _, task := range tasks {
+		state, ok := ring.StatusField(fmt.Sprintf("/proc/%d/task/%s/status", pid, task.Name()), "State")
+		if ok && state != "" && state[0] != 'T' && state[0] != 't' && state[0] != 'Z' && state[0] != 'X' {
+			return false
+		}
+	}
+	return true
+}
+
+// stopSelf stops trace, with the default action of sig, until a SIGCONT.
+// signal.Reset would leave the runtime's handler, which ignores sig: the
+// default goes in for the one signal, and the handler back after it.
+func stopSelf(sig syscall.Signal) {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	// The kernel's struct sigaction, whole: handler, flags, restorer,
+	// mask. All zero is SIG_DFL.
+	var dfl, old [4]uint64
+	if _, _, e := unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&dfl)), uintptr(unsafe.Pointer(&old)), 8, 0, 0); e != 0 {
+		return
+	}
+	// To this thread: it stops before it returns.
+	unix.Tgkill(os.Getpid(), unix.Gettid(), sig)
+	unix.RawSyscall6(unix.SYS_RT_SIGACTION, uintptr(sig), uintptr(unsafe.Pointer(&old)), 0, 8, 0, 0)
 }
 
 // ringSession is a ring.Session and the load bias of its executable.
@@ -532,6 +906,11 @@ type ringSession struct {
 	pid  int
 	bias uint64
 	size uint64
+	// procsAt is where the process has runtime.gomaxprocs, 0 where
+	// the executable does not say; toldProcs, that trace said the ring
+	// has no room for the buffers of all its Ps.
+	procsAt   uint64
+	toldProcs bool
 }
 
 // addCounts adds the counters of one process's ring to those of
@@ -551,11 +930,11 @@ type ringChild struct {
 	stopRenewing func() error
 }
 
-// runsBinary reports whether process pid runs the executable binary.
-func runsBinary(pid int, binary string) bool {
-	exe, err1 := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
-	bin, err2 := os.Stat(binary)
-	return err1 == nil && err2 == nil && os.SameFile(exe, bin)
+// runsExe reports whether process pid runs the executable exe; alive is
+// false where /proc shows it none (gone, or a zombie).
+func runsExe(pid int, exe os.FileInfo) (runs, alive bool) {
+	now, err := os.Stat(fmt.Sprintf("/proc/%d/exe", pid))
+	return err == nil && os.SameFile(now, exe), err == nil
 }
 
 // openRing opens the ring of process pid and turns the semaphores sems
@@ -565,25 +944,36 @@ func runsBinary(pid int, binary string) bool {
 // prepare, given the executable's load bias, tells the program what to
 // write before the probes go on: the counts of ring.Count, or the value
 // reads of ring.Plan.
-func openRing(opt Options, pid int, ctl uint64, sems []uint64, resume func() error, prepare func(*ring.Session, uint64) error) (*ringSession, error) {
+func openRing(opt Options, pid int, ctl uint64, sems []ring.Semaphore, resume func() error, prepare func(*ring.Session, uint64) error) (*ringSession, error) {
 	ef, err := elf.Open(opt.Binary)
 	if err != nil {
 		return nil, err
 	}
 	defer ef.Close()
+	_, where, _ := ring.Address(ef)
 	bias, err := ring.Bias(pid, ef)
 	if err != nil {
 		return nil, err
 	}
+	// A buffer for each of the program's Ps, as many as its GOMAXPROCS,
+	// which may be more than this machine's CPUs, or fewer.
+	procs := programProcs(pid, ef, bias)
 	size := opt.Buffer
 	if size == 0 {
-		size = ring.DefaultSize()
+		size = ring.SizeFor(procs)
 	}
-	slots := min(ring.MaxSlots, max(runtime.NumCPU(), 8), ring.DataMax/size)
-	s, err := ring.Open(pid, ctl+bias, slots, size)
+	slots := min(ring.MaxSlots, max(procs, 8), ring.DataMax/size)
+	s, err := ring.Open(pid, ctl+bias, where+bias, slots, size)
 	if err != nil {
 		return nil, err
 	}
+	// The memory Open took is the process's as it ran the executable
+	// trace read, or it has run another since.
+	if runs, _ := runsExe(pid, opt.exe); !runs {
+		s.Close()
+		return nil, fmt.Errorf("process %d no longer runs %s: it ran another executable since trace read it", pid, opt.Binary)
+	}
+	defer s.Keep()()
 	if prepare != nil {
 		if err := prepare(s, bias); err != nil {
 			s.Stop()
@@ -591,14 +981,25 @@ func openRing(opt Options, pid int, ctl uint64, sems []uint64, resume func() err
 			return nil, err
 		}
 	}
-	abs := make([]uint64, len(sems))
-	for i, a := range sems {
-		abs[i] = a + bias
+	abs := make([]ring.Semaphore, len(sems))
+	for i, sem := range sems {
+		abs[i] = ring.Semaphore{Addr: sem.Addr + bias, Wide: sem.Wide}
+	}
+	// The semaphores are written by the process's id: an exec while
+	// the plans were made, or while they are written, is seen in the
+	// memory the session holds, which it takes away.
+	if err := s.Same(); err != nil {
+		s.Close()
+		return nil, err
 	}
 	if err := s.Enable(abs); err != nil {
 		s.Stop()
 		s.Close()
 		return nil, err
+	}
+	if err := s.Same(); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("%w: while trace turned its probes on, which may be left on in the executable it runs now", err)
 	}
 	if resume != nil {
 		if err := resume(); err != nil {
@@ -607,7 +1008,11 @@ func openRing(opt Options, pid int, ctl uint64, sems []uint64, resume func() err
 			return nil, err
 		}
 	}
-	return &ringSession{Session: s, pid: pid, bias: bias, size: uint64(size)}, nil
+	rs := &ringSession{Session: s, pid: pid, bias: bias, size: uint64(size)}
+	if at := procsAddr(ef); at != 0 {
+		rs.procsAt = at + bias
+	}
+	return rs, nil
 }
 
 // startRing starts the command, stopped before its first instruction
@@ -617,17 +1022,14 @@ func startRing(opt Options, pidfd int) (*follower, *ring.Hold, error) {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	f := &follower{ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
 	if len(opt.Command) == 0 {
-		h, err := ring.Seize(opt.PID)
-		if err != nil {
-			stop()
-			return nil, nil, err
-		}
-		return f, h, nil
+		return f, ring.Unheld(opt.PID), nil
 	}
 	f.cmd = exec.Command(opt.Binary, opt.Command[1:]...)
 	f.cmd.Args[0] = opt.Command[0]
 	f.cmd.Stdin, f.cmd.Stdout, f.cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-	h, err := ring.Start(f.cmd)
+	h, err := ring.Start(f.cmd, func(pid int, path string) {
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d runs %s, which gains privileges when it runs: trace lets it go, untraced, with the processes it starts\n", pid, values.Escape(path))
+	})
 	if err != nil {
 		stop()
 		return nil, nil, err

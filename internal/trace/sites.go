@@ -126,22 +126,26 @@ func readSites(file string) ([]site, error) {
 		if base != 0 && n.Base != 0 {
 			adjust = base - n.Base
 		}
-		s := site{Provider: n.Provider, Name: n.Name, pc: n.PC, table: byPC[n.PC]}
+		// Every name the site shows is escaped once, here, as a value's
+		// text is: the binary may hold any bytes in them, and each
+		// output (events, -json, -latency, -stats, spans, errors)
+		// reads them from the site.
+		s := site{Provider: values.Escape(n.Provider), Name: values.Escape(n.Name), pc: n.PC, table: byPC[n.PC].Escaped(values.Escape)}
 		if s.args, err = bpfprog.ParseArgs(arch, n.Args); err != nil {
-			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
+			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, s.Provider, s.Name, err)
 		}
 		s.strs = make([]bool, len(s.args))
 		if s.offset, err = fileOffset(f, n.PC+adjust); err != nil {
-			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, n.Provider, n.Name, err)
+			return nil, fmt.Errorf("%s: probe %s:%s: %w", file, s.Provider, s.Name, err)
 		}
 		s.addr = n.PC + adjust
 		if n.Semaphore != 0 {
 			s.sem = n.Semaphore + adjust
 			if s.refCtr, err = fileOffset(f, n.Semaphore+adjust); err != nil {
-				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, n.Provider, n.Name, err)
+				return nil, fmt.Errorf("%s: semaphore of %s:%s: %w", file, s.Provider, s.Name, err)
 			}
 		}
-		if kind, pkg, fn, ok := autoprobe.Split(n.Name); ok && (kind == "entry" || kind == "exit") {
+		if kind, pkg, fn, ok := autoprobe.Split(s.Name); ok && (kind == "entry" || kind == "exit") {
 			s.fn, s.exit = autoprobe.Label(pkg, fn, s.table.Receiver), kind == "exit"
 			s.plain = autoprobe.Label(pkg, fn, "")
 		}

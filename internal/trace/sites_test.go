@@ -1,6 +1,8 @@
 package trace
 
 import (
+	"bytes"
+	"debug/elf"
 	"maps"
 	"os"
 	"os/exec"
@@ -10,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/testing/elftest"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 )
 
@@ -136,5 +139,25 @@ func goBuild(t *testing.T, dir string, env []string, args ...string) {
 	cmd.Env = append(os.Environ(), env...)
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("go build %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+}
+
+// TestNopPairsDamaged reads the sites of an executable whose code
+// segment's header claims far more bytes than its file holds, as a
+// damaged or hostile binary's may: the sites in what the file holds are
+// read, the others are not nopPairs, and nothing makes room for what the
+// header claims.
+func TestNopPairsDamaged(t *testing.T) {
+	const at = 0x401000
+	code := append(append([]byte{0xc3}, nopPair...), 0xc3, 0x90)
+	for _, filesz := range []uint64{uint64(len(code)), 1 << 40, 1<<63 - 1} {
+		f, err := elf.NewFile(bytes.NewReader(elftest.Load(code, at, filesz, elf.PF_R|elf.PF_X)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := nopPairs(f, []uint64{at + 1, at, at + 7, at + 8, at + 4096, at - 1})
+		if want := []bool{true, false, false, false, false, false}; !slices.Equal(got, want) {
+			t.Errorf("segment of %d bytes claiming %d: nopPairs = %v, want %v", len(code), filesz, got, want)
+		}
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/metrics"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // runStats is trace -stats: it counts the calls of the sites' functions
@@ -44,6 +46,10 @@ func runStats(opt Options, selected []site, pidfd int) error {
 	tick := time.NewTicker(pollEvery)
 	defer tick.Stop()
 	next := p.since.Add(opt.Interval)
+	// Counts gets the counters every countsPollEvery, or less often
+	// where a read takes more than a twentieth of the time, as through
+	// the ring.
+	nextCounts := time.Now()
 	for !f.stopped() {
 		<-tick.C
 		if opt.Interval > 0 && !time.Now().Before(next) {
@@ -51,6 +57,17 @@ func runStats(opt Options, selected []site, pidfd int) error {
 				return err
 			}
 			next = next.Add(opt.Interval)
+		}
+		if now := time.Now(); opt.Counts != nil && !now.Before(nextCounts) {
+			if c, err := objs.Read(); err == nil {
+				opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses()))
+			}
+			nextCounts = now.Add(max(countsPollEvery, 20*time.Since(now)))
+		}
+	}
+	if opt.Counts != nil {
+		if c, err := objs.Read(); err == nil {
+			opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses()))
 		}
 	}
 	if err := p.print(objs.Read); err != nil {
@@ -225,4 +242,17 @@ func (fs *funcStats) json(now time.Time) []byte {
 	}
 	b, _ := json.Marshal(o)
 	return b
+}
+
+// statSnapshot is what Options.Counts is handed of counters: each
+// function's (or probe's) calls and durations, and lost, the events lost
+// (through BPF, the probe hits the kernel skipped). The names are
+// escaped (values.Escape): a binary's probe names can be any bytes, and
+// both Prometheus's text and protobuf take valid UTF-8 only.
+func statSnapshot(sites []site, l statLayout, counters []uint64, lost uint64) *metrics.Snapshot {
+	snap := &metrics.Snapshot{Lost: lost}
+	for _, fs := range tally(sites, l, counters) {
+		snap.Functions = append(snap.Functions, metrics.Function{Name: values.Escape(fs.site.label()), Calls: fs.calls, Timed: fs.timed, SumNs: fs.total, Buckets: slices.Clone(fs.hist[:])})
+	}
+	return snap
 }

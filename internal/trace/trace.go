@@ -12,9 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime/debug"
 	"strconv"
 	"syscall"
 	"time"
@@ -22,14 +24,18 @@ import (
 	"github.com/cilium/ebpf"
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
+	"github.com/go-usdt/usdt/internal/metrics"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"golang.org/x/sys/unix"
 )
 
 // Options is what `usdt-toolexec trace` was asked.
 type Options struct {
-	Binary   string   // the executable; the command's when Command is set
-	PID      int      // only this process, 0 for all
+	Binary string // the executable; the command's when Command is set
+	PID    int    // only this process, 0 for all
+	// Exe traces every process that runs this executable, now and
+	// later, each as PID would (RunExe).
+	Exe      string
 	Patterns []string // globs on provider:name or a Go function
 	Command  []string // run this and trace it until it exits
 	JSON     bool
@@ -38,8 +44,15 @@ type Options struct {
 	// them at the end, and every Interval when it is not zero.
 	Stats    bool
 	Interval time.Duration
-	Verbose  bool
-	Attach   Attach // AttachAuto when empty
+	// Counts, with Stats, is handed what has been counted since the
+	// trace began, as trace reads the counters while it runs (every
+	// quarter of a second, or less often where a read takes more than a
+	// twentieth of the time), and the last counts once more before Run
+	// returns: the metrics exporters' source. Called on trace's reading
+	// goroutine, it must not block.
+	Counts  func(*metrics.Snapshot)
+	Verbose bool
+	Attach  Attach // AttachAuto when empty
 	// Buffer is the size of the ring buffer the events come through, a
 	// power of two; 0 for bpfprog.DefaultRing.
 	Buffer int
@@ -49,16 +62,57 @@ type Options struct {
 	// transportWhy is why the trace goes through its transport, which
 	// -v says after it attached.
 	transportWhy string
+	// exe is the executable traced, as Run found it: a process (-p) that
+	// no longer runs it (an exec since) is not written to.
+	exe os.FileInfo
 	// Events, when set, receives every event, in the order they are read,
 	// from one goroutine; then only JSON prints them.
 	Events func(*Event)
-	Stdout io.Writer
-	Stderr io.Writer
+	// Started, when set, is handed the pid of each process whose events
+	// come, as soon as trace knows it and while the process lives: the
+	// command trace starts, the process of -p, and, through the ring, the
+	// command's children that run the binary. An exporter reads there
+	// what /proc says of a process only while it runs. Called on trace's
+	// goroutines, before the process's first event is read, and not
+	// necessarily on Events's goroutine.
+	// env is the environment trace gave the command it started (which a
+	// short command takes out of /proc within milliseconds), nil for a
+	// process whose environment only /proc says.
+	Started func(pid int, env []string)
+	Stdout  io.Writer
+	Stderr  io.Writer
+}
+
+// MemoryLimit is the soft limit of the Go heap that trace sets for
+// itself (debug.SetMemoryLimit), unless GOMEMLIMIT or its caller set one:
+// what it holds is bounded (the backlog of records to print, 128 MiB,
+// one copy out of the rings, ring.TakeMax, and under 512 KiB for each
+// process it traces), and the limit keeps the collector from letting the
+// heap grow to twice that between its cycles, as it does by default.
+const MemoryLimit = 384 << 20
+
+// limitMemory sets MemoryLimit, unless a limit is set.
+func limitMemory() {
+	if os.Getenv("GOMEMLIMIT") == "" && debug.SetMemoryLimit(-1) == math.MaxInt64 {
+		debug.SetMemoryLimit(MemoryLimit)
+	}
+}
+
+// started hands Started the pid of a process whose events come, and
+// the environment trace gave it, nil where it did not start it.
+func (opt *Options) started(pid int, env []string) {
+	if opt.Started != nil {
+		opt.Started(pid, env)
+	}
 }
 
 // Run traces until interrupted or until the command or the process ends.
 // The command's exit status is returned as an *exec.ExitError.
 func Run(opt Options) error {
+	limitMemory()
+	if opt.Exe != "" {
+		return RunExe(opt)
+	}
 	if opt.Binary == "" && len(opt.Command) > 0 {
 		p, err := exec.LookPath(opt.Command[0])
 		if err != nil {
@@ -77,6 +131,11 @@ func Run(opt Options) error {
 		defer unix.Close(fd)
 		exited = fd
 	}
+	exe, err := os.Stat(opt.Binary)
+	if err != nil {
+		return err
+	}
+	opt.exe = exe
 	all, err := readSites(opt.Binary)
 	if err != nil {
 		return err
@@ -143,6 +202,7 @@ func Run(opt Options) error {
 		names.early(f.cmd.Process.Pid)
 	case opt.PID != 0:
 		names.early(opt.PID)
+		opt.started(opt.PID, nil)
 	}
 	var rec ringbuf.Record
 	for draining := false; ; {
@@ -225,6 +285,10 @@ func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd i
 			f.Close()
 			return nil, err
 		}
+		// Now, while it runs: Start returned once it ran the binary,
+		// and an exporter reads what /proc says of it (Started), which
+		// a short command takes away within milliseconds.
+		opt.started(f.cmd.Process.Pid, f.cmd.Environ())
 		go func() {
 			f.waitErr = f.cmd.Wait()
 			close(f.done)

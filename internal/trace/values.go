@@ -123,6 +123,17 @@ func (t *typeNames) of(pid int) values.Namer {
 	return n
 }
 
+// forget drops what names the types of process pid: trace will decode
+// no more of its events.
+func (t *typeNames) forget(pid int) {
+	if t == nil {
+		return
+	}
+	t.mu.Lock()
+	delete(t.loaded, pid)
+	t.mu.Unlock()
+}
+
 // early is of for a process trace has just started or taken, before any
 // of its events: the kernel tells the parent an exec succeeded before it
 // maps the executable, so an answer that it is not mapped yet is not

@@ -376,13 +376,16 @@ const (
 
 // valueReads carries out the site's value reads (values.Op) into the
 // event's value area, in order: a read from a pointer an earlier one
-// brought in finds it there. A read from a nil pointer, or one that
-// faults, leaves zeros; the decoder knows a nil pointer by its value.
+// brought in finds it there. A read from a nil pointer leaves zeros,
+// which the decoder knows by the pointer's value; one that faults
+// leaves zeros too, and sets its bit in the area's status word
+// (values.StatusSize), which is sent with the area.
 func valueReads(name string) asm.Instructions {
 	insns := asm.Instructions{
 		asm.LoadMem(rVals, rSpec, specValsAt, asm.Half).WithSymbol(name + "_ops"),
 		asm.JGT.Imm(rVals, RecVals, "out"),
 		asm.Add.Reg(rVals, rEvent),
+		asm.StoreImm(rVals, 0, 0, asm.Word),
 		asm.Mov.Imm(asm.R0, 0),
 	}
 	for i := range values.MaxOps {
@@ -424,6 +427,14 @@ func valueReads(name string) asm.Instructions {
 			asm.Add.Reg(asm.R1, rVals).WithSymbol(next+"_copy"),
 			asm.Mov.Reg(asm.R2, asm.R4),
 			asm.FnProbeReadUser.Call(),
+			asm.JSGE.Imm(asm.R0, 0, next),
+			asm.LoadMem(asm.R1, rVals, 0, asm.Word),
+			asm.Or.Imm(asm.R1, int32(uint32(1)<<i)),
+			asm.StoreMem(rVals, 0, asm.R1, asm.Word),
+			asm.LoadMem(asm.R1, asm.RFP, endSlot, asm.DWord),
+			asm.JGE.Imm(asm.R1, values.StatusSize, next),
+			asm.Mov.Imm(asm.R1, values.StatusSize),
+			asm.StoreMem(asm.RFP, endSlot, asm.R1, asm.DWord),
 			asm.Mov.Imm(asm.R0, 0).WithSymbol(next),
 		)
 	}

@@ -1,0 +1,39 @@
+package procstat
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestStartTime(t *testing.T) {
+	for _, tc := range []struct {
+		name, stat, start string
+		ok                bool
+	}{
+		{"plain", "4242 (life) S 1 4242 4242 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 3 0 987654 1234 56", "987654", true},
+		{"spaces and parentheses in the name", "4242 (a) b (c) S 1 4242 4242 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 3 0 555 1234 56", "555", true},
+		{"cut short", "4242 (life) S 1 4242", "", false},
+		{"no name", "4242 life S 1", "", false},
+		{"empty", "", "", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			start, ok := StartTime([]byte(tc.stat))
+			if start != tc.start || ok != tc.ok {
+				t.Errorf("StartTime(%q) = %q, %v, want %q, %v", tc.stat, start, ok, tc.start, tc.ok)
+			}
+		})
+	}
+}
+
+// FuzzStartTime: any bytes give a start time from after the last
+// parenthesis, or none, never a panic.
+func FuzzStartTime(f *testing.F) {
+	f.Add([]byte("4242 (life) S 1 4242 4242 0 -1 4194560 120 0 0 0 0 0 0 0 20 0 3 0 987654 1234 56"))
+	f.Add([]byte("1 ()) S"))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		start, ok := StartTime(b)
+		if ok && (start == "" || strings.ContainsAny(start, " \t\n")) {
+			t.Fatalf("StartTime(%q) = %q", b, start)
+		}
+	})
+}

@@ -1,0 +1,185 @@
+package trace
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/procstat"
+	"github.com/go-usdt/usdt/internal/values"
+)
+
+// exeScanEvery is how often RunExe looks in /proc for processes of the
+// executable that it does not trace yet: a process that starts is traced
+// from about this long after its start.
+const exeScanEvery = 100 * time.Millisecond
+
+// RunExe is trace -exe: it traces every process that runs the executable
+// opt.Exe, those that run when it starts and those that start later (a
+// restart, a second replica), each as -p would, from when it finds it in
+// /proc until it exits; until interrupted. A process it may not trace,
+// or that fails, is said so on stderr and does not stop the others. The
+// lines of the processes' events go to opt.Stdout whole; with Stats,
+// each process's counts go there at its end, under a line naming it.
+func RunExe(opt Options) error {
+	exe, err := os.Stat(opt.Exe)
+	if err != nil {
+		return err
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	// The exporters take the events of every process from one
+	// goroutine at a time.
+	if events := opt.Events; events != nil {
+		var evMu sync.Mutex
+		opt.Events = func(ev *Event) {
+			evMu.Lock()
+			defer evMu.Unlock()
+			events(ev)
+		}
+	}
+	var mu sync.Mutex // the output's
+	stderr := &lineWriter{mu: &mu, w: opt.Stderr}
+	var wg sync.WaitGroup
+	// The processes traced or tried, by pid and start time (a pid that
+	// another process takes is that process's), until they are gone: a
+	// process whose trace failed is not tried again.
+	tried := map[procKey]bool{}
+	var triedMu sync.Mutex
+	scan := func() {
+		triedMu.Lock()
+		for key := range tried {
+			if now, ok := procKeyOf(key.pid); !ok || now != key {
+				delete(tried, key)
+			}
+		}
+		triedMu.Unlock()
+		for _, pid := range exeProcesses(exe) {
+			key, ok := procKeyOf(pid)
+			triedMu.Lock()
+			if !ok || tried[key] {
+				triedMu.Unlock()
+				continue
+			}
+			tried[key] = true
+			triedMu.Unlock()
+			o := opt
+			o.Exe, o.PID, o.Binary = "", pid, fmt.Sprintf("/proc/%d/exe", pid)
+			o.Stderr = stderr
+			var stats bytes.Buffer
+			if opt.Stats {
+				o.Stdout = &stats
+			} else {
+				o.Stdout = &lineWriter{mu: &mu, w: opt.Stdout}
+			}
+			fmt.Fprintf(stderr, "usdt-toolexec trace: process %d runs %s: tracing it\n", pid, values.Escape(opt.Exe))
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				err := Run(o)
+				if err != nil {
+					fmt.Fprintf(stderr, "usdt-toolexec trace: process %d: %s\n", pid, values.EscapeLines(err.Error()))
+				}
+				if opt.Stats && stats.Len() > 0 {
+					mu.Lock()
+					fmt.Fprintf(opt.Stdout, "process %d:\n", pid)
+					opt.Stdout.Write(stats.Bytes())
+					mu.Unlock()
+				}
+				if w, ok := o.Stdout.(*lineWriter); ok {
+					w.Flush()
+				}
+			}()
+		}
+	}
+	tick := time.NewTicker(exeScanEvery)
+	defer tick.Stop()
+	for scan(); ; scan() {
+		select {
+		case <-ctx.Done():
+			// Each process's trace ends on the same interrupt.
+			wg.Wait()
+			stderr.Flush()
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// procKey is a process: its pid, and when it started (a pid's next
+// process starts later).
+type procKey struct {
+	pid   int
+	start string
+}
+
+// procKeyOf is the key of process pid; ok is false once it is gone.
+func procKeyOf(pid int) (procKey, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return procKey{}, false
+	}
+	start, ok := procstat.StartTime(b)
+	return procKey{pid, start}, ok
+}
+
+// exeProcesses are the processes that run the executable exe now.
+func exeProcesses(exe os.FileInfo) []int {
+	d, err := os.Open("/proc")
+	if err != nil {
+		return nil
+	}
+	defer d.Close()
+	names, _ := d.Readdirnames(-1)
+	var pids []int
+	for _, n := range names {
+		pid, err := strconv.Atoi(n)
+		if err != nil || pid == os.Getpid() {
+			continue
+		}
+		if fi, err := os.Stat("/proc/" + n + "/exe"); err == nil && os.SameFile(fi, exe) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// lineWriter writes to w whole lines only, under mu, which the writers
+// of processes traced at once share, so that their lines do not tear one
+// another; Flush writes what is left.
+type lineWriter struct {
+	mu  *sync.Mutex
+	w   io.Writer
+	buf []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.buf = append(l.buf, p...)
+	if i := bytes.LastIndexByte(l.buf, '\n'); i >= 0 {
+		_, err := l.w.Write(l.buf[:i+1])
+		l.buf = append(l.buf[:0], l.buf[i+1:]...)
+		if err != nil {
+			return len(p), err
+		}
+	}
+	return len(p), nil
+}
+
+// Flush writes what is left.
+func (l *lineWriter) Flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.buf) > 0 {
+		l.w.Write(l.buf)
+		l.buf = l.buf[:0]
+	}
+}
