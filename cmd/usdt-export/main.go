@@ -1,10 +1,12 @@
 // Command usdt-export is usdt-toolexec trace with its exporters: trace
 // -otlp URL sends every traced call as an OpenTelemetry span, trace -pprof
-// FILE writes a pprof profile of the calls. usdt-toolexec trace runs it
-// (from beside itself, or $PATH) when given either, with the same
-// arguments:
+// FILE writes a pprof profile of the calls, trace -stats -metrics ADDR
+// serves the counts for Prometheus, and trace -stats -otlp URL pushes
+// them as OTLP metrics. usdt-toolexec trace runs it (from beside itself,
+// or $PATH) when given any of them, with the same arguments:
 //
 //	usdt-toolexec trace -otlp http://127.0.0.1:4318 -- ./shop
+//	usdt-toolexec trace -stats -metrics 127.0.0.1:9464 -- ./shop
 //
 // The exporters are a command of their own so that usdt-toolexec, which
 // the go command starts for every compile of an instrumented build, does
@@ -19,15 +21,26 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/debug"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-usdt/usdt/internal/export/otlp"
 	"github.com/go-usdt/usdt/internal/export/pprof"
+	"github.com/go-usdt/usdt/internal/export/prom"
+	"github.com/go-usdt/usdt/internal/export/symtab"
+	"github.com/go-usdt/usdt/internal/metrics"
 	"github.com/go-usdt/usdt/internal/trace"
 	"github.com/go-usdt/usdt/internal/tracecmd"
 )
 
 func main() {
+	// The exporters hold more than trace alone: the SDK's queue of
+	// spans (65,536) and the binary's table of functions. Set before
+	// trace.Run, which keeps a limit that is set.
+	if os.Getenv("GOMEMLIMIT") == "" {
+		debug.SetMemoryLimit(2 * trace.MemoryLimit)
+	}
 	os.Exit(tracecmd.Run(os.Args[1:], os.Stdout, os.Stderr, func(opt trace.Options, x tracecmd.Exports) error {
 		return export(opt, x, os.Stderr)
 	}))
@@ -56,6 +69,9 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	if real, err := filepath.EvalSymlinks(bin); err == nil {
 		bin = real
 	}
+	if opt.Stats {
+		return exportCounts(opt, x, filepath.Base(bin), stderr)
+	}
 	var sinks []func(*trace.Event)
 	var spans *otlp.Exporter
 	if x.OTLP != "" {
@@ -64,7 +80,17 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 			return err
 		}
 		spans.MinSpan = x.MinSpan
+		if x.Sample < 1 {
+			spans.Sampler = otlp.Ratio(x.Sample)
+		}
+		// Read now: a traced process's /proc/PID/exe goes when it exits.
+		// A binary whose table cannot be read gives spans without their
+		// functions' files and lines.
+		if spans.Functions, err = symtab.Open(bin); err != nil && opt.Verbose {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: -otlp: spans without code.file.path: %v\n", err)
+		}
 		sinks = append(sinks, spans.Event)
+		opt.Started = spans.Started
 	}
 	var prof *pprof.Profile
 	var out *os.File
@@ -87,11 +113,7 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	}
 	err := trace.Run(opt)
 	if spans != nil {
-		ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
-		if cerr := spans.Close(ctx); cerr != nil {
-			fmt.Fprintln(stderr, "usdt-toolexec trace: -otlp:", cerr)
-		}
-		cancel()
+		flush(spans.Close, stderr)
 	}
 	if prof != nil {
 		werr := prof.Write(out)
@@ -103,4 +125,45 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		}
 	}
 	return err
+}
+
+// exportCounts traces with -stats, serving the counts for Prometheus
+// (-metrics) and pushing them as OTLP metrics (-otlp) while it runs, and
+// their last values at the end: the last scrape before trace exits sees
+// them, and the OTLP exporter pushes them as it stops.
+func exportCounts(opt trace.Options, x tracecmd.Exports, service string, stderr io.Writer) error {
+	var snap atomic.Pointer[metrics.Snapshot]
+	opt.Counts = snap.Store
+	if x.Metrics != "" {
+		srv, err := prom.Serve(x.Metrics, snap.Load)
+		if err != nil {
+			return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
+		}
+		defer srv.Close()
+		if opt.Verbose {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
+		}
+	}
+	var pushed *otlp.Metrics
+	if x.OTLP != "" {
+		var err error
+		if pushed, err = otlp.NewMetrics(context.Background(), x.OTLP, x.Service, service, snap.Load); err != nil {
+			return err
+		}
+	}
+	err := trace.Run(opt)
+	if pushed != nil {
+		flush(pushed.Close, stderr)
+	}
+	return err
+}
+
+// flush closes an OTLP exporter, within flushWithin, and reports to
+// stderr what it could not send.
+func flush(close func(context.Context) error, stderr io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
+	defer cancel()
+	if err := close(ctx); err != nil {
+		fmt.Fprintln(stderr, "usdt-toolexec trace: -otlp:", err)
+	}
 }

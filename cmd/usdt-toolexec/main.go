@@ -94,11 +94,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 			} else {
 				err = inspect.List(args[1], inlined, stdout, stderr)
 			}
-			if err != nil {
-				fmt.Fprintln(stderr, "usdt-toolexec:", err)
-				return 1
-			}
-			return 0
+			return tracecmd.Status(err, stderr, "usdt-toolexec:")
 		case "trace":
 			return tracecmd.Run(args[1:], stdout, stderr, func(opt trace.Options, x tracecmd.Exports) error {
 				if x.Any() {

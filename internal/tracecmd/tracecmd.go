@@ -12,6 +12,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,11 +20,13 @@ import (
 	"time"
 
 	"github.com/go-usdt/usdt/internal/trace"
+	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -exe PATH [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -32,7 +35,16 @@ latency histogram per function at the end, -v how it attached. -stats
 prints no events: it counts the calls of each function (and the fires of
 each provider probe) and their latencies where they fire (in the kernel,
 or in the program with the ring), and prints them at the end, and every D
-too with -interval D (each time what was counted since the last). -attach multi attaches every probe with one uprobe_multi
+too with -interval D (each time what was counted since the last).
+-exe PATH traces every process that runs the executable PATH: those that
+run, and those that start later (a restart, a replica), each from when
+trace finds it, within 0.1 s of its start, until it exits, and until
+Ctrl-C; with -stats, each process's counts print when it ends.
+-metrics ADDR serves what -stats counts for Prometheus at
+http://ADDR/metrics while it runs (usdt_function_calls_total and
+usdt_function_duration_seconds by code_function_name, and
+usdt_events_lost_total); -stats -otlp URL pushes the same as OTLP
+metrics, and no spans. -attach multi attaches every probe with one uprobe_multi
 link (Linux 6.6+), single with one uprobe per probe, auto (the default)
 with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
@@ -53,22 +65,36 @@ takes it: http://127.0.0.1:4318), its parent the innermost call open on its
 goroutine; the other OTEL_* variables apply. -service sets service.name
 (default: the binary's name). -min-span D drops the spans of calls shorter
 than D and counts them on the nearest span kept (usdt.dropped_children).
+-sample R sends the traces of a share R of the root calls (0.01: 1 in
+100), by trace id as OpenTelemetry's TraceIdRatioBased sampler does; a
+call that joins its caller's trace (a W3C traceparent) follows that
+trace's sampled flag whatever R, and a trace's calls follow its root.
+With -stats, -otlp sends the counts as OTLP metrics instead, to
+OTEL_EXPORTER_OTLP_METRICS_ENDPOINT where that is set, else to URL's
+/v1/metrics, every OTEL_METRIC_EXPORT_INTERVAL (60 s) and at the end.
 -pprof writes a pprof profile of the calls to FILE: wall time and call
-counts per chain of traced calls. With either, the events print only with
--json, and trace runs usdt-export (installed beside usdt-toolexec or on
-$PATH), which carries the exporters.
+counts per chain of traced calls. With any of them, the events print only
+with -json, and trace runs usdt-export (installed beside usdt-toolexec or
+on $PATH), which carries the exporters.
 `
 
 // Exports are where trace sends the calls it sees, besides its output.
 type Exports struct {
 	OTLP, Service, Pprof string
+	// Metrics is where to serve -stats's counts for Prometheus
+	// (host:port).
+	Metrics string
 	// MinSpan drops the spans of -otlp shorter than it.
 	MinSpan time.Duration
+	// Sample is the share of root calls whose traces -otlp sends, as
+	// the OpenTelemetry SDK's TraceIdRatioBased sampler takes it (1,
+	// every one, by default).
+	Sample float64
 }
 
 // Any reports whether there is an export to make.
 func (x Exports) Any() bool {
-	return x.OTLP != "" || x.Pprof != ""
+	return x.OTLP != "" || x.Pprof != "" || x.Metrics != ""
 }
 
 func (x *Exports) flags(fs *flag.FlagSet) {
@@ -76,6 +102,8 @@ func (x *Exports) flags(fs *flag.FlagSet) {
 	fs.StringVar(&x.Service, "service", "", "")
 	fs.StringVar(&x.Pprof, "pprof", "", "")
 	fs.DurationVar(&x.MinSpan, "min-span", 0, "")
+	fs.Float64Var(&x.Sample, "sample", 1, "")
+	fs.StringVar(&x.Metrics, "metrics", "", "")
 }
 
 // check reports flags that make no sense together.
@@ -87,6 +115,10 @@ func (x Exports) check() error {
 		return errors.New("-min-span wants a positive duration")
 	case x.MinSpan > 0 && x.OTLP == "":
 		return errors.New("-min-span drops short spans of -otlp: give -otlp URL too")
+	case !(x.Sample >= 0 && x.Sample <= 1):
+		return fmt.Errorf("-sample %v: want the share of traces to send, from 0 to 1 (0.01 sends 1 in 100)", x.Sample)
+	case x.Sample != 1 && x.OTLP == "":
+		return errors.New("-sample chooses the traces -otlp sends: give -otlp URL too")
 	}
 	return nil
 }
@@ -100,6 +132,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
 	opt := trace.Options{Stdout: stdout, Stderr: stderr}
 	fs.IntVar(&opt.PID, "p", 0, "")
+	fs.StringVar(&opt.Exe, "exe", "", "")
 	fs.BoolVar(&opt.JSON, "json", false, "")
 	fs.BoolVar(&opt.Latency, "latency", false, "")
 	fs.BoolVar(&opt.Stats, "stats", false, "")
@@ -129,21 +162,47 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	case opt.Stats && opt.Latency:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats prints latency histograms of its own: drop -latency\n")
 		return 2
-	case opt.Stats && exp.Any():
-		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sees no calls to export: drop -otlp and -pprof\n")
+	case opt.Stats && exp.Pprof != "":
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts calls and sees none to profile: drop -pprof\n")
+		return 2
+	case opt.Stats && exp.MinSpan > 0:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats sends -otlp its counts as metrics, and no spans: drop -min-span\n")
+		return 2
+	case opt.Stats && exp.Sample != 1:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts every call and sends -otlp no spans to sample: drop -sample\n")
 		return 2
 	case opt.Stats && opt.Buffer != 0:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sends no events through a buffer: drop -buffer\n")
 		return 2
+	case exp.Metrics != "" && !opt.Stats:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -metrics serves what -stats counts: add -stats\n")
+		return 2
 	case opt.Interval < 0 || opt.Interval > 0 && !opt.Stats:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -interval wants a positive duration, with -stats\n")
 		return 2
-	case (opt.PID != 0) == (len(opt.Command) > 0):
+	case btoi(opt.PID != 0)+btoi(len(opt.Command) > 0)+btoi(opt.Exe != "") != 1:
 		fmt.Fprint(stderr, Usage)
+		return 2
+	case opt.Exe != "" && exp.Metrics != "":
+		fmt.Fprint(stderr, "usdt-toolexec trace: -exe prints each process's counts at its end, and serves none: drop -metrics\n")
+		return 2
+	case opt.Exe != "" && opt.Interval > 0:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -exe prints each process's counts at its end: drop -interval\n")
 		return 2
 	case exp.check() != nil:
 		fmt.Fprintln(stderr, "usdt-toolexec trace:", exp.check())
 		return 2
+	case opt.Exe != "":
+		// As /proc/PID/exe names it: the file, its links resolved.
+		exe, err := filepath.Abs(opt.Exe)
+		if err == nil {
+			exe, err = filepath.EvalSymlinks(exe)
+		}
+		if err != nil {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: -exe %s: %v\n", values.Escape(opt.Exe), err)
+			return 1
+		}
+		opt.Exe, opt.Binary = exe, exe
 	case opt.PID != 0:
 		opt.Binary = "/proc/" + strconv.Itoa(opt.PID) + "/exe"
 		if _, err := os.Stat(opt.Binary); err != nil {
@@ -154,9 +213,18 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	return Status(run(opt, exp), stderr, "usdt-toolexec trace:")
 }
 
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // Status is the exit status for err: a child's own when err is its exit,
 // 128 plus the signal's number when a signal killed it, as a shell
-// reports it, else 1 after printing err after prefix.
+// reports it, else 1 after printing err after prefix, escaped
+// (values.EscapeLines): an error may quote what a binary holds, its
+// sections' names among them, and goes to the operator's terminal.
 func Status(err error, stderr io.Writer, prefix string) int {
 	var exit *exec.ExitError
 	switch {
@@ -170,7 +238,7 @@ func Status(err error, stderr io.Writer, prefix string) int {
 		}
 		return exit.ExitCode()
 	}
-	fmt.Fprintln(stderr, prefix, err)
+	fmt.Fprintln(stderr, prefix, values.EscapeLines(err.Error()))
 	return 1
 }
 

@@ -36,7 +36,7 @@ func printOptions(opt trace.Options, x Exports) error {
 	fmt.Fprintf(w, "binary %s\npid %d\npatterns %q\ncommand %q\n", opt.Binary, opt.PID, opt.Patterns, opt.Command)
 	fmt.Fprintf(w, "json %v\nlatency %v\nstats %v\ninterval %v\nverbose %v\nattach %s\n", opt.JSON, opt.Latency, opt.Stats, opt.Interval, opt.Verbose, opt.Attach)
 	fmt.Fprintf(w, "buffer %d\n", opt.Buffer)
-	fmt.Fprintf(w, "otlp %s\nservice %s\nmin-span %v\npprof %s\nexports %v\n", x.OTLP, x.Service, x.MinSpan, x.Pprof, x.Any())
+	fmt.Fprintf(w, "otlp %s\nservice %s\nmin-span %v\npprof %s\nmetrics %s\nexports %v\n", x.OTLP, x.Service, x.MinSpan, x.Pprof, x.Metrics, x.Any())
 	if opt.Stderr == nil || opt.Events != nil {
 		return errors.New("the tracer got no stderr, or Events to send to")
 	}
@@ -89,6 +89,8 @@ func TestStatus(t *testing.T) {
 		{"command killed by SIGKILL", exit("kill -KILL $$"), 137, ""},
 		{"tracer's error", errors.New("no BPF"), 1, "prefix: no BPF\n"},
 		{"tracer's and exporter's errors", errors.Join(errors.New("no BPF"), io.ErrShortWrite), 1, "prefix: no BPF\nshort write\n"},
+		// A binary's section name, quoted in an error, with a hint.
+		{"escape sequences", errors.New("table in \x1b]0;x\a\x1b[2J\xff: damaged\n\thint: rebuild"), 1, "prefix: table in \\x1b]0;x\\a\\x1b[2J\\xff: damaged\n\thint: rebuild\n"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

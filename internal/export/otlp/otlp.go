@@ -24,14 +24,20 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"net"
 	"net/url"
 	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/cenkalti/backoff/v5"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -39,10 +45,11 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	semconv "go.opentelemetry.io/otel/semconv/v1.26.0"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	oteltrace "go.opentelemetry.io/otel/trace"
 
 	"github.com/go-usdt/usdt/internal/calltree"
+	"github.com/go-usdt/usdt/internal/export/symtab"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/trace"
 	"github.com/go-usdt/usdt/internal/values"
@@ -57,17 +64,53 @@ type Exporter struct {
 	// usdt.dropped_children, and gets their usdtgen probes' events.
 	MinSpan time.Duration
 
+	// Sampler, when set, decides whether a root call (one that joins no
+	// caller's trace) starts a trace that is sent: the OpenTelemetry
+	// SDK's TraceIDRatioBased for -sample, on the trace id trace gives
+	// it. The calls of a trace follow its root's decision, and a root
+	// that joins a caller's trace follows that caller's sampled flag, as
+	// ParentBased has them.
+	Sampler sdktrace.Sampler
+
+	// Functions, when set, is the traced binary's table of functions,
+	// where a span finds its function's file and line.
+	Functions *symtab.Table
+
 	endpoint string
 	tree     calltree.Tree
-	provider *sdktrace.TracerProvider
-	tracer   oteltrace.Tracer
-	sent     *countingExporter
-	ended    int
+	// batch is the SDK's batch span processor that every process's
+	// tracer provider hands its spans to, and so the one exporter.
+	batch sdktrace.SpanProcessor
+	// base is the resource every process's starts from, fallback the
+	// executable's name (see process.go).
+	base     *resource.Resource
+	fallback string
+	// procs are the processes whose events arrived, by pid, with their
+	// tracer providers; proc is where their identities are read, /proc.
+	procs map[int]*process
+	proc  string
+	// started are the identities of the processes trace started or
+	// attached to (see Started) whose first event has not arrived.
+	mu      sync.Mutex
+	started map[int]identity
+	// sweepAt is the number of processes at which the next event of a
+	// new one looks for those that ended (see sweep).
+	sweepAt int
+	// sources are the code attributes of the functions met, by label.
+	sources map[string][]attribute.KeyValue
+	sent    *countingExporter
+	ended   int
 	// unsampled counts the calls not sent because the trace they joined
-	// was not sampled by its caller.
-	unsampled int
-	errs      errorHandler
+	// was not sampled by its caller; sampledOut, those of the traces
+	// that Sampler did not sample.
+	unsampled, sampledOut int
+	errs                  errorHandler
 }
+
+// Ratio is the Sampler of a share r of the root calls' traces: the
+// SDK's TraceIDRatioBased, which keeps a trace whose id's low 63 bits
+// are below r's share of them, as every SDK that samples it does.
+func Ratio(r float64) sdktrace.Sampler { return sdktrace.TraceIDRatioBased(r) }
 
 // call is what the exporter keeps with an open call.
 type call struct {
@@ -81,13 +124,17 @@ type call struct {
 	// join); unsampled, that the trace it is in records nothing.
 	remote    oteltrace.SpanContext
 	unsampled bool
+	// sampledOut says that the trace's root was not sampled (Sampler).
+	sampledOut bool
 }
 
 // New starts an exporter to the collector at endpoint, a base URL as
 // OTEL_EXPORTER_OTLP_ENDPOINT takes it (the spans go to its /v1/traces).
-// The other OTEL_* variables of the SDK and the exporter apply. service is
-// the service.name of the spans, unless empty and OTEL_SERVICE_NAME or
-// OTEL_RESOURCE_ATTRIBUTES name one: then fallback is.
+// The other OTEL_* variables of the SDK and the exporter apply. Each
+// process's spans have a resource of their own, with its service.name
+// (see process.go): the process's OTEL_SERVICE_NAME or
+// OTEL_RESOURCE_ATTRIBUTES, else service, else trace's own environment's,
+// else fallback, the executable's name.
 func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
@@ -98,40 +145,130 @@ func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, er
 	if err != nil {
 		return nil, fmt.Errorf("-otlp %s: %w", endpoint, err)
 	}
-	// The fallback first, so that the environment's name wins over it, and
-	// -service over both.
-	opts := []resource.Option{resource.WithAttributes(semconv.ServiceName(fallback)), resource.WithFromEnv(), resource.WithTelemetrySDK()}
-	if service != "" {
-		opts = append(opts, resource.WithAttributes(semconv.ServiceName(service)))
-	}
-	res, err := resource.New(ctx, opts...)
+	base, err := baseResource(ctx, service, fallback)
 	if err != nil {
 		return nil, fmt.Errorf("OpenTelemetry resource: %w", err)
 	}
-	// The binary's name and OTEL_RESOURCE_ATTRIBUTES's values, which it
-	// URL-decodes, can be any bytes: the resource goes with every span.
-	kvs := res.Attributes()
-	for i, kv := range kvs {
-		if kv.Value.Type() == attribute.STRING {
-			kvs[i] = attribute.String(values.Escape(string(kv.Key)), values.Escape(kv.Value.AsString()))
+	e := &Exporter{
+		endpoint: endpoint, sent: &countingExporter{SpanExporter: client},
+		base: base, fallback: fallback, procs: map[int]*process{}, proc: procfs, sweepAt: sweepFrom,
+		sources: map[string][]attribute.KeyValue{}, started: map[int]identity{},
+	}
+	otel.SetErrorHandler(&e.errs)
+	e.batch = sdktrace.NewBatchSpanProcessor(e.sent, batchOptions()...)
+	e.tree.Begin = e.begin
+	e.tree.End = e.end
+	return e, nil
+}
+
+// process is a traced process: its identity, and the tracer of its
+// spans, whose provider gives them its resource.
+type process struct {
+	id       identity
+	provider *sdktrace.TracerProvider
+	tracer   oteltrace.Tracer
+	// open counts its calls open; gone says a sweep found it ended.
+	open int
+	gone bool
+}
+
+// procfs is where processes are read: /proc, but in tests.
+var procfs = "/proc"
+
+// Started reads what the process pid's resource is made of, while it
+// runs: trace.Options.Started. The process's first event, which may come
+// after it exited (the BPF transport's events are read after the fact),
+// finds it there. env, when not nil, is the environment trace gave the
+// process: a short command may have left /proc by the time it is read.
+// It may be called on any goroutine.
+func (e *Exporter) Started(pid int, env []string) {
+	id := inspect(e.proc, pid)
+	if env != nil {
+		id.service, id.attrs = otelEnviron([]byte(strings.Join(env, "\x00")))
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if len(e.started) >= maxStarted {
+		// Processes trace met whose events never came: those gone go.
+		for pid, id := range e.started {
+			if !id.same(e.proc) {
+				delete(e.started, pid)
+			}
 		}
 	}
-	res = resource.NewWithAttributes(res.SchemaURL(), kvs...)
-	e := &Exporter{endpoint: endpoint, sent: &countingExporter{SpanExporter: client}}
-	otel.SetErrorHandler(&e.errs)
-	e.provider = sdktrace.NewTracerProvider(
-		sdktrace.WithBatcher(e.sent, batchOptions()...),
-		sdktrace.WithResource(res),
+	e.started[pid] = id
+}
+
+// maxStarted is the number of processes met and not yet seen in an
+// event from which Started forgets those that ended.
+const maxStarted = 256
+
+// sweepFrom is the number of processes from which a new one's first event
+// looks for processes that ended.
+const sweepFrom = 64
+
+// process is the process pid, whose identity is read the first time an
+// event of its arrives, while it runs.
+func (e *Exporter) process(pid int) *process {
+	if p := e.procs[pid]; p != nil {
+		return p
+	}
+	if len(e.procs) >= e.sweepAt {
+		e.sweep()
+	}
+	e.mu.Lock()
+	id, ok := e.started[pid]
+	delete(e.started, pid)
+	e.mu.Unlock()
+	// A process met that has ended is what was read of it then; a pid
+	// that another process has now is that one's.
+	if !ok || !id.same(e.proc) && startTime(filepath.Join(e.proc, strconv.Itoa(pid))) != "" {
+		id = inspect(e.proc, pid)
+	}
+	p := &process{id: id}
+	p.provider = sdktrace.NewTracerProvider(
+		sdktrace.WithSpanProcessor(shared{e.batch}),
+		sdktrace.WithResource(processResource(e.base, p.id, e.fallback)),
 		sdktrace.WithIDGenerator(presetIDs{}),
 		// Every call is a span: a sampled-out root would leave its
 		// children, sampled by their parent's flags, orphans.
 		sdktrace.WithSampler(sdktrace.AlwaysSample()),
 	)
-	e.tracer = e.provider.Tracer("github.com/go-usdt/usdt/cmd/usdt-toolexec")
-	e.tree.Begin = e.begin
-	e.tree.End = e.end
-	return e, nil
+	p.tracer = p.provider.Tracer("github.com/go-usdt/usdt/cmd/usdt-toolexec")
+	e.procs[pid] = p
+	return p
 }
+
+// sweep drops the processes that ended, with no call open, and that a
+// sweep before found ended: their spans are all made, handed to the
+// batch processor with their resource, and an event still on its way
+// from the tracer's buffers had time to arrive. The processes kept are
+// those that run, and those that ended since the last sweep, or with
+// calls open that only Close ends: the next sweep comes when they have
+// doubled.
+func (e *Exporter) sweep() {
+	for pid, p := range e.procs {
+		switch {
+		case p.open > 0 || p.id.same(e.proc):
+		case p.gone:
+			// Its provider holds nothing the batch processor has not:
+			// its spans were ended, and shared keeps its shutdown from
+			// the processor.
+			p.provider.Shutdown(context.Background())
+			delete(e.procs, pid)
+		default:
+			p.gone = true
+		}
+	}
+	e.sweepAt = max(sweepFrom, 2*len(e.procs))
+}
+
+// shared is the batch processor as each process's tracer provider holds
+// it: shutting a provider down leaves it to the others, and Close shuts
+// it down once.
+type shared struct{ sdktrace.SpanProcessor }
+
+func (shared) Shutdown(context.Context) error { return nil }
 
 // batchOptions size the SDK's span queue and its exports for a tracer,
 // which ends spans far faster than a service does: at the SDK's defaults
@@ -151,6 +288,7 @@ func batchOptions() []sdktrace.BatchSpanProcessorOption {
 
 // Event takes one event of the tracer.
 func (e *Exporter) Event(ev *trace.Event) {
+	p := e.process(ev.PID)
 	if ev.Function != "" {
 		e.tree.Add(ev)
 		return
@@ -160,8 +298,8 @@ func (e *Exporter) Event(ev *trace.Event) {
 		d.events = append(d.events, ev)
 		return
 	}
-	attrs := append(valueAttributes("", ev.Values), semconv.ProcessPID(ev.PID), semconv.ThreadID(ev.TID))
-	_, span := e.tracer.Start(context.Background(), probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(attrs...))
+	attrs := append(valueAttributes("", ev.Values), semconv.ThreadID(ev.TID))
+	_, span := p.tracer.Start(context.Background(), probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(attrs...))
 	span.End(oteltrace.WithTimestamp(ev.Time))
 	e.ended++
 }
@@ -172,19 +310,24 @@ func (e *Exporter) begin(c *calltree.Call) {
 	d := &call{}
 	if c.Parent != nil {
 		parent := c.Parent.Data.(*call)
-		d.ids.trace, d.unsampled = parent.ids.trace, parent.unsampled
+		d.ids.trace, d.unsampled, d.sampledOut = parent.ids.trace, parent.unsampled, parent.sampledOut
 	} else if a := c.Adopted; a != nil {
 		// The call began before a root that is now its child: the trace
 		// is the one that root and the calls it made are in.
 		adopted := a.Data.(*call)
-		d.ids.trace, d.unsampled, d.remote = adopted.ids.trace, adopted.unsampled, adopted.remote
+		d.ids.trace, d.unsampled, d.sampledOut, d.remote = adopted.ids.trace, adopted.unsampled, adopted.sampledOut, adopted.remote
 	} else if d.remote = join(c.Entry); d.remote.IsValid() {
 		d.ids.trace, d.unsampled = d.remote.TraceID(), !d.remote.IsSampled()
 	} else {
 		d.ids.trace = newTraceID()
+		if e.Sampler != nil {
+			r := e.Sampler.ShouldSample(sdktrace.SamplingParameters{TraceID: d.ids.trace, Name: c.Function})
+			d.unsampled, d.sampledOut = r.Decision != sdktrace.RecordAndSample, r.Decision != sdktrace.RecordAndSample
+		}
 	}
 	d.ids.span = newSpanID()
 	c.Data = d
+	e.process(c.PID).open++
 }
 
 // join is the span context of the W3C traceparent (and tracestate) a root
@@ -211,6 +354,12 @@ func join(entry *trace.Event) oteltrace.SpanContext {
 
 func (e *Exporter) end(c *calltree.Call) {
 	d := c.Data.(*call)
+	p := e.process(c.PID)
+	p.open--
+	if d.sampledOut {
+		e.sampledOut++
+		return
+	}
 	if d.unsampled {
 		e.unsampled++
 		return
@@ -240,12 +389,7 @@ func (e *Exporter) end(c *calltree.Call) {
 		}))
 	}
 	name := values.Escape(c.Function)
-	ns, fn := splitFunction(name)
-	attrs := []attribute.KeyValue{
-		semconv.CodeNamespace(ns), semconv.CodeFunction(fn),
-		attribute.Int64("goroutine", int64(c.Goroutine)),
-		semconv.ProcessPID(c.PID),
-	}
+	attrs := append(e.code(c), attribute.Int64("goroutine", int64(c.Goroutine)))
 	if c.Entry != nil {
 		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
 	}
@@ -262,7 +406,7 @@ func (e *Exporter) end(c *calltree.Call) {
 	if d.dropped > 0 {
 		attrs = append(attrs, attribute.Int64("usdt.dropped_children", d.dropped))
 	}
-	_, span := e.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
+	_, span := p.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
 	for _, ev := range d.events {
 		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
 	}
@@ -286,7 +430,10 @@ func (e *Exporter) end(c *calltree.Call) {
 // the spans that did not reach the collector.
 func (e *Exporter) Close(ctx context.Context) error {
 	open := e.tree.Close()
-	err := e.provider.Shutdown(ctx)
+	for _, p := range e.procs {
+		p.provider.Shutdown(ctx)
+	}
+	err := e.batch.Shutdown(ctx)
 	var msgs []string
 	if lost := e.ended - int(e.sent.exported.Load()) - int(e.sent.failed.Load()) - int(e.sent.refused.Load()); lost > 0 {
 		msgs = append(msgs, fmt.Sprintf("lost %d spans: the exporter's queue was full (OTEL_BSP_MAX_QUEUE_SIZE raises it)", lost))
@@ -294,11 +441,17 @@ func (e *Exporter) Close(ctx context.Context) error {
 	if n := e.sent.failed.Load(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d spans not sent to %s: %v", n, e.endpoint, e.errs.first()))
 	}
+	if n := e.sent.retries.Load(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("the collector at %s could not be reached for a while: %d exports were tried again", e.endpoint, n))
+	}
 	if n := e.sent.refused.Load(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d spans not sent: protobuf refuses strings that are not valid UTF-8, such as %v", n, e.sent.why.first()))
 	}
 	if e.unsampled > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls joined traces their callers did not sample (the traceparent's flags): no span", e.unsampled))
+	}
+	if e.sampledOut > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls were in traces that -sample did not sample: no span", e.sampledOut))
 	}
 	if open > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls had not returned when tracing ended, or their exit events were lost: their spans (usdt.lost_exit) end with the last call they made", open))
@@ -318,24 +471,25 @@ func (e *Exporter) Close(ctx context.Context) error {
 	return nil
 }
 
-// splitFunction splits a function label at its last dot outside
-// parentheses and brackets: "main.(*Store).Get" into "main.(*Store)" and
-// "Get", "example.com/a.b/pkg.F" into "example.com/a.b/pkg" and "F".
-func splitFunction(fn string) (namespace, name string) {
-	depth := 0
-	for i := len(fn) - 1; i >= 0; i-- {
-		switch fn[i] {
-		case ')', ']':
-			depth++
-		case '(', '[':
-			depth--
-		case '.':
-			if depth == 0 {
-				return fn[:i], fn[i+1:]
+// code are the code attributes of c's function: code.function.name, its
+// Go symbol name, qualified by its package's import path, and, where the
+// binary's table of functions has it, code.file.path and
+// code.line.number of its entry.
+func (e *Exporter) code(c *calltree.Call) []attribute.KeyValue {
+	key := c.Package + "\x00" + c.Function
+	attrs, ok := e.sources[key]
+	if !ok {
+		attrs = []attribute.KeyValue{semconv.CodeFunctionName(values.Escape(symtab.Qualified(c.Function, c.Package)))}
+		if e.Functions != nil {
+			if fn, _ := e.Functions.Lookup(c.Function, c.Package); fn != nil {
+				if file, line := e.Functions.Source(fn); file != "" {
+					attrs = append(attrs, semconv.CodeFilePath(values.Escape(file)), semconv.CodeLineNumber(line))
+				}
 			}
 		}
+		e.sources[key] = attrs
 	}
-	return "", fn
+	return slices.Clip(attrs)
 }
 
 // probeName names the span or the span event of a usdtgen probe's event.
@@ -427,6 +581,8 @@ func newSpanID() oteltrace.SpanID {
 type countingExporter struct {
 	sdktrace.SpanExporter
 	exported, failed, refused atomic.Int64
+	// retries counts the attempts made again to reach the collector.
+	retries atomic.Int64
 	// why is what was wrong with the first span refused.
 	why errorHandler
 }
@@ -444,13 +600,54 @@ func (c *countingExporter) ExportSpans(ctx context.Context, spans []sdktrace.Rea
 	if len(send) == 0 {
 		return nil
 	}
-	err := c.SpanExporter.ExportSpans(ctx, send)
+	err := c.export(ctx, send)
 	if err != nil {
 		c.failed.Add(int64(len(send)))
 	} else {
 		c.exported.Add(int64(len(send)))
 	}
 	return err
+}
+
+// export sends spans, again and again while the collector cannot be
+// reached (refused, reset, timed out: it is down, or restarting), with
+// exponential backoff, until ctx ends: the batch processor's export
+// timeout (OTEL_BSP_EXPORT_TIMEOUT, 30 s) bounds the wait, and the spans
+// ended meanwhile wait in its bounded queue, which drops what overflows
+// (Close counts both). The OTLP/HTTP exporter retries the collector's
+// own refusals (429, 502, 503, 504) itself, but not a connection that
+// fails: a collector that restarts lost every span of its downtime.
+func (c *countingExporter) export(ctx context.Context, spans []sdktrace.ReadOnlySpan) error {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval = retryFirst, retryMax
+	for {
+		err := c.SpanExporter.ExportSpans(ctx, spans)
+		if err == nil || !unreachable(err) {
+			return err
+		}
+		wait := b.NextBackOff()
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(wait):
+		}
+		c.retries.Add(1)
+	}
+}
+
+// retryFirst and retryMax are the first and the longest wait between two
+// attempts to send spans to a collector that cannot be reached.
+const (
+	retryFirst = 250 * time.Millisecond
+	retryMax   = 5 * time.Second
+)
+
+// unreachable says that err is the network's: the collector did not
+// answer, as opposed to answering no.
+func unreachable(err error) bool {
+	var op *net.OpError
+	var u *url.Error
+	return errors.As(err, &op) || errors.As(err, &u) || errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET)
 }
 
 // invalidString says which of the strings the exporter gives a span is

@@ -43,15 +43,19 @@ type receiver struct {
 	mu       sync.Mutex
 	spans    []*tracepb.Span
 	services []string
+	// resources are the spans' resources' attributes.
+	resources []map[string]any
 	// bad is what was wrong with a request, which fails the test.
 	bad []string
 }
 
 // newReceiver starts a receiver. The exporter it receives from sees
-// none of the machine's settings of the service's name.
+// none of the machine's settings of the service's name, and no process
+// in /proc: the events' process 4242 could be any.
 func newReceiver(t *testing.T, status int, hold chan struct{}) *receiver {
 	t.Setenv("OTEL_SERVICE_NAME", "")
 	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "")
+	setProcfs(t, t.TempDir())
 	r := &receiver{status: status, hold: hold}
 	t.Cleanup(func() {
 		r.mu.Lock()
@@ -99,11 +103,13 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		return
 	}
 	for _, rs := range msg.ResourceSpans {
-		service, _ := attributes(rs.GetResource().GetAttributes())["service.name"].(string)
+		res := attributes(rs.GetResource().GetAttributes())
+		service, _ := res["service.name"].(string)
 		for _, ss := range rs.ScopeSpans {
 			for _, s := range ss.Spans {
 				r.spans = append(r.spans, s)
 				r.services = append(r.services, service)
+				r.resources = append(r.resources, res)
 			}
 		}
 	}
@@ -132,6 +138,20 @@ func (r *receiver) body(req *http.Request) ([]byte, error) {
 		body = z
 	}
 	return io.ReadAll(body)
+}
+
+// setProcfs has the exporters the test starts read processes under dir.
+func setProcfs(t *testing.T, dir string) {
+	old := procfs
+	procfs = dir
+	t.Cleanup(func() { procfs = old })
+}
+
+// resourcesOf are the resources' attributes of the spans received.
+func (r *receiver) resourcesOf() []map[string]any {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.resources)
 }
 
 func (r *receiver) received() ([]*tracepb.Span, []string) {
@@ -177,6 +197,12 @@ func (g thread) enter(fn string, n int, args ...trace.Value) *trace.Event {
 // leave is the exit event of fn at n µs, elapsed µs after its entry.
 func (g thread) leave(fn string, n, elapsed int, results ...trace.Value) *trace.Event {
 	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "exit", Function: fn, Package: "main", Exit: true, Goroutine: uint64(g), Elapsed: time.Duration(elapsed) * time.Microsecond, Values: results}
+}
+
+// inPackage is ev of a function of the package at path.
+func inPackage(path string, ev *trace.Event) *trace.Event {
+	ev.Package = path
+	return ev
 }
 
 // fire is an event of a usdtgen probe on the goroutine's thread at n µs.
@@ -248,7 +274,7 @@ func TestSpans(t *testing.T) {
 				{
 					name: "main.load", parent: "main.(*Store).Get", start: us(10), end: us(30),
 					attrs: map[string]any{
-						"code.namespace": "main", "code.function": "load", "goroutine": int64(1), "process.pid": int64(4242),
+						"code.function.name": "main.load", "goroutine": int64(1),
 						"args.n": int64(-3), "results.ok": true, "results.p": "0xc000010000",
 						"results.big": "9223372036854775808", "results.small": int64(7), "results.err": "<nil>",
 					},
@@ -256,7 +282,7 @@ func TestSpans(t *testing.T) {
 				{
 					name: "main.(*Store).Get", start: us(0), end: us(100),
 					attrs: map[string]any{
-						"code.namespace": "main.(*Store)", "code.function": "Get", "goroutine": int64(1), "process.pid": int64(4242),
+						"code.function.name": "main.(*Store).Get", "goroutine": int64(1),
 						"args.key": "k1", "results.err": "k1: not found",
 					},
 					events: []string{"shop:cache__miss@35 key=k1"},
@@ -270,27 +296,27 @@ func TestSpans(t *testing.T) {
 			// thread is a span of its own.
 			name: "exit alone and probe alone",
 			events: []*trace.Event{
-				g1.leave("example.com/shop/pkg.Checkout", 50, 40, errValue("err", uint64(0x4a1b20), "0x4a1b20")),
+				inPackage("example.com/shop/pkg", g1.leave("pkg.Checkout", 50, 40, errValue("err", uint64(0x4a1b20), "0x4a1b20"))),
 				g2.fire("job__done", 60, i64("id", 9, "9"), boolean("ok", false)),
 				g2.leave("main.idle", 70, 5, errValue("err", uint64(0), "0x0")),
 			},
 			want: []wantSpan{
 				{
-					name: "example.com/shop/pkg.Checkout", start: us(10), end: us(50),
+					name: "pkg.Checkout", start: us(10), end: us(50),
 					attrs: map[string]any{
-						"code.namespace": "example.com/shop/pkg", "code.function": "Checkout", "goroutine": int64(1), "process.pid": int64(4242),
+						"code.function.name": "example.com/shop/pkg.Checkout", "goroutine": int64(1),
 						"results.err": "0x4a1b20",
 					},
 					status: tracepb.Status_STATUS_CODE_ERROR, msg: "err is a non-nil error",
 				},
 				{
 					name: "shop:job__done", start: us(60), end: us(60),
-					attrs: map[string]any{"id": int64(9), "ok": false, "process.pid": int64(4242), "thread.id": int64(102)},
+					attrs: map[string]any{"id": int64(9), "ok": false, "thread.id": int64(102)},
 				},
 				{
 					name: "main.idle", start: us(65), end: us(70),
 					attrs: map[string]any{
-						"code.namespace": "main", "code.function": "idle", "goroutine": int64(2), "process.pid": int64(4242),
+						"code.function.name": "main.idle", "goroutine": int64(2),
 						"results.err": "0x0",
 					},
 				},
@@ -309,11 +335,11 @@ func TestSpans(t *testing.T) {
 			want: []wantSpan{
 				{
 					name: "main.List[...].Len", start: us(0), end: us(2),
-					attrs: map[string]any{"code.namespace": "main.List[...]", "code.function": "Len", "goroutine": int64(1), "process.pid": int64(4242)},
+					attrs: map[string]any{"code.function.name": "main.List[...].Len", "goroutine": int64(1)},
 				},
 				{
 					name: "main.work", start: us(1), end: us(3),
-					attrs: map[string]any{"code.namespace": "main", "code.function": "work", "goroutine": int64(2), "process.pid": int64(4242)},
+					attrs: map[string]any{"code.function.name": "main.work", "goroutine": int64(2)},
 				},
 			},
 		},
@@ -339,11 +365,11 @@ func TestSpans(t *testing.T) {
 			want: []wantSpan{
 				{
 					name: "main.query", parent: "main.handle", start: us(10), end: us(40),
-					attrs: map[string]any{"code.namespace": "main", "code.function": "query", "goroutine": int64(1), "process.pid": int64(4242)},
+					attrs: map[string]any{"code.function.name": "main.query", "goroutine": int64(1)},
 				},
 				{
 					name: "main.handle", start: us(0), end: us(50),
-					attrs:  map[string]any{"code.namespace": "main", "code.function": "handle", "goroutine": int64(1), "process.pid": int64(4242), "usdt.dropped_children": int64(2)},
+					attrs:  map[string]any{"code.function.name": "main.handle", "goroutine": int64(1), "usdt.dropped_children": int64(2)},
 					events: []string{"shop:cache__miss@3 key=k1"},
 				},
 			},
@@ -365,7 +391,7 @@ func TestSpans(t *testing.T) {
 				{
 					name: "main.parse", start: us(0), end: us(10),
 					attrs: map[string]any{
-						"code.namespace": "main", "code.function": "parse", "goroutine": int64(1), "process.pid": int64(4242),
+						"code.function.name": "main.parse", "goroutine": int64(1),
 						"args.in": `TZif2\x00\x00\xff`, "args.city": `Zürich\n`, "results.err": `bad byte \xff`,
 					},
 					events: []string{`shop:cache__miss@5 key=k\xfe`},
@@ -373,11 +399,32 @@ func TestSpans(t *testing.T) {
 				},
 				{
 					name: "shop:job__done", start: us(20), end: us(20),
-					attrs: map[string]any{"kind": `\xc3`, "process.pid": int64(4242), "thread.id": int64(102)},
+					attrs: map[string]any{"kind": `\xc3`, "thread.id": int64(102)},
 				},
 				{
 					name: "main.idle", start: us(25), end: us(30),
-					attrs: map[string]any{"code.namespace": "main", "code.function": "idle", "goroutine": int64(2), "process.pid": int64(4242)},
+					attrs: map[string]any{"code.function.name": "main.idle", "goroutine": int64(2)},
+				},
+			},
+		},
+		{
+			// Names of a binary nobody vouches for, as an Event could
+			// hold them unescaped: a span's name, its attributes' keys
+			// and a span event's name arrive escaped too.
+			name: "names of escape sequences",
+			events: []*trace.Event{
+				g1.enter("main.\x1b0;pwned\a", 0, str("k\x1b[2J", "v")),
+				g1.fire("p\x9b2J", 5),
+				g1.leave("main.\x1b0;pwned\a", 10, 10),
+			},
+			want: []wantSpan{
+				{
+					name: `main.\x1b0;pwned\a`, start: us(0), end: us(10),
+					attrs: map[string]any{
+						"code.function.name": `main.\x1b0;pwned\a`, "goroutine": int64(1),
+						`args.k\x1b[2J`: "v",
+					},
+					events: []string{`shop:p\x9b2J@5`},
 				},
 			},
 		},
@@ -624,7 +671,7 @@ func TestRefused(t *testing.T) {
 			for i := range good {
 				e.Event(thread(1).fire("tick", i))
 			}
-			_, span := e.tracer.Start(context.Background(), tt.span, oteltrace.WithAttributes(tt.attrs...))
+			_, span := e.process(4242).tracer.Start(context.Background(), tt.span, oteltrace.WithAttributes(tt.attrs...))
 			if tt.event != "" {
 				span.AddEvent(tt.event, oteltrace.WithAttributes(tt.eventAttrs...))
 			}
@@ -642,22 +689,6 @@ func TestRefused(t *testing.T) {
 				t.Errorf("%d spans received, want the %d of the batch that are valid", len(spans), good)
 			}
 		})
-	}
-}
-
-func TestSplitFunction(t *testing.T) {
-	tests := []struct{ in, ns, fn string }{
-		{"main.main", "main", "main"},
-		{"main.(*Store).Get", "main.(*Store)", "Get"},
-		{"example.com/a.b/pkg.F", "example.com/a.b/pkg", "F"},
-		{"pkg.Map[...].Put", "pkg.Map[...]", "Put"},
-		{"pkg.(*T[...]).m", "pkg.(*T[...])", "m"},
-		{"nodot", "", "nodot"},
-	}
-	for _, tt := range tests {
-		if ns, fn := splitFunction(tt.in); ns != tt.ns || fn != tt.fn {
-			t.Errorf("splitFunction(%q) = %q, %q; want %q, %q", tt.in, ns, fn, tt.ns, tt.fn)
-		}
 	}
 }
 
@@ -710,7 +741,7 @@ func TestAdoptedRoot(t *testing.T) {
 // mainAttrs are the attributes of a span of function main.fn on goroutine
 // 1, and more.
 func mainAttrs(fn string, more map[string]any) map[string]any {
-	m := map[string]any{"code.namespace": "main", "code.function": fn, "goroutine": int64(1), "process.pid": int64(4242)}
+	m := map[string]any{"code.function.name": "main." + fn, "goroutine": int64(1)}
 	maps.Copy(m, more)
 	return m
 }

@@ -5,17 +5,12 @@
 // wide as their calls' elapsed time) and their inclusive wall time.
 //
 // Its locations carry each function's entry address, source file and
-// line, read from the binary's .gopclntab (which stripped binaries keep),
-// so that go tool pprof shows the source with the binary at hand. A
-// function the rewriter split into itself and a traced copy (see
-// autoprobe.TracedName) may be gone from the binary, inlined wherever it
-// is called: its location is then its copy's, where the probes fired,
-// which the copy's line directives place at the function's source.
+// line, read from the binary's .gopclntab (see symtab), so that go tool
+// pprof shows the source with the binary at hand.
 package pprof
 
 import (
 	"debug/elf"
-	"debug/gosym"
 	"fmt"
 	"io"
 	"path/filepath"
@@ -24,20 +19,17 @@ import (
 
 	"github.com/google/pprof/profile"
 
-	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/calltree"
+	"github.com/go-usdt/usdt/internal/export/symtab"
 	"github.com/go-usdt/usdt/internal/trace"
 )
 
 // Profile gathers calls into samples.
 type Profile struct {
-	tree    calltree.Tree
-	binary  string
-	mapping *profile.Mapping
-	table   *gosym.Table // nil when the binary has none
-	// copies are the table's traced copies of split functions, by the
-	// first name autoprobe.TracedName gives their function's copy.
-	copies      map[string][]*gosym.Func
+	tree        calltree.Tree
+	binary      string
+	mapping     *profile.Mapping
+	table       *symtab.Table
 	samples     map[string]*profile.Sample
 	order       []string // the samples' keys, first seen first
 	locations   map[string]*profile.Location
@@ -68,21 +60,8 @@ func New(binary string) (*Profile, error) {
 			break
 		}
 	}
-	if pcln, text := f.Section(".gopclntab"), f.Section(".text"); pcln != nil && text != nil {
-		data, err := pcln.Data()
-		if err != nil {
-			return nil, fmt.Errorf("%s: .gopclntab: %w", binary, err)
-		}
-		if p.table, err = gosym.NewTable(nil, gosym.NewLineTable(data, text.Addr)); err != nil {
-			return nil, fmt.Errorf("%s: .gopclntab: %w", binary, err)
-		}
-		p.copies = map[string][]*gosym.Func{}
-		for i := range p.table.Funcs {
-			f := &p.table.Funcs[i]
-			if first, ok := autoprobe.TracedOf(f.Name); ok {
-				p.copies[first] = append(p.copies[first], f)
-			}
-		}
+	if p.table, err = symtab.New(f); err != nil {
+		return nil, fmt.Errorf("%s: %w", binary, err)
 	}
 	p.tree.End = p.end
 	return p, nil
@@ -122,40 +101,14 @@ func (p *Profile) location(c *calltree.Call) *profile.Location {
 	}
 	fn := &profile.Function{ID: uint64(len(p.locations) + 1), Name: c.Function, SystemName: c.Function}
 	l := &profile.Location{ID: fn.ID, Mapping: p.mapping, Line: []profile.Line{{Function: fn}}}
-	if sym, name := p.lookup(c); sym != nil {
-		file, line, _ := p.table.PCToLine(sym.Entry)
+	if sym, name := p.table.Lookup(c.Function, c.Package); sym != nil {
+		file, line := p.table.Source(sym)
 		fn.Name, fn.SystemName, fn.Filename, fn.StartLine = name, sym.Name, file, int64(line)
 		l.Address, l.Line[0].Line = sym.Entry, int64(line)
 	}
 	p.locations[c.Function] = l
 	p.ordered = append(p.ordered, l)
 	return l
-}
-
-// lookup finds the call's function in the binary's table by its Go
-// symbol name, which it returns: the label's package name replaced by the
-// import path, except in package main, whose symbols say main. A split
-// function that is not there is found by its traced copy's name, as long
-// as one copy has that name: of two, one is another function's.
-func (p *Profile) lookup(c *calltree.Call) (*gosym.Func, string) {
-	if p.table == nil {
-		return nil, ""
-	}
-	name := c.Function
-	pkg, rest, ok := strings.Cut(c.Function, ".")
-	if ok && pkg != "main" && c.Package != "" {
-		name = c.Package + "." + rest
-	}
-	if f := p.table.LookupFunc(name); f != nil {
-		return f, name
-	}
-	// The function's own name is after the last dot; a method's label
-	// has its type's before it.
-	i := strings.LastIndex(name, ".")
-	if copies := p.copies[name[:i+1]+autoprobe.TracedName(name[i+1:], strings.Contains(rest, "."), 0)]; len(copies) == 1 {
-		return copies[0], name
-	}
-	return nil, ""
 }
 
 // Write writes the profile, gzipped as pprof reads it.

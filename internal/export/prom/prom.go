@@ -1,0 +1,101 @@
+// Package prom serves what trace -stats counts for Prometheus to scrape
+// (trace -stats -metrics ADDR): per function, usdt_function_calls_total
+// and usdt_function_duration_seconds (a histogram of the classic buckets
+// metrics.Bounds gives), labelled with the function's fully qualified
+// name (code_function_name, from OpenTelemetry's code.function.name), and
+// the tracer's own usdt_events_lost_total. The text is client_golang's.
+package prom
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/go-usdt/usdt/internal/metrics"
+)
+
+// Source returns the latest snapshot, or nil before the first.
+type Source func() *metrics.Snapshot
+
+var (
+	callsDesc = prometheus.NewDesc("usdt_function_calls_total", "Calls of the function, counted by its probes.", []string{"code_function_name"}, nil)
+	durDesc   = prometheus.NewDesc("usdt_function_duration_seconds", "How long the function's calls took, from its entry probe to its exit probe.", []string{"code_function_name"}, nil)
+	lostDesc  = prometheus.NewDesc("usdt_events_lost_total", "Events the tracer lost: a buffer of the process was full.", nil, nil)
+)
+
+// collector is a prometheus.Collector of a Source.
+type collector struct{ src Source }
+
+func (c collector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- callsDesc
+	ch <- durDesc
+	ch <- lostDesc
+}
+
+func (c collector) Collect(ch chan<- prometheus.Metric) {
+	snap := c.src()
+	if snap == nil {
+		return
+	}
+	ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(snap.Lost))
+	bounds := metrics.Bounds()
+	for _, fn := range snap.Functions {
+		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(fn.Calls), fn.Name)
+		if !fn.Timed {
+			continue
+		}
+		buckets := make(map[float64]uint64, len(bounds))
+		var count uint64
+		for i, n := range fn.BucketCounts() {
+			count += n
+			if i < len(bounds) {
+				buckets[bounds[i]] = count
+			}
+		}
+		ch <- prometheus.MustNewConstHistogram(durDesc, count, fn.Sum(), buckets, fn.Name)
+	}
+}
+
+// Server serves the metrics of a Source over HTTP, at /metrics.
+type Server struct {
+	srv  *http.Server
+	ln   net.Listener
+	done chan error
+}
+
+// Serve listens on addr (host:port; port 0 picks one) and serves src's
+// metrics at /metrics until Close.
+func Serve(addr string, src Source) (*Server, error) {
+	reg := prometheus.NewRegistry()
+	if err := reg.Register(collector{src}); err != nil {
+		return nil, err
+	}
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, err
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan error, 1)}
+	go func() { s.done <- s.srv.Serve(ln) }()
+	return s, nil
+}
+
+// Addr is where the server listens.
+func (s *Server) Addr() string { return s.ln.Addr().String() }
+
+// Close stops serving, after the scrapes under way, for at most a second.
+func (s *Server) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	err := s.srv.Shutdown(ctx)
+	if serr := <-s.done; !errors.Is(serr, http.ErrServerClosed) {
+		err = errors.Join(err, serr)
+	}
+	return err
+}
