@@ -120,7 +120,7 @@ func (a *auto) must(t *testing.T, key string, f func() (string, error)) string {
 }
 
 func (a *auto) toolexec(flags ...string) string {
-	return "-toolexec=" + strings.Join(append([]string{filepath.Join(toolsDir, "usdt-toolexec")}, flags...), " ")
+	return "-toolexec=" + strings.Join(append([]string{wrapperBin()}, flags...), " ")
 }
 
 // goBuild runs go build in dir and returns the binary and the output.

@@ -70,7 +70,7 @@ var (
 
 // usdtToolexec is the -toolexec flag for usdt-toolexec with args.
 func usdtToolexec(args ...string) string {
-	return "-toolexec=" + strings.Join(append([]string{filepath.Join(toolsDir, "usdt-toolexec")}, args...), " ")
+	return "-toolexec=" + strings.Join(append([]string{wrapperBin()}, args...), " ")
 }
 
 // buildEnv is the environment of the build tests: no rules from the
@@ -411,7 +411,7 @@ func TestBuildFlags(t *testing.T) {
 			t.Skipf("no race detector on %s here", runtime.GOARCH)
 		}
 		if !tracetest.Have("gcc") {
-			t.Skip("-race needs cgo and gcc is not on PATH")
+			tracetest.SkipMissing(t, "-race needs cgo and gcc is not on PATH (scripts/setup.sh)")
 		}
 		bin := build(t, dir, buildEnv("CGO_ENABLED=1"), "-race")
 		checkProbes(t, bin, "shop", wantA)
@@ -525,7 +525,7 @@ func TestBuildOtherWrapper(t *testing.T) {
 	wrapDir := tree(t, "buildwrap", map[string]string{"go.mod": "module example.com/otherwrap\n\ngo 1.24\n"})
 	wrapper := filepath.Join(t.TempDir(), "otherwrap")
 	goCmd(t, wrapDir, buildEnv(), "build", "-o", wrapper, ".")
-	usdt := filepath.Join(toolsDir, "usdt-toolexec")
+	usdt := wrapperBin()
 
 	for _, c := range []struct {
 		name, toolexec string

@@ -73,26 +73,27 @@ func testCorpusProgram(t *testing.T, src string) {
 		t.Fatal(err)
 	}
 	plain := filepath.Join(dir, "plain")
-	// What the compiler inlines, which the default rules keep.
+	// What the compiler inlines, which inline: keep keeps.
 	gcflags := "-gcflags=" + mod + "/...=-m=2"
 	plainInlining := readInlining(t, goCmd(t, dir, []string{cgo}, "build", gcflags, "-o", plain, "."))
 	want := runCorpus(t, plain)
 	t.Logf("plain run: exit status %d, %d bytes of stdout, %d of stderr", want.status, len(want.stdout), len(want.stderr))
 
 	// Exit probes as deferred calls, the functions the compiler inlines
-	// left as written (the default); and at the returns, those probed too.
+	// left as written (inline: keep); and at the returns, those probed
+	// too (the default).
 	for _, unwind := range []bool{true, false} {
 		t.Run(fmt.Sprintf("unwind=%v", unwind), func(t *testing.T) {
 			rules := filepath.Join(dir, fmt.Sprintf("rules-%v.yml", unwind))
 			text := fmt.Sprintf("provider: corpus\nrules:\n  - package: %q\n    unwind: %v\n", mod+"/...", unwind)
-			if !unwind {
-				text += "    inline: probe\n"
+			if unwind {
+				text += "    inline: keep\n"
 			}
 			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			inst := filepath.Join(dir, fmt.Sprintf("inst-%v", unwind))
-			out := goCmd(t, dir, []string{cgo}, "build", gcflags, "-o", inst, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec")+" -rules "+rules, ".")
+			out := goCmd(t, dir, []string{cgo}, "build", gcflags, "-o", inst, "-toolexec="+wrapperBin()+" -rules "+rules, ".")
 			if unwind {
 				for _, l := range inlining.Lost(plainInlining, readInlining(t, out)) {
 					t.Errorf("the instrumented build no longer inlines: %s", l)

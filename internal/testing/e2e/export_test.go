@@ -7,6 +7,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"net/http"
@@ -17,9 +18,10 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // The shop (testdata/shop) serves 9 requests; 3 ask for salt and fail.
@@ -66,14 +68,15 @@ type jaeger struct {
 }
 
 // jaegerBinary is the Jaeger scripts/jaeger.sh builds; the test skips
-// without it.
+// without it, and fails in CI (tracetest.SkipMissing).
 func jaegerBinary(t *testing.T) string {
+	t.Helper()
 	dir := os.Getenv("USDT_JAEGER_DIR")
 	if dir == "" {
 		dir = "/var/cache/go-usdt/jaeger"
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
-		t.Skipf("Jaeger is not built in %s (make jaeger builds it, once, in about 20 minutes): %v", dir, err)
+		tracetest.SkipMissing(t, "Jaeger is not built in %s (scripts/jaeger.sh, make jaeger, builds it, once, in about 20 minutes): %v", dir, err)
 	}
 	return filepath.Join(dir, "jaeger")
 }
@@ -96,8 +99,17 @@ func freePorts(t *testing.T, n int) []int {
 // OTLP/HTTP receiver and the query API, waits until it answers, and stops
 // it when the test ends.
 func startJaeger(t *testing.T) jaeger {
+	t.Helper()
+	j, _ := startJaegerOn(t, freePorts(t, 3))
+	return j
+}
+
+// startJaegerOn is startJaeger on the ports p (the query API's HTTP and
+// gRPC, OTLP/HTTP's): a test that kills it starts it again there. It
+// returns the server too.
+func startJaegerOn(t *testing.T, p []int) (jaeger, *server) {
+	t.Helper()
 	bin := jaegerBinary(t)
-	p := freePorts(t, 3)
 	config := fmt.Sprintf(`service:
   extensions: [jaeger_storage, jaeger_query]
   pipelines:
@@ -136,29 +148,12 @@ exporters:
 `, p[0], p[1], p[2])
 	file := filepath.Join(t.TempDir(), "jaeger.yaml")
 	writeFile(t, file, config)
-	cmd := exec.Command(bin, "--config", file)
-	var log strings.Builder
-	var mu sync.Mutex
-	w := writerFunc(func(b []byte) (int, error) { mu.Lock(); defer mu.Unlock(); return log.Write(b) })
-	cmd.Stdout, cmd.Stderr = w, w
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		cmd.Process.Kill()
-		<-exited
-	})
+	proc := startServer(t, exec.Command(bin, "--config", file))
 	j := jaeger{otlp: fmt.Sprintf("http://127.0.0.1:%d", p[2]), api: fmt.Sprintf("http://127.0.0.1:%d", p[0])}
 	deadline := time.Now().Add(60 * time.Second)
 	for {
-		select {
-		case err := <-exited:
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("Jaeger exited: %v\n%s", err, log.String())
-		default:
+		if exited, err := proc.exited(); exited {
+			t.Fatalf("Jaeger exited: %v\n%s", err, proc.output())
 		}
 		resp, err := http.Get(j.api + "/api/services")
 		if err == nil {
@@ -166,21 +161,62 @@ exporters:
 			c, derr := net.Dial("tcp", fmt.Sprintf("127.0.0.1:%d", p[2]))
 			if resp.StatusCode == http.StatusOK && derr == nil {
 				c.Close()
-				return j
+				return j, proc
 			}
 		}
 		if time.Now().After(deadline) {
-			mu.Lock()
-			defer mu.Unlock()
-			t.Fatalf("Jaeger did not answer in 60 s: %v\n%s", err, log.String())
+			t.Fatalf("Jaeger did not answer in 60 s: %v\n%s", err, proc.output())
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 }
 
-type writerFunc func([]byte) (int, error)
+// server is a command a test started, its output in a file.
+type server struct {
+	cmd  *exec.Cmd
+	out  string        // the output's file
+	done chan struct{} // closed when it has exited
+	err  error         // Wait's, once done is closed
+}
 
-func (f writerFunc) Write(b []byte) (int, error) { return f(b) }
+// startServer starts cmd, its stdout and stderr into a file (not a
+// pipe: Wait would wait for every process that holds it, the children
+// of a traced command too), and kills it when the test ends.
+func startServer(t *testing.T, cmd *exec.Cmd) *server {
+	t.Helper()
+	f, err := os.Create(filepath.Join(t.TempDir(), filepath.Base(cmd.Path)+".out"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	cmd.Stdout, cmd.Stderr = f, f
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &server{cmd: cmd, out: f.Name(), done: make(chan struct{})}
+	go func() { p.err = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+// exited reports whether the command has exited, and Wait's error.
+func (p *server) exited() (bool, error) {
+	select {
+	case <-p.done:
+		return true, p.err
+	default:
+		return false, nil
+	}
+}
+
+// output is what the command wrote so far.
+func (p *server) output() string {
+	b, _ := os.ReadFile(p.out)
+	return string(b)
+}
 
 // jaegerSpan is a span as Jaeger's HTTP API returns it (times in µs).
 type jaegerSpan struct {
@@ -233,6 +269,38 @@ func (s jaegerSpan) parent() string {
 	return ""
 }
 
+// processes returns the processes of the service's traces in Jaeger
+// (their resources), each as its tags by key.
+func (j jaeger) processes(t *testing.T, service string) []map[string]any {
+	resp, err := http.Get(j.api + "/api/traces?service=" + service + "&limit=10000&lookback=1h")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var body struct {
+		Data []struct {
+			Processes map[string]struct {
+				ServiceName string
+				Tags        []jaegerTag
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&body); err != nil {
+		t.Fatalf("Jaeger's /api/traces: %v", err)
+	}
+	var procs []map[string]any
+	for _, tr := range body.Data {
+		for _, p := range tr.Processes {
+			tags := map[string]any{"service.name": p.ServiceName}
+			for _, tg := range p.Tags {
+				tags[tg.Key] = tg.Value
+			}
+			procs = append(procs, tags)
+		}
+	}
+	return procs
+}
+
 // traces returns the service's traces once Jaeger has want of them, or
 // what it has after 30 s.
 func (j jaeger) traces(t *testing.T, service string, want int) map[string][]jaegerSpan {
@@ -274,6 +342,11 @@ func TestTraceOTLP(t *testing.T) {
 
 func testOTLP(t *testing.T, transport string) {
 	j := startJaeger(t)
+	// The shop, which trace starts, has trace's environment: its own
+	// OTEL_SERVICE_NAME names its spans' service, over -service, as the
+	// SDK in the shop would (trace reads it in /proc/PID/environ).
+	t.Setenv("OTEL_SERVICE_NAME", "svc-from-env")
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "deployment.environment.name=test")
 	_, events := traceShop(t, "-transport", transport, "-otlp", j.otlp, "-service", "shop-e2e")
 	exits := map[string]int{}
 	for _, e := range events {
@@ -286,9 +359,25 @@ func testOTLP(t *testing.T, transport string) {
 	}
 	// One trace per request, and one of the store's opened probe, which
 	// fires outside any traced call.
-	traces := j.traces(t, "shop-e2e", shopRequests+1)
+	traces := j.traces(t, "svc-from-env", shopRequests+1)
 	if len(traces) != shopRequests+1 {
-		t.Fatalf("Jaeger has %d traces of shop-e2e, want one per request and one of store:opened, %d", len(traces), shopRequests+1)
+		services := ""
+		if resp, err := http.Get(j.api + "/api/services"); err == nil {
+			b, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			services = string(b)
+		}
+		t.Fatalf("Jaeger has %d traces of svc-from-env, want one per request and one of store:opened, %d; its services: %s", len(traces), shopRequests+1, services)
+	}
+	// The resource: the shop's process, its environment's attributes.
+	procs := j.processes(t, "svc-from-env")
+	if len(procs) == 0 {
+		t.Errorf("Jaeger's traces of svc-from-env name no process")
+	}
+	for _, p := range procs {
+		if pid, _ := p["process.pid"].(float64); pid <= 0 || p["process.executable.name"] != "shop" || p["deployment.environment.name"] != "test" || p["host.name"] == nil {
+			t.Errorf("Jaeger's process of svc-from-env: tags %v, want process.pid, process.executable.name shop, deployment.environment.name test and host.name", p)
+		}
 	}
 	spans := map[string]int{}
 	failed, opened := 0, 0
@@ -347,11 +436,16 @@ func testOTLP(t *testing.T, transport string) {
 				if v, _ := s.tag("args.item"); v != item {
 					t.Errorf("request %v: Get's args.item %v, want %v", req, v, item)
 				}
-				if ns, _ := s.tag("code.namespace"); ns != "main.(*Store)" {
-					t.Errorf("Get's code.namespace %v", ns)
+				if fn, _ := s.tag("code.function.name"); fn != "main.(*Store).Get" {
+					t.Errorf("Get's code.function.name %v", fn)
 				}
-				if fn, _ := s.tag("code.function"); fn != "Get" {
-					t.Errorf("Get's code.function %v", fn)
+				file, _ := s.tag("code.file.path")
+				line, _ := s.tag("code.line.number")
+				if f, _ := file.(string); !strings.HasSuffix(f, "/main.go") || line == nil || line.(float64) <= 0 {
+					t.Errorf("Get's code.file.path %v, code.line.number %v: want the shop's main.go and a line", file, line)
+				}
+				if _, ok := s.tag("code.namespace"); ok {
+					t.Errorf("Get has the deprecated code.namespace")
 				}
 				checkStatus(t, s, salt)
 				// The store's probe fired inside Get: an event of its span.

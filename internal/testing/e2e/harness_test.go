@@ -3,6 +3,7 @@ package e2e
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -20,7 +21,13 @@ import (
 var (
 	repoRoot string // this module's root
 	toolsDir string // usdtgen and usdt-toolexec, built by TestMain
+	// wrapperDir holds the usdt-toolexec that builds take as -toolexec:
+	// toolsDir's, but for USDT_E2E_RACE=1 (race_test.go).
+	wrapperDir string
 )
+
+// wrapperBin is the usdt-toolexec that builds run as -toolexec.
+func wrapperBin() string { return filepath.Join(wrapperDir, "usdt-toolexec") }
 
 func TestMain(m *testing.M) {
 	os.Exit(runMain(m))
@@ -37,30 +44,63 @@ func runMain(m *testing.M) int {
 		panic(err)
 	}
 	defer os.RemoveAll(dir)
-	toolsDir = dir
+	toolsDir, wrapperDir = dir, dir
+	race := guestDir == "" && raceTools()
+	if race {
+		reports, err := startRaceReports()
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		defer os.RemoveAll(reports)
+	}
 	if guestDir != "" {
 		toolsDir = filepath.Join(guestDir, "tools")
-	} else if err := buildTools(dir, ""); err != nil {
+		wrapperDir = toolsDir
+	} else if err := buildTools(dir, "", race); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	if err := tracetest.MountTracefs(); err != nil {
 		fmt.Fprintln(os.Stderr, "e2e: tracefs:", err)
 	}
-	return m.Run()
+	code := m.Run()
+	if race && raceReported() && code == 0 {
+		code = 1
+	}
+	return code
 }
 
 // buildTools builds the commands into dir, for goarch ("" for the host's).
-func buildTools(dir, goarch string) error {
-	cmd := exec.Command("go", "build", "-o", dir+string(filepath.Separator), "./cmd/usdtgen", "./cmd/usdt-toolexec", "./cmd/usdt-export")
-	cmd.Dir = repoRoot
-	if goarch != "" {
-		cmd.Env = append(os.Environ(), "GOARCH="+goarch)
+// With race, usdt-toolexec and usdt-export are built with -race, which
+// needs cgo, and a plain usdt-toolexec goes into wrapperDir, dir/wrapper,
+// for the builds: its identity, part of every cache key of a build it
+// wraps, is that of the one make unit built, whose builds are cached,
+// where the race detector's would compile the fixtures, the standard
+// library included, again on each change of the tracer.
+func buildTools(dir, goarch string, race bool) error {
+	build := func(into string, extraEnv []string, args ...string) error {
+		cmd := exec.Command("go", append([]string{"build", "-o", into + string(filepath.Separator)}, args...)...)
+		cmd.Dir = repoRoot
+		if goarch != "" {
+			extraEnv = append(extraEnv, "GOARCH="+goarch)
+		}
+		if extraEnv != nil {
+			cmd.Env = append(os.Environ(), extraEnv...)
+		}
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return fmt.Errorf("building the tools: %v\n%s", err, out)
+		}
+		return nil
 	}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("building the tools: %v\n%s", err, out)
+	if !race {
+		return build(dir, nil, "./cmd/usdtgen", "./cmd/usdt-toolexec", "./cmd/usdt-export")
 	}
-	return nil
+	wrapperDir = filepath.Join(dir, "wrapper")
+	if err := errors.Join(build(dir, nil, "./cmd/usdtgen"), build(wrapperDir, nil, "./cmd/usdt-toolexec")); err != nil {
+		return err
+	}
+	return build(dir, []string{"CGO_ENABLED=1"}, "-race", "./cmd/usdt-toolexec", "./cmd/usdt-export")
 }
 
 // copyTestdata copies testdata/name, subdirectories included, into a new
@@ -146,7 +186,7 @@ func (r route) env() []string {
 func (r route) buildArgs(out string) []string {
 	args := []string{"build", "-o", out}
 	if r.toolexec {
-		args = append(args, "-toolexec="+filepath.Join(toolsDir, "usdt-toolexec"))
+		args = append(args, "-toolexec="+wrapperBin())
 	}
 	return append(append(args, r.flags...), ".")
 }

@@ -39,12 +39,12 @@ func readInlining(t *testing.T, out string) inlining.Build {
 }
 
 // TestInlinedKept builds a program whose small functions the compiler
-// inlines, with every function probed by default rules: those stay as
-// written, unprobed, and -v and usdt-toolexec list say so; the compiler inlines in the probed
-// build every function and call it inlines in the plain one; the others
-// have their probes.
+// inlines, with every function selected by a rule that says inline:
+// keep: those stay as written, unprobed, and -v and usdt-toolexec list
+// say so; the compiler inlines in the probed build every function and
+// call it inlines in the plain one; the others have their probes.
 func TestInlinedKept(t *testing.T) {
-	bin, plain, probed, verbose := buildInlining(t, "provider: stats\nrules:\n  - package: example.com/stats\n    exclude: [main]\n")
+	bin, plain, probed, verbose := buildInlining(t, "provider: stats\nrules:\n  - package: example.com/stats\n    exclude: [main]\n    inline: keep\n")
 	if lost := inlining.Lost(plain, probed); len(lost) > 0 {
 		t.Errorf("the probed build no longer inlines:\n%s", strings.Join(lost, "\n"))
 	}
@@ -72,16 +72,22 @@ func TestInlinedKept(t *testing.T) {
 	}
 }
 
-// TestInlinedProbed builds the same program with inline: probe: fast and
-// counted are probed and still inlined into their callers, and both
-// bpftrace and usdt-toolexec trace count every call of them, which fire
-// from the inlined copies. nap (cost 60 of 80) cannot keep both its
-// inlining and its probes, and the rule chose the probes.
+// TestInlinedProbed builds the same program with rules that leave inline
+// to its default, probe: fast and counted are probed and still inlined
+// into their callers, and both bpftrace and usdt-toolexec trace count
+// every call of them, which fire from the inlined copies. nap (cost 60
+// of 80) cannot keep both its inlining and its probes, and the rule
+// chose the probes; -v says which is which.
 func TestInlinedProbed(t *testing.T) {
-	bin, plain, probed, _ := buildInlining(t, statsRules)
+	bin, plain, probed, verbose := buildInlining(t, statsRules)
 	for _, l := range inlining.Lost(plain, probed) {
 		if !strings.Contains(l, " nap ") {
 			t.Errorf("the probed build no longer inlines: %s", l)
+		}
+	}
+	for _, want := range []string{"main.nap: loses its inlining", "main.fast: the compiler inlines it (cost", "main.counted: the compiler inlines it (cost"} {
+		if !strings.Contains(verbose, want) {
+			t.Errorf("-v does not say %q:\n%s", want, verbose)
 		}
 	}
 	for _, fn := range []string{"fast", "counted"} {

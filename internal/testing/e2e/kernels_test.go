@@ -5,10 +5,12 @@ import (
 	"cmp"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"runtime"
 	"slices"
@@ -28,7 +30,11 @@ import (
 // inside, the test binary runs in guest mode (guestDir), tracing those
 // binaries with the VM's own Debian 12 tracers. The same binaries run on
 // the host too, for a row to compare with. It logs a table of kernel,
-// architecture and consumer, and fails where a consumer failed.
+// architecture and consumer, and fails where a consumer failed, and
+// where a guest test skipped that docs/compatibility.md's table of
+// allowed skips does not list for that row. Without the VM images it
+// skips, as a row does whose kernel vm.Expected names and the images
+// lack; in CI both fail.
 
 // guestDir is set when this test binary runs in guest mode: the directory
 // of the binaries the host built for this machine, which the tests take
@@ -49,6 +55,7 @@ var guestTests = []string{
 	"TestTraceSpanTimes", "TestNotes",
 	"TestTraceTypesRing", "TestRingStatsUnprivileged", "TestRingProviderUnprivileged",
 	"TestRingBufferFull", "TestRingKilledTracer", "TestRingWithBpftrace",
+	"TestTraceUnmapped", "TestRingProfileUnwinds",
 }
 
 // prebuilt returns the binary the host built for the guest as
@@ -125,8 +132,13 @@ func TestKernels(t *testing.T) {
 		t.Skip("TestKernels boots the machines that run the others")
 	}
 	kernels, err := vm.Kernels()
+	var missing *vm.MissingError
+	if err != nil && !errors.As(err, &missing) {
+		tracetest.SkipMissing(t, "%v", err)
+	}
+	allowed, err := allowedSkips(compatibilityDoc)
 	if err != nil {
-		t.Skipf("%v", err)
+		t.Fatal(err)
 	}
 	var rows []matrixRow
 	defer func() { t.Logf("kernels, architectures and consumers:\n%s", formatMatrix(rows)) }()
@@ -140,7 +152,7 @@ func TestKernels(t *testing.T) {
 		}
 		root := vm.Root(arch)
 		if _, err := os.Stat(filepath.Join(root, "usr", "bin", "bpftrace")); err != nil {
-			t.Skipf("no %s root with bpftrace in %s: run scripts/vm-images.sh", arch, root)
+			tracetest.SkipMissing(t, "no %s root with bpftrace in %s: run scripts/vm-images.sh (make vm-images)", arch, root)
 		}
 		dir := filepath.Join(keep, arch)
 		start := time.Now()
@@ -154,8 +166,17 @@ func TestKernels(t *testing.T) {
 			dir := guest(t, runtime.GOARCH)
 			start := time.Now()
 			out, _ := hostRun(dir)
-			rows = append(rows, matrixRow{kernel: "host " + kernelRelease(), arch: runtime.GOARCH, accel: "none", took: time.Since(start), results: checkGuest(t, out)})
+			results := checkGuest(t, out)
+			checkSkips(t, "host", results, allowed)
+			rows = append(rows, matrixRow{kernel: "host " + kernelRelease(), arch: runtime.GOARCH, accel: "none", took: time.Since(start), results: results})
 		})
+	}
+	if missing != nil {
+		// A kernel of the matrix that failed to build is a row that
+		// skips, or in CI fails, not one that drops out.
+		for _, name := range missing.Missing {
+			t.Run(name, func(t *testing.T) { tracetest.SkipMissing(t, "%v", missing) })
+		}
 	}
 	for _, k := range kernels {
 		t.Run(k.Name(), func(t *testing.T) {
@@ -180,6 +201,7 @@ func TestKernels(t *testing.T) {
 				t.Fatalf("%v\nthe console:\n%s", err, console.Bytes()[max(0, console.Len()-20000):])
 			}
 			row.results = checkGuest(t, res.Output)
+			checkSkips(t, k.Name(), row.results, allowed)
 			if res.ExitCode != 0 && !slices.ContainsFunc(row.results, func(r testResult) bool { return r.status == "FAIL" }) {
 				t.Errorf("the guest's tests exited %d without a failing test:\n%s", res.ExitCode, res.Output)
 			}
@@ -230,7 +252,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 			t.Fatal(err)
 		}
 	}
-	must(buildTools(filepath.Join(dir, "tools"), tg.goarch))
+	must(buildTools(filepath.Join(dir, "tools"), tg.goarch, false))
 	_, err := tracetest.BuildAttachTarget(dir, tg.goarch)
 	must(err)
 	test := exec.Command("go", "test", "-c", "-o", filepath.Join(dir, "e2e.test"), ".")
@@ -264,6 +286,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	put("jobs", rc.name, buildJobs(rc))
 	put("cache", ra.name, buildCache(ra))
 	put("ring", "rules", func(t *testing.T) string { return buildFixtureRulesFor(t, tg, "ring") })
+	put("unmapped", "rules", func(t *testing.T) string { return buildFixtureRulesFor(t, tg, "unmapped") })
 	if ring := filepath.Join(dir, "ring", "rules"); exists(ring) {
 		// The guests have no readelf.
 		writeSemaphores(t, ring)
@@ -274,6 +297,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	put("main", "stats", func(t *testing.T) string { return buildMainRules(t, tg, "stats", statsSrc, statsRules) })
 	put("main", "nest", func(t *testing.T) string { return buildMainRules(t, tg, "nest", nestSrc, nestRules) })
 	put("main", "notes", func(t *testing.T) string { return buildMainRules(t, tg, "notes", notesSrc, notesRules) })
+	put("main", "profile", func(t *testing.T) string { return buildMainRules(t, tg, "profile", profileSrc, profileRules) })
 	values := fixture(t, "values")
 	for _, variant := range valuesVariants {
 		put("values", variant.name, func(t *testing.T) string { return buildValues(t, values, tg, variant) })
@@ -400,11 +424,12 @@ type matrixRow struct {
 }
 
 // formatMatrix writes the rows as a Markdown table, a cell per consumer
-// with its tests' counts, and then every skip's reason.
+// with its tests' counts, then every skip's reason, and last every
+// failure's: the end of a long log is what a CI summary keeps.
 func formatMatrix(rows []matrixRow) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "| kernel | arch | accel | time | %s |\n|---|---|---|---|%s\n", strings.Join(consumers, " | "), strings.Repeat("---|", len(consumers)))
-	var skips []string
+	var skips, fails []string
 	for _, row := range rows {
 		fmt.Fprintf(&b, "| %s | %s | %s | %v |", row.kernel, row.arch, row.accel, row.took.Round(time.Second))
 		for _, c := range consumers {
@@ -414,8 +439,11 @@ func formatMatrix(rows []matrixRow) string {
 					continue
 				}
 				count[r.status]++
-				if r.status == "SKIP" {
+				switch r.status {
+				case "SKIP":
 					skips = append(skips, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, shorten(r.reason, 300)))
+				case "FAIL":
+					fails = append(fails, fmt.Sprintf("%s %s: %s: %s", row.kernel, row.arch, r.name, shorten(r.reason, 1500)))
 				}
 			}
 			var cell []string
@@ -435,5 +463,155 @@ func formatMatrix(rows []matrixRow) string {
 	for _, s := range skips {
 		fmt.Fprintf(&b, "skipped: %s\n", s)
 	}
+	for _, f := range fails {
+		fmt.Fprintf(&b, "failed: %s\n", f)
+	}
 	return b.String()
+}
+
+// compatibilityDoc is docs/compatibility.md, whose table of the skips
+// TestKernels allows is the one statement of them.
+const compatibilityDoc = "../../../docs/compatibility.md"
+
+// docName is compatibilityDoc as its messages name it.
+const docName = "docs/compatibility.md"
+
+// allowedSkipsHeader is the header of that table.
+const allowedSkipsHeader = "| guest test | rows | the skip says | why |"
+
+// allowedSkip is one line of that table: the guest tests its pattern
+// matches (path.Match's, so * stays within one level of subtests) may
+// skip on the rows it names ("host", or a kernel's vm.Kernel.Name) when
+// the skip's message contains says.
+type allowedSkip struct {
+	pattern string
+	rows    []string
+	says    string
+}
+
+// allowedSkips reads the table of allowed skips from the document doc:
+// the first table under allowedSkipsHeader, each cell's code
+// quotes dropped, its rows separated by commas.
+func allowedSkips(doc string) ([]allowedSkip, error) {
+	b, err := os.ReadFile(doc)
+	if err != nil {
+		return nil, err
+	}
+	lines := strings.Split(string(b), "\n")
+	start := slices.Index(lines, allowedSkipsHeader)
+	if start < 0 {
+		return nil, fmt.Errorf("%s: no table headed %q: the skips TestKernels allows are listed there", doc, allowedSkipsHeader)
+	}
+	var allowed []allowedSkip
+	for i, l := range lines[start+2:] {
+		if !strings.HasPrefix(l, "|") {
+			break
+		}
+		cells := strings.Split(strings.Trim(l, "|"), "|")
+		for j := range cells {
+			cells[j] = strings.TrimSpace(strings.ReplaceAll(cells[j], "`", ""))
+		}
+		if len(cells) != 4 || cells[0] == "" || cells[1] == "" || cells[2] == "" {
+			return nil, fmt.Errorf("%s:%d: want a test, its rows, what its skip says and why: %s", doc, start+3+i, l)
+		}
+		if _, err := path.Match(cells[0], ""); err != nil {
+			return nil, fmt.Errorf("%s:%d: pattern %q: %v", doc, start+3+i, cells[0], err)
+		}
+		a := allowedSkip{pattern: cells[0], says: cells[2]}
+		for _, r := range strings.Split(cells[1], ",") {
+			r = strings.TrimSpace(r)
+			if r != "host" && !slices.Contains(vm.Expected, r) {
+				return nil, fmt.Errorf("%s:%d: no row %q: the rows are host and %s", doc, start+3+i, r, strings.Join(vm.Expected, ", "))
+			}
+			a.rows = append(a.rows, r)
+		}
+		allowed = append(allowed, a)
+	}
+	if len(allowed) == 0 {
+		return nil, fmt.Errorf("%s:%d: the table of allowed skips is empty", doc, start+1)
+	}
+	return allowed, nil
+}
+
+// checkSkips fails t for each of the row's skips that allowed does not
+// list for it (a guest test that skips on a machine of the matrix checks
+// nothing there), and for each line of allowed naming the row that no
+// test skipped by: the table states what the rows skip today.
+func checkSkips(t *testing.T, row string, results []testResult, allowed []allowedSkip) {
+	t.Helper()
+	for _, p := range skipProblems(row, results, allowed) {
+		t.Error(p)
+	}
+}
+
+// skipProblems is what checkSkips fails for.
+func skipProblems(row string, results []testResult, allowed []allowedSkip) []string {
+	var problems []string
+	used := make([]bool, len(allowed))
+	for _, r := range results {
+		if r.status != "SKIP" {
+			continue
+		}
+		ok := false
+		for i, a := range allowed {
+			if m, _ := path.Match(a.pattern, r.name); m && slices.Contains(a.rows, row) && strings.Contains(r.reason, a.says) {
+				ok, used[i] = true, true
+			}
+		}
+		if !ok {
+			problems = append(problems, fmt.Sprintf("%s skipped on %s, which the table %q of %s does not allow: %s", r.name, row, allowedSkipsHeader, docName, shorten(r.reason, 1000)))
+		}
+	}
+	if len(results) == 0 {
+		return problems
+	}
+	for i, a := range allowed {
+		if !used[i] && slices.Contains(a.rows, row) {
+			problems = append(problems, fmt.Sprintf("%s allows %s to skip on %s, saying %q, but no test skipped so: correct the table", docName, a.pattern, row, a.says))
+		}
+	}
+	return problems
+}
+
+// TestAllowedSkips reads the table of allowed skips and checks it
+// against a 5.10 row's skips as its guest reported them.
+func TestAllowedSkips(t *testing.T) {
+	allowed, err := allowedSkips(compatibilityDoc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cookies := "trace_test.go:62: this kernel (5.10.0-46-amd64) has no BPF cookies for uprobes (Linux 5.15+), without which ..."
+	verifier := "libbpf_test.go:162: this kernel's verifier refuses libbpf's bpf_usdt_arg (a global function taking a pointer) at load, for every USDT program: 5.10.0-46-amd64"
+	multi := "stats_test.go:177: this kernel makes no uprobe_multi link (Linux 6.6+ does): ..."
+	results := []testResult{
+		{"TestArguments/a/host", "PASS", ""},
+		{"TestAuto/Trace/inst-pie", "SKIP", cookies},
+		{"TestTraceValuesCorpus/pie/bpf", "SKIP", cookies},
+		{"TestTraceValuesCorpus/pie/ring", "PASS", ""},
+		{"TestLibbpf/a-toolexec-nocgo/host", "SKIP", verifier},
+		{"TestLibbpf/notes/host", "SKIP", verifier},
+		{"TestTraceExampleProvider/multi", "SKIP", multi},
+		{"TestTraceStats/multi-json", "SKIP", multi},
+		{"TestTraceStats/multi-text", "SKIP", multi},
+		{"TestTraceValuesCorpus/stripped", "SKIP", "values_corpus_test.go:40: stripped: trace reads the same values as from the plain binary; the host checks how it finds them"},
+	}
+	if p := skipProblems("5.10-amd64", results, allowed); len(p) > 0 {
+		t.Errorf("5.10's skips: %q, want none", p)
+	}
+	// The same on 6.1, where cookies and libbpf work.
+	p := skipProblems("6.1-amd64", results, allowed)
+	want := []string{"TestAuto/Trace/inst-pie", "TestTraceValuesCorpus/pie/bpf", "TestLibbpf/a-toolexec-nocgo/host", "TestLibbpf/notes/host", "TestTracePIENeedsCookies"}
+	if len(p) != len(want) {
+		t.Errorf("6.1 with 5.10's skips: %q, want one problem each for %v", p, want)
+	}
+	for i := range min(len(p), len(want)) {
+		if !strings.Contains(p[i], want[i]) {
+			t.Errorf("problem %d: %q, want one naming %s", i, p[i], want[i])
+		}
+	}
+	// A test that skips for a reason the table does not quote.
+	attach := []testResult{{"TestTraceValuesCorpus/stripped", "SKIP", "tracetest: bpftrace host cannot attach probes on this machine"}}
+	if p := skipProblems("host", attach, allowed); len(p) != 3 {
+		t.Errorf("a skip for another reason: %q, want it and the two listed for host missing", p)
+	}
 }

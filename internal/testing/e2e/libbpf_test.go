@@ -39,7 +39,7 @@ func buildLibbpfConsumer(t *testing.T, bt tracetest.Bpftrace, dir string, tg tar
 	}
 	inc := filepath.Join(root, "usr", "include")
 	if _, err := os.Stat(filepath.Join(inc, "bpf", "usdt.bpf.h")); err != nil {
-		t.Skipf("libbpf's usdt.bpf.h is missing (Debian: apt-get install libbpf-dev): %v", err)
+		tracetest.SkipMissing(t, "libbpf's usdt.bpf.h is missing (Debian: apt-get install libbpf-dev, which scripts/setup.sh, scripts/sid-chroot.sh and scripts/vm-images.sh install): %v", err)
 	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)

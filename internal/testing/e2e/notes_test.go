@@ -23,7 +23,7 @@ import (
 // returns and a string that no one register holds (Add), a frameless
 // leaf with a float (leaf), recursion (fib, whose every exit pairs with
 // its own entry) and a function the compiler inlines (small), which
-// keeps no copy of its own and so has no probes.
+// keeps no copy of its own and so has no note-only probes.
 const notesSrc = `package main
 
 import "fmt"
@@ -272,9 +272,11 @@ func TestNotesMixed(t *testing.T) {
 		want            map[string]int
 		why             string // what -v says of the transport
 	}{
-		{"bpf", "bpf", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: as -transport bpf asks"},
-		{"ring", "ring", nil, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: as -transport ring asks"},
-		{"auto", "auto", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973}, "transport bpf: the ring does not record 2 selected probes"},
+		// small, which the compiler inlines, is probed in the code
+		// rule, as rules do by default.
+		{"bpf", "bpf", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973, "main.small": 1000}, "transport bpf: as -transport bpf asks"},
+		{"ring", "ring", nil, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973, "main.small": 1000}, "transport ring: as -transport ring asks"},
+		{"auto", "auto", nil, map[string]int{"main.(*Tree).Add": 1000, "main.leaf": 1000, "main.fib": 1973, "main.small": 1000}, "transport bpf: the ring does not record 2 selected probes"},
 		{"auto code", "auto", code, map[string]int{"main.(*Tree).Add": 1000, "main.fib": 1973}, "transport ring: the binary has an in-process ring, which records every selected probe"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -2,12 +2,14 @@ package e2e
 
 import (
 	"bufio"
+	"bytes"
 	"debug/elf"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"maps"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
@@ -237,21 +240,22 @@ func firstKey[K comparable, V any](m map[K]V) K {
 // in its arguments standing for the copy of bin.
 func asNobody(t *testing.T, bin string) func(args ...string) (string, error) {
 	t.Helper()
+	run, _ := asNobodyIn(t, bin)
+	return run
+}
+
+// asNobodyIn is asNobody, and returns the directory the commands run in,
+// which holds the copy of bin, for others beside it.
+func asNobodyIn(t *testing.T, bin string) (run func(args ...string) (string, error), dir string) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("the test becomes nobody with setpriv, which needs root")
 	}
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv (util-linux) is not installed: cannot run trace as nobody")
+		tracetest.SkipMissing(t, "setpriv (util-linux) is not installed: cannot run trace as nobody (scripts/setup.sh)")
 	}
-	dir, err := os.MkdirTemp("", "usdt-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir = tracetest.NobodyDir(t)
 	tool, prog := filepath.Join(dir, "usdt-toolexec"), filepath.Join(dir, filepath.Base(bin))
 	copyFile(t, filepath.Join(toolsDir, "usdt-toolexec"), tool)
 	copyFile(t, bin, prog)
@@ -265,7 +269,7 @@ func asNobody(t *testing.T, bin string) func(args ...string) (string, error) {
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		return string(out), err
-	}
+	}, dir
 }
 
 // TestRingEvents traces the fixture's calls through the ring and through
@@ -446,15 +450,17 @@ func TestRingKilledTracer(t *testing.T) {
 	pid := strconv.Itoa(prog.Process.Pid)
 
 	tr, _, _ := traceAttached(t, io.Discard, "-v", "-transport", "ring", "-stats", "-p", pid)
+	// The tracer's flag is the high half of each probe's slot; the low
+	// half, the semaphore the notes name, is the kernel's.
 	sems := semaphores(t, bin)
-	if on := readWords(t, prog.Process.Pid, sems); !allAre(on, 1) {
-		t.Fatalf("the semaphores are %v while traced, want all 1", on)
+	if on := readUints(t, prog.Process.Pid, sems, 4); !allAre(on, 1<<16) {
+		t.Fatalf("the semaphores' slots are %#x while traced, want all 0x10000", on)
 	}
 	tr.Process.Kill()
 	tr.Wait()
 	killed := time.Now()
 	for {
-		off := readWords(t, prog.Process.Pid, sems)
+		off := readUints(t, prog.Process.Pid, sems, 4)
 		if allAre(off, 0) {
 			break
 		}
@@ -469,7 +475,9 @@ func TestRingKilledTracer(t *testing.T) {
 	tr2, _, errs := traceAttached(t, &out, "-v", "-transport", "ring", "-stats", "-p", pid)
 	logged := make(chan struct{})
 	go func() { io.Copy(&log, errs); close(logged) }()
-	time.Sleep(300 * time.Millisecond)
+	// -p keeps the counts of its last poll, every 250 ms: a few of them,
+	// later under emulation.
+	time.Sleep(600 * time.Millisecond * time.Duration(tracetest.TimeSlack))
 	fmt.Fprintln(stdin) // the program ends, and the trace with it
 	<-logged
 	if err := tr2.Wait(); err != nil {
@@ -480,9 +488,226 @@ func TestRingKilledTracer(t *testing.T) {
 	}
 }
 
-// TestRingAutoPtraced traces a process that a ring trace already holds,
-// without -transport, as root: trace cannot ptrace it too, so it takes
-// BPF, says why, and both traces count.
+// TestRingKilledAnyMoment kills a ring trace of -p with SIGKILL at each
+// step of its session (ring.PauseEnv stops it there first), and at 20
+// random moments of its start and of its stop: every semaphore, both
+// halves of each probe's slot, is back to 0 within 2 s, turned off by
+// the tracer or by the program's lapsed lease, never both (a semaphore
+// taken down twice wraps to 0xffff), and a trace attached afterwards
+// counts.
+func TestRingKilledAnyMoment(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	prog, stdin, _ := startReady(t, bin, "-wait", "0")
+	fmt.Fprintln(stdin) // it calls until the next line
+	pid := prog.Process.Pid
+	sems := semaphores(t, bin)
+	args := []string{"-v", "-transport", "ring", "-stats", "-p", strconv.Itoa(pid)}
+	ctl := ringAddress(t, bin)
+	free := func(t *testing.T) { ringFree(t, pid, ctl) }
+	off := func(t *testing.T, killed time.Time) { semaphoresOff(t, pid, sems, 4, killed) }
+	for _, step := range []string{"listed", "raised", "undoing", "stopping"} {
+		t.Run(step, func(t *testing.T) {
+			free(t)
+			off(t, killAtStep(t, pid, sems, 4, step, args))
+		})
+	}
+	rng := rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 50))
+	for i := range 20 {
+		stopping := i%2 == 1
+		var delay time.Duration
+		if stopping {
+			delay = time.Duration(rng.Int64N(int64(10 * time.Millisecond)))
+		} else {
+			delay = time.Duration(rng.Int64N(int64(600 * time.Millisecond)))
+		}
+		t.Run(fmt.Sprintf("%d %v stopping %v", i, delay, stopping), func(t *testing.T) {
+			free(t)
+			tr, stderr := startTrace(t, nil, args...)
+			if stopping {
+				waitAttached(t, stderr)
+				tr.Process.Signal(os.Interrupt)
+			}
+			time.Sleep(delay)
+			tr.Process.Kill()
+			tr.Wait()
+			off(t, time.Now())
+		})
+	}
+	free(t)
+	var out strings.Builder
+	tr, _, _ := traceAttached(t, &out, args...)
+	time.Sleep(300 * time.Millisecond)
+	fmt.Fprintln(stdin) // the program ends, and the trace with it
+	if err := tr.Wait(); err != nil {
+		t.Fatalf("the trace after the kills: %v\n%s", err, out.String())
+	}
+	if counts := statCounts(out.String()); counts["main.add"] == 0 {
+		t.Errorf("the trace after the kills counted no call:\n%s", out.String())
+	}
+}
+
+// ringAddress is where the executable bin, not position-independent,
+// has the ring.
+func ringAddress(t *testing.T, bin string) uint64 {
+	t.Helper()
+	f, err := elf.Open(bin)
+	var ctl uint64
+	ok := err == nil
+	if ok {
+		ctl, _, ok = ring.Address(f)
+		f.Close()
+	}
+	if !ok {
+		t.Fatalf("%s has no ring of this tracer's layout (%v)", bin, err)
+	}
+	return ctl
+}
+
+// ringFree waits until a trace may open the ring at ctl in process pid:
+// the program, or the next tracer, takes down what the last one left on.
+func ringFree(t *testing.T, pid int, ctl uint64) {
+	t.Helper()
+	for end := time.Now().Add(3 * time.Second * time.Duration(tracetest.TimeSlack)); ; time.Sleep(20 * time.Millisecond) {
+		busy, err := ring.InUse(pid, ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !busy {
+			return
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the ring is still on 3 s after the last tracer's end")
+		}
+	}
+}
+
+// semaphoresOff waits until the size-byte words at sems in process pid
+// are all 0, 2 s at most from killed.
+func semaphoresOff(t *testing.T, pid int, sems []uint64, size int, killed time.Time) {
+	t.Helper()
+	for {
+		words := readUints(t, pid, sems, size)
+		if allAre(words, 0) {
+			return
+		}
+		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
+			t.Fatalf("the semaphores are %#x 2 s after the tracer's SIGKILL, want all 0", words)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// killAtStep starts a ring trace with args that stops at step of its
+// session (ring.PauseEnv), after its SIGINT for Stop's steps, kills it
+// there and returns when. It logs what the semaphores at sems (words of
+// size bytes) of process pid were at that step.
+func killAtStep(t *testing.T, pid int, sems []uint64, size int, step string, args []string) time.Time {
+	t.Helper()
+	tr, stderr := startTrace(t, []string{ring.PauseEnv + "=" + step}, args...)
+	if step == "undoing" || step == "stopping" {
+		waitAttached(t, stderr)
+		tr.Process.Signal(os.Interrupt)
+	}
+	if !waitStopped(tr.Process.Pid, 10*time.Second*time.Duration(tracetest.TimeSlack)) {
+		t.Fatalf("the tracer did not stop at %s", step)
+	}
+	t.Logf("the semaphores at %s: %#x", step, readUints(t, pid, sems, size))
+	tr.Process.Kill()
+	tr.Wait()
+	return time.Now()
+}
+
+// TestRingKilledProvider kills a ring trace of usdtgen's probes, whose
+// 16-bit semaphores the tracer adds one to, where the program's writer
+// must take them back when the lease lapses (ListNarrow), and stops one
+// as usual: each semaphore is back to 0 within 2 s, never taken down
+// twice (0xffff).
+func TestRingKilledProvider(t *testing.T) {
+	requireRing(t)
+	bin := buildJobs(routeA)(t)
+	prog := exec.Command(bin, "-jobs", "1000000", "-every", "1ms")
+	if err := prog.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { prog.Process.Kill(); prog.Wait() })
+	pid := prog.Process.Pid
+	sems := semaphores(t, bin)
+	ctl := ringAddress(t, bin)
+	args := []string{"-v", "-transport", "ring", "-stats", "-p", strconv.Itoa(pid)}
+	for _, step := range []string{"raised", "undoing"} {
+		t.Run(step, func(t *testing.T) {
+			ringFree(t, pid, ctl)
+			semaphoresOff(t, pid, sems, 2, killAtStep(t, pid, sems, 2, step, args))
+		})
+	}
+	ringFree(t, pid, ctl)
+	tr, stderr := startTrace(t, nil, args...)
+	waitAttached(t, stderr)
+	if on := readUints(t, pid, sems, 2); !allAre(on, 1) {
+		t.Errorf("the semaphores are %#x while traced, want all 1", on)
+	}
+	tr.Process.Signal(os.Interrupt)
+	if err := tr.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	semaphoresOff(t, pid, sems, 2, time.Now())
+}
+
+// startTrace starts usdt-toolexec trace with args and env added to its
+// environment, and returns it with its stderr.
+func startTrace(t *testing.T, env []string, args ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace"}, args...)...)
+	tr.Env = append(os.Environ(), env...)
+	tr.Stdout = io.Discard
+	pipe, err := tr.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+	return tr, bufio.NewReader(pipe)
+}
+
+// waitAttached reads stderr until trace -v says it attached.
+func waitAttached(t *testing.T, stderr *bufio.Reader) {
+	t.Helper()
+	var seen strings.Builder
+	for {
+		line, err := stderr.ReadString('\n')
+		seen.WriteString(line)
+		if strings.Contains(line, "attached") {
+			go io.Copy(io.Discard, stderr)
+			return
+		}
+		if err != nil {
+			t.Fatalf("usdt-toolexec trace -v did not say it attached (%v):\n%s", err, seen.String())
+		}
+	}
+}
+
+// waitStopped waits until process pid is stopped by a signal (state T),
+// for at most d.
+func waitStopped(pid int, d time.Duration) bool {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		// The state follows the command's name in parentheses.
+		if i := strings.LastIndexByte(string(stat), ')'); i >= 0 && strings.HasPrefix(string(stat[i:]), ") T") {
+			return true
+		}
+	}
+	return false
+}
+
+// TestRingAutoPtraced traces a process that a ring trace already records,
+// without -transport, as root: trace cannot record through its ring too,
+// so it takes BPF, says why, and both traces count.
 func TestRingAutoPtraced(t *testing.T) {
 	requireRing(t)
 	requireBPF(t)
@@ -506,7 +731,7 @@ func TestRingAutoPtraced(t *testing.T) {
 	if err := auto.Wait(); err != nil {
 		t.Errorf("the trace without -transport: %v", err)
 	}
-	why := regexp.MustCompile(`transport bpf: the ring ptraces process ` + pid + `, which process \d+ already does`)
+	why := regexp.MustCompile(`transport bpf: another trace records through the ring of process ` + pid)
 	if !why.MatchString(autoLog.String()) {
 		t.Errorf("the trace without -transport does not say %s:\n%s%s", why, autoLine, autoLog.String())
 	}
@@ -571,26 +796,27 @@ func writeSemaphores(t *testing.T, bin string) {
 	}
 }
 
-// readWords reads the 16-bit words at addrs in process pid.
-func readWords(t *testing.T, pid int, addrs []uint64) []uint16 {
+// readUints reads the size-byte words (2: a semaphore, 4: an automatic
+// probe's slot, the semaphore its low half) at addrs in process pid.
+func readUints(t *testing.T, pid int, addrs []uint64, size int) []uint64 {
 	t.Helper()
 	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer mem.Close()
-	words := make([]uint16, len(addrs))
+	words := make([]uint64, len(addrs))
 	for i, a := range addrs {
-		var b [2]byte
-		if _, err := mem.ReadAt(b[:], int64(a)); err != nil {
+		var b [8]byte
+		if _, err := mem.ReadAt(b[:size], int64(a)); err != nil {
 			t.Fatal(err)
 		}
-		words[i] = binary.LittleEndian.Uint16(b[:])
+		words[i] = binary.LittleEndian.Uint64(b[:])
 	}
 	return words
 }
 
-func allAre(words []uint16, v uint16) bool {
+func allAre(words []uint64, v uint64) bool {
 	for _, w := range words {
 		if w != v {
 			return false
@@ -614,7 +840,10 @@ func TestRingWithBpftrace(t *testing.T) {
 		bt.RequireAttach(t)
 		for _, ringFirst := range []bool{true, false} {
 			t.Run(fmt.Sprintf("ring first %v", ringFirst), func(t *testing.T) {
-				prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", strconv.Itoa(calls/2))
+				// The goroutines nap after their calls: a ring
+				// trace of -p reads the counts at its polls, and
+				// what a process counts after the last goes with it.
+				prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", "-nap", "500ms", strconv.Itoa(calls/2))
 				pid := strconv.Itoa(prog.Process.Pid)
 				var ringOut strings.Builder
 				var tr *exec.Cmd
@@ -622,42 +851,17 @@ func TestRingWithBpftrace(t *testing.T) {
 				if ringFirst {
 					attachRing()
 				}
-				// By path, not -p: bpftrace 0.27.1 attaches a probe
-				// named by path twice with -p, and counts each call
-				// twice, traced through the ring or not.
-				bpf := bt.Command(t.Context(), "", "-e", fmt.Sprintf(`BEGIN { printf("attached\n"); } usdt:%s:ring:exit__main__add { @calls = count(); }`, bin))
-				bpfOut, err := bpf.StdoutPipe()
-				if err != nil {
-					t.Fatal(err)
-				}
-				var bpfErr strings.Builder
-				bpf.Stderr = &bpfErr
-				if err := bpf.Start(); err != nil {
-					t.Fatal(err)
-				}
-				t.Cleanup(func() { bpf.Process.Kill(); bpf.Wait() })
-				br := bufio.NewReader(bpfOut)
-				for {
-					l, err := br.ReadString('\n')
-					if err != nil {
-						t.Fatalf("bpftrace ended before it attached: %v", err)
-					}
-					if l == "attached\n" {
-						break
-					}
-				}
+				bpf, br, bpfErr := countAdds(t, bt, bin)
 				if !ringFirst {
 					attachRing()
 				}
 				fmt.Fprintln(stdin)
-				if l, _ := lines.ReadString('\n'); l != fmt.Sprintf("add=%d wide=%d\n", calls, calls/100) {
+				if l, _ := lines.ReadString('\n'); !strings.HasPrefix(l, fmt.Sprintf("add=%d wide=%d ", calls, calls/100)) {
 					t.Errorf("the fixture said %q", l)
 				}
 				stdin.Close()
 				prog.Wait()
-				bpf.Process.Signal(os.Interrupt)
-				rest, _ := io.ReadAll(br)
-				bpf.Wait()
+				rest := interruptBpftrace(t, bpf, br)
 				if err := tr.Wait(); err != nil {
 					t.Errorf("trace: %v", err)
 				}
@@ -670,4 +874,159 @@ func TestRingWithBpftrace(t *testing.T) {
 			})
 		}
 	})
+}
+
+// countAdds starts bt counting the calls of bin's main.add (its exit
+// probe) in @calls, and returns it once attached, with its stdout and
+// stderr. By path, not -p: bpftrace 0.27.1 attaches a probe named by
+// path twice with -p, and counts each call twice, traced through the
+// ring or not.
+func countAdds(t *testing.T, bt tracetest.Bpftrace, bin string) (*exec.Cmd, *bufio.Reader, *strings.Builder) {
+	t.Helper()
+	bpf := bt.Command(t.Context(), "", "-e", fmt.Sprintf(`BEGIN { printf("attached\n"); } usdt:%s:ring:exit__main__add { @calls = count(); }`, bin))
+	bpfOut, err := bpf.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	bpfErr := &strings.Builder{}
+	bpf.Stderr = bpfErr
+	if err := bpf.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { bpf.Process.Kill(); bpf.Wait() })
+	br := bufio.NewReader(bpfOut)
+	for {
+		l, err := br.ReadString('\n')
+		if err != nil {
+			t.Fatalf("bpftrace ended before it attached: %v\n%s", err, bpfErr.String())
+		}
+		if l == "attached\n" {
+			return bpf, br, bpfErr
+		}
+	}
+}
+
+// interruptBpftrace interrupts bpf, a bpftrace that countAdds started,
+// and returns what it printed after it attached: its maps. A bpftrace
+// that has not ended 30 s later (times the slack) fails the test, with
+// where the kernel has it waiting, and is killed: once, in the 6.1
+// guest, one sat through the rest of the guest's 25 minutes.
+func interruptBpftrace(t *testing.T, bpf *exec.Cmd, br *bufio.Reader) string {
+	t.Helper()
+	bpf.Process.Signal(os.Interrupt)
+	out := make(chan []byte, 1)
+	go func() {
+		b, _ := io.ReadAll(br)
+		out <- b
+	}()
+	select {
+	case b := <-out:
+		bpf.Wait()
+		return string(b)
+	case <-time.After(30 * time.Second * time.Duration(tracetest.TimeSlack)):
+	}
+	pid := bpf.Process.Pid
+	stat, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	wchan, _ := os.ReadFile(fmt.Sprintf("/proc/%d/wchan", pid))
+	stack, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stack", pid))
+	bpf.Process.Kill()
+	bpf.Wait()
+	t.Errorf("bpftrace did not end on its interrupt: stat %s, waiting in %s\n%s", stat, wchan, stack)
+	return string(<-out)
+}
+
+// TestRingFlagsWithBpftrace has bpftrace count main.add's calls while a
+// ring trace of them attaches and detaches 20 times: the probe's slot is
+// bpftrace's count of uprobes in its low half throughout, the ring's
+// flag in its high half only while the ring trace is attached, and
+// bpftrace counts every call. The ring never writes the kernel's half:
+// the tracer's read and write of it could lose the kernel's update when
+// bpftrace attached at the same moment.
+func TestRingFlagsWithBpftrace(t *testing.T) {
+	requireRing(t)
+	requireBPF(t)
+	bin := buildFixtureRules(t, "ring")
+	var slot uint64
+	for _, n := range readelfNotes(t, bin) {
+		if n.name == "exit__main__add" {
+			slot, _ = strconv.ParseUint(strings.TrimPrefix(n.semaphore, "0x"), 16, 64)
+		}
+	}
+	if slot == 0 {
+		t.Fatalf("%s has no probe exit__main__add with a semaphore", bin)
+	}
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		bt.RequireAttach(t)
+		prog, stdin, lines := startReady(t, bin, "-wait", "0")
+		pid := prog.Process.Pid
+		bpf, br, bpfErr := countAdds(t, bt, bin)
+		want := func(when string, v uint64) {
+			t.Helper()
+			if got := readUints(t, pid, []uint64{slot}, 4)[0]; got != v {
+				t.Fatalf("%s: main.add's slot is %#x, want %#x", when, got, v)
+			}
+		}
+		want("bpftrace attached", 1)
+		fmt.Fprintln(stdin) // the calls begin
+		for i := range 20 {
+			var out strings.Builder
+			tr, _, _ := traceAttached(t, &out, "-v", "-transport", "ring", "-stats", "-p", strconv.Itoa(pid), "main.add")
+			want(fmt.Sprintf("ring trace %d attached", i), 1<<16|1)
+			time.Sleep(100 * time.Millisecond)
+			tr.Process.Signal(os.Interrupt)
+			if err := tr.Wait(); err != nil {
+				t.Fatalf("ring trace %d: %v", i, err)
+			}
+			want(fmt.Sprintf("ring trace %d detached", i), 1)
+			if statCounts(out.String())["main.add"] == 0 {
+				t.Errorf("ring trace %d counted no call:\n%s", i, out.String())
+			}
+		}
+		fmt.Fprintln(stdin) // the calls end, and the program
+		l, _ := lines.ReadString('\n')
+		adds, _, _ := strings.Cut(strings.TrimPrefix(l, "add="), " ")
+		prog.Wait()
+		rest := interruptBpftrace(t, bpf, br)
+		if !strings.Contains(string(rest), "@calls: "+adds+"\n") {
+			t.Errorf("bpftrace counted, beside the ring traces, not the program's %s calls:\n%s%s", adds, rest, bpfErr.String())
+		}
+	})
+}
+
+// TestRingStale: a binary whose ring is of an older layout (its Where
+// has the first layout's magic, as an older usdt-toolexec wrote it) is
+// never written: -transport ring refuses it, saying so, and trace
+// without -transport takes BPF, saying why.
+func TestRingStale(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	data, err := os.ReadFile(bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	magic := binary.LittleEndian.AppendUint64(nil, ring.WhereMagic)
+	if n := bytes.Count(data, magic); n != 1 {
+		t.Fatalf("%d copies of the ring's magic in the binary, want 1", n)
+	}
+	old := filepath.Join(t.TempDir(), "old")
+	// The second layout's tracer and writer both took the semaphores
+	// down: never written by this tracer either.
+	for _, older := range []string{"\x7fUSDTrn2", "\x7fUSDTrng"} {
+		if err := os.WriteFile(old, bytes.Replace(data, magic, []byte(older), 1), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_, stderr, err := usdtTrace(t, "-transport", "ring", "--", old, "1")
+		if err == nil || !strings.Contains(stderr, "an older usdt-toolexec's") {
+			t.Errorf("-transport ring on a ring of magic %q: %v, want an error naming the older usdt-toolexec:\n%s", older, err, stderr)
+		}
+	}
+	if os.Geteuid() != 0 {
+		return
+	}
+	requireBPF(t)
+	cmd := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", "-stats", "--", old, "1")
+	out, err := cmd.CombinedOutput()
+	if err != nil || !regexp.MustCompile(`transport bpf: the binary's in-process ring is an older usdt-toolexec's`).Match(out) {
+		t.Errorf("trace without -transport: %v, want BPF, saying why:\n%s", err, out)
+	}
 }

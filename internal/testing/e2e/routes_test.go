@@ -176,7 +176,7 @@ func TestWarmCache(t *testing.T) {
 // TestGoTestAndRun checks the binaries go test and go run link.
 func TestGoTestAndRun(t *testing.T) {
 	dir := fixture(t, "types")
-	toolexec := "-toolexec=" + filepath.Join(toolsDir, "usdt-toolexec")
+	toolexec := "-toolexec=" + wrapperBin()
 	for _, r := range []route{routeA, routeB, routeC} {
 		t.Run(r.name+"/test", func(t *testing.T) {
 			out := filepath.Join(t.TempDir(), "types.test")

@@ -58,16 +58,14 @@ func main() {
 `
 
 // statsRules probes every function but main, those the compiler inlines
-// too: fast, nap and counted are.
+// too (fast, nap and counted), as rules do by default.
 const statsRules = `provider: stats
 rules:
   - package: example.com/stats
     func: counted
     probes: [entry]
-    inline: probe
   - package: example.com/stats
     exclude: [main, counted]
-    inline: probe
 `
 
 // statsWant are the calls statsSrc makes.

@@ -64,7 +64,7 @@ func TestStdTests(t *testing.T) {
 			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			toolexec := "-toolexec=" + filepath.Join(toolsDir, "usdt-toolexec") + " -rules " + rules
+			toolexec := "-toolexec=" + wrapperBin() + " -rules " + rules
 			out, failed, err := goTestStd(dir, toolexec, pkgs)
 			if err == nil {
 				t.Logf("%d packages passed instrumented", len(passedPackage.FindAllStringIndex(out, -1)))

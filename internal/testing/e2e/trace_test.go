@@ -83,6 +83,14 @@ func TestTracePIENeedsCookies(t *testing.T) {
 // messages).
 func usdtTrace(t *testing.T, args ...string) (stdout, stderr string, err error) {
 	t.Helper()
+	stdout, stderr, _, err = usdtTraceState(t, args...)
+	return stdout, stderr, err
+}
+
+// usdtTraceState is usdtTrace, with the state trace ended in: its
+// resources, those of the processes it waited for with them.
+func usdtTraceState(t *testing.T, args ...string) (stdout, stderr string, state *os.ProcessState, err error) {
+	t.Helper()
 	cmd := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace"}, transportBPF(args)...)...)
 	var out, errOut bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &errOut
@@ -97,7 +105,7 @@ func usdtTrace(t *testing.T, args ...string) (stdout, stderr string, err error) 
 		cmd.Process.Kill()
 		t.Fatalf("usdt-toolexec trace %s did not end\nstdout:\n%s\nstderr:\n%s", strings.Join(args, " "), out.String(), errOut.String())
 	}
-	return out.String(), errOut.String(), err
+	return out.String(), errOut.String(), cmd.ProcessState, err
 }
 
 // transportBPF returns trace's arguments args with -transport bpf first
@@ -313,14 +321,15 @@ func TestTraceErrors(t *testing.T) {
 	requireBPF(t)
 	plain := filepath.Join(t.TempDir(), "true")
 	copyFile(t, "/bin/true", plain)
+	probed := buildFixtureRules(t, "unmapped")
 	tests := []struct {
 		name string
 		args []string
 		want string
 	}{
 		{"no probes", []string{"--", plain}, plain + " has no USDT probes (build it with usdtgen probes"},
-		{"no match", []string{"nothing.*", "--", filepath.Join(toolsDir, "usdt-toolexec")}, ""},
-		{"bad pattern", []string{"[", "--", plain}, ""},
+		{"no match", []string{"nothing.*", "--", probed, "out"}, "no probe matches nothing.* (usdt-toolexec list BINARY shows them)"},
+		{"bad pattern", []string{"[", "--", probed, "out"}, `pattern "[": syntax error in pattern`},
 		{"bad attach", []string{"-attach", "both", "--", plain}, "-attach both: want multi, single or auto"},
 	}
 	for _, tt := range tests {
@@ -341,19 +350,12 @@ func TestTraceUnprivileged(t *testing.T) {
 	requireBPF(t) // root, so it can become nobody
 	setpriv, err := exec.LookPath("setpriv")
 	if err != nil {
-		t.Skip("setpriv (util-linux) is not installed: cannot drop root to run trace unprivileged")
+		tracetest.SkipMissing(t, "setpriv (util-linux) is not installed: cannot drop root to run trace unprivileged (scripts/setup.sh)")
 	}
 	// A directory nobody can enter, with copies of usdt-toolexec and of
 	// a program with probes.
 	jobs := buildJobs(routeA)(t)
-	dir, err := os.MkdirTemp("", "usdt-nobody-")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { os.RemoveAll(dir) })
-	if err := os.Chmod(dir, 0o755); err != nil {
-		t.Fatal(err)
-	}
+	dir := tracetest.NobodyDir(t)
 	bin, prog := filepath.Join(dir, "usdt-toolexec"), filepath.Join(dir, "jobs")
 	copyFile(t, filepath.Join(toolsDir, "usdt-toolexec"), bin)
 	copyFile(t, jobs, prog)
@@ -413,7 +415,11 @@ func tracePIDExit(t *testing.T, bin, transport, flag string, check func(t *testi
 	var out bytes.Buffer
 	tr, _, trErr := traceAttached(t, &out, "-v", "-transport", transport, flag, "-p", fmt.Sprint(prog.Process.Pid))
 	var errOut strings.Builder
-	go io.Copy(&errOut, trErr)
+	copied := make(chan struct{})
+	go func() {
+		defer close(copied)
+		io.Copy(&errOut, trErr)
+	}()
 	fmt.Fprintln(in, "go")
 	if err := prog.Wait(); err != nil {
 		t.Fatalf("the program: %v", err)
@@ -428,6 +434,7 @@ func tracePIDExit(t *testing.T, bin, transport, flag string, check func(t *testi
 			t.Errorf("trace ended %v after the process, want within a second", d)
 		}
 		t.Logf("trace ended %v after the process", d)
+		<-copied
 		if err != nil {
 			t.Fatalf("trace: %v\n%s", err, errOut.String())
 		}
@@ -591,12 +598,17 @@ func testLatencyColumns(t *testing.T, bin, transport string) {
 }
 
 // pidExitProgram is the program of the test that builds it as pidexit.
+// Its argument "exec" has it run a shell that exits with 7 at the end,
+// in its place (TestRingExec).
 const pidExitProgram = `package main
 
 import (
 	"bufio"
 	"fmt"
 	"os"
+	"strconv"
+	"syscall"
+	"time"
 )
 
 func work(i int) int { return i * 2 }
@@ -609,6 +621,17 @@ func main() {
 		sum += work(i)
 	}
 	fmt.Println("sum", sum)
+	// A ring trace of -p reads the process at its polls, and what it
+	// records after the last goes with it: a second and a half, and
+	// more under emulation (` + tracetest.TimeSlackEnv + `), where a poll
+	// comes later.
+	slack, _ := strconv.Atoi(os.Getenv("` + tracetest.TimeSlackEnv + `"))
+	time.Sleep(time.Duration(max(slack/5, 1)) * 1500 * time.Millisecond)
+	if len(os.Args) > 1 && os.Args[1] == "exec" {
+		err := syscall.Exec("/bin/sh", []string{"sh", "-c", "sleep 0.5; exit 7"}, os.Environ())
+		fmt.Println(err)
+		os.Exit(1)
+	}
 }
 `
 
@@ -645,6 +668,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"strconv"
 	"syscall"
 	"time"
 )
@@ -683,6 +707,31 @@ func main() {
 		child.Stderr = os.Stderr
 		if err := child.Run(); err != nil {
 			panic(err)
+		}
+	case "brood":
+		// Children, all alive at once: each marks, waits for the
+		// others to start, and marks again.
+		n, _ := strconv.Atoi(os.Args[2])
+		children := make([]*exec.Cmd, n)
+		for i := range children {
+			children[i] = exec.Command(os.Args[0], "member", strconv.Itoa(i))
+			children[i].Stderr = os.Stderr
+			if err := children[i].Start(); err != nil {
+				panic(err)
+			}
+		}
+		for _, c := range children {
+			if err := c.Wait(); err != nil {
+				panic(err)
+			}
+		}
+	case "member":
+		for i := range 500 {
+			mark(os.Args[2], i)
+		}
+		time.Sleep(500 * time.Millisecond)
+		for i := range 500 {
+			mark(os.Args[2], i)
 		}
 	case "killed":
 		mark("killed", 0)

@@ -92,7 +92,8 @@ func (b Bpftrace) Output(timeout time.Duration, dir string, args ...string) (str
 	return output(timeout, func(ctx context.Context) *exec.Cmd { return b.Command(ctx, dir, args...) })
 }
 
-// Require skips the test unless this bpftrace is installed here.
+// Require skips the test unless this bpftrace is installed here (in CI
+// it fails it: SkipMissing).
 func (b Bpftrace) Require(t testing.TB) {
 	t.Helper()
 	if b.root == "" {
@@ -100,7 +101,7 @@ func (b Bpftrace) Require(t testing.TB) {
 		return
 	}
 	if err := b.usable(); err != nil {
-		t.Skipf("tracetest: no bpftrace %s: %v (build it with scripts/sid-chroot.sh)", b.Name, err)
+		SkipMissing(t, "tracetest: no bpftrace %s: %v (build it with scripts/sid-chroot.sh, make sid-chroot)", b.Name, err)
 	}
 }
 
@@ -121,17 +122,51 @@ func (b Bpftrace) usable() error {
 	return nil
 }
 
-var attach sync.Map // Name -> func() error, the once-per-process check
+// attach holds each bpftrace's answer to the attach check, by Name: an
+// *attachCheck.
+var attach sync.Map
+
+// attachTries is how many times in all a process tries to attach a
+// bpftrace that failed: a try can fail for a passing reason (its 60 s
+// ran out on a loaded machine), and a failure kept for good would skip,
+// or in CI fail, every later test of that bpftrace.
+const attachTries = 3
+
+// attachCheck is the attach check of one bpftrace: a success is kept for
+// the process, a failure is tried again by the next caller, attachTries
+// times in all, then kept.
+type attachCheck struct {
+	mu    sync.Mutex
+	ok    bool
+	tries int
+	err   error
+}
+
+func (c *attachCheck) run(try func() error) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	switch {
+	case c.ok:
+		return nil
+	case c.tries >= attachTries:
+		return fmt.Errorf("%d tries failed, the last: %w", c.tries, c.err)
+	}
+	c.tries++
+	c.err = try()
+	c.ok = c.err == nil
+	return c.err
+}
 
 // RequireAttach skips the test unless this bpftrace can really attach a
 // uprobe here: installed, tracefs mounted (mounting it if needed), and the
-// kernel and privileges allow BPF uprobes. The check runs once per process
-// and bpftrace; later calls reuse its answer.
+// kernel and privileges allow BPF uprobes. In CI it fails the test
+// instead (SkipMissing). A success is kept for the process; a failure is
+// tried again by the next caller, attachTries times in all.
 func (b Bpftrace) RequireAttach(t testing.TB) {
 	t.Helper()
 	b.Require(t)
-	check, _ := attach.LoadOrStore(b.Name, sync.OnceValue(func() error { return tryAttach(b) }))
-	if err := check.(func() error)(); err != nil {
-		t.Skipf("tracetest: bpftrace %s cannot attach probes on this machine: %v", b.Name, err)
+	check, _ := attach.LoadOrStore(b.Name, new(attachCheck))
+	if err := check.(*attachCheck).run(func() error { return tryAttach(b) }); err != nil {
+		SkipMissing(t, "tracetest: bpftrace %s cannot attach probes on this machine: %v (scripts/setup.sh installs bpftrace and mounts tracefs; the kernel must let root attach BPF uprobes)", b.Name, err)
 	}
 }

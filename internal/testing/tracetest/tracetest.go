@@ -1,7 +1,9 @@
 // Package tracetest lets end-to-end tests decide whether this machine can
 // run the real USDT consumers (bpftrace, bcc's tplist, gdb, perf, readelf)
-// and skip, saying why, when it cannot. A test that needs a consumer must
-// never pass silently without one: it calls Require or RequireAttach first.
+// and skip, saying why, when it cannot; in CI ($CI set) a missing
+// consumer fails the test instead (SkipMissing). A test that needs a
+// consumer must never pass silently without one: it calls Require or
+// RequireAttach first.
 package tracetest
 
 import (
@@ -28,7 +30,8 @@ func Have(tool string) bool {
 	return err == nil
 }
 
-// Require skips the test unless every tool is on PATH.
+// Require skips the test unless every tool is on PATH (in CI it fails
+// it: SkipMissing).
 func Require(t testing.TB, tools ...string) {
 	t.Helper()
 	var missing []string
@@ -38,7 +41,7 @@ func Require(t testing.TB, tools ...string) {
 		}
 	}
 	if len(missing) > 0 {
-		t.Skipf("tracetest: %s not found on PATH (on Debian, scripts/setup.sh installs every tracer the tests use)",
+		SkipMissing(t, "tracetest: %s not found on PATH (on Debian, scripts/setup.sh installs every tracer the tests use)",
 			strings.Join(missing, ", "))
 	}
 }
@@ -233,4 +236,21 @@ func output(timeout time.Duration, command func(context.Context) *exec.Cmd) (str
 		return s, fmt.Errorf("%s: %v\n%s", strings.Join(cmd.Args, " "), err, s)
 	}
 	return s, nil
+}
+
+// NobodyDir returns a new directory that every user may enter and read,
+// for copies of binaries that a test runs as nobody (setpriv): a test's
+// own temporary directories are its user's alone. It is removed when the
+// test ends.
+func NobodyDir(t testing.TB) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "usdt-nobody-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }

@@ -1,12 +1,17 @@
 package tracetest
 
 import (
+	"fmt"
+	"os"
+	"os/exec"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 )
 
+// TestRequireAttach attaches the host's bpftrace: where it cannot, the
+// test skips, and in CI fails, saying why.
 func TestRequireAttach(t *testing.T) {
 	RequireAttach(t)
 	// A second call must answer from the cache, not attach again.
@@ -75,6 +80,8 @@ func TestOutput(t *testing.T) {
 }
 
 func TestRequireSkipsWithReason(t *testing.T) {
+	// Outside CI: TestSkipMissing checks what CI changes.
+	t.Setenv("CI", "")
 	tests := []struct {
 		tools    []string
 		wantSkip bool
@@ -94,5 +101,79 @@ func TestRequireSkipsWithReason(t *testing.T) {
 				t.Errorf("Require(%v) skipped = %v, want %v", tc.tools, skipped, tc.wantSkip)
 			}
 		})
+	}
+}
+
+func TestCI(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "true": true, "1": true, "yes": true} {
+		t.Setenv("CI", v)
+		if got := CI(); got != want {
+			t.Errorf("CI=%q: CI() = %v, want %v", v, got, want)
+		}
+	}
+}
+
+// skipMissingChild marks the run of this test binary in which
+// TestSkipMissing's child calls SkipMissing.
+const skipMissingChild = "TRACETEST_SKIP_MISSING_CHILD"
+
+// TestSkipMissing runs SkipMissing in a child test process, with CI set
+// and without: in CI the test fails, saying what is missing; elsewhere
+// it skips, saying the same.
+func TestSkipMissing(t *testing.T) {
+	if os.Getenv(skipMissingChild) != "" {
+		SkipMissing(t, "the frobnicator is missing (make frobnicator builds it)")
+		return
+	}
+	for _, tc := range []struct{ ci, want string }{{"", "--- SKIP: TestSkipMissing"}, {"true", "--- FAIL: TestSkipMissing"}} {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestSkipMissing$", "-test.v")
+		cmd.Env = append(os.Environ(), skipMissingChild+"=1", "CI="+tc.ci)
+		out, err := cmd.CombinedOutput()
+		if (err != nil) != (tc.ci != "") {
+			t.Errorf("CI=%q: the child ended with %v, want failure %v:\n%s", tc.ci, err, tc.ci != "", out)
+		}
+		for _, want := range []string{tc.want, "the frobnicator is missing (make frobnicator builds it)"} {
+			if !strings.Contains(string(out), want) {
+				t.Errorf("CI=%q: the child's output lacks %q:\n%s", tc.ci, want, out)
+			}
+		}
+	}
+}
+
+// TestAttachCheckRetries checks that a failed attach is tried again, up
+// to attachTries times, and a success kept.
+func TestAttachCheckRetries(t *testing.T) {
+	var c attachCheck
+	tries := 0
+	flaky := func() error {
+		tries++
+		if tries < attachTries {
+			return fmt.Errorf("try %d timed out", tries)
+		}
+		return nil
+	}
+	for i := 1; i < attachTries; i++ {
+		if err := c.run(flaky); err == nil {
+			t.Fatalf("call %d passed, want its try's error", i)
+		}
+	}
+	for i := 0; i < 2; i++ {
+		if err := c.run(flaky); err != nil {
+			t.Fatalf("call after %d tries: %v, want success", tries, err)
+		}
+	}
+	if tries != attachTries {
+		t.Errorf("tried %d times, want %d: a success is kept", tries, attachTries)
+	}
+	var broken attachCheck
+	tries = 0
+	fail := func() error { tries++; return fmt.Errorf("no uprobes here") }
+	for range attachTries + 2 {
+		if err := broken.run(fail); err == nil || !strings.Contains(err.Error(), "no uprobes here") {
+			t.Fatalf("error %v, want the try's", err)
+		}
+	}
+	if tries != attachTries {
+		t.Errorf("tried %d times, want %d", tries, attachTries)
 	}
 }

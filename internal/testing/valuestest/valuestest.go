@@ -18,7 +18,8 @@ import (
 // Read makes the plan's copies for arguments that hold args, from
 // /proc/self/mem, into a value area of the size the tracer's events
 // have: what a nil pointer or a fault leaves is zeros, as with the BPF
-// program's reads.
+// program's reads, and a read that faults sets its bit in the area's
+// status word, as they do.
 func Read(p *values.Plan, args []uint64) ([]byte, error) {
 	mem, err := os.Open("/proc/self/mem")
 	if err != nil {
@@ -27,7 +28,7 @@ func Read(p *values.Plan, args []uint64) ([]byte, error) {
 	defer mem.Close()
 	area := make([]byte, values.AreaSize+values.OpMax)
 	word := func(at uint16) uint64 { return binary.LittleEndian.Uint64(area[at:]) }
-	for _, op := range p.Ops {
+	for j, op := range p.Ops {
 		var from uint64
 		n := uint64(op.Max)
 		switch op.From {
@@ -46,6 +47,7 @@ func Read(p *values.Plan, args []uint64) ([]byte, error) {
 		dst := area[op.Dst : int(op.Dst)+int(n)]
 		if _, err := mem.ReadAt(dst, int64(from)); err != nil {
 			clear(dst)
+			binary.LittleEndian.PutUint32(area, binary.LittleEndian.Uint32(area)|1<<j)
 		}
 	}
 	return area, nil

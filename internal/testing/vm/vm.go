@@ -229,10 +229,7 @@ func Accel(arch string) string {
 func kvmBoots(arch string) string {
 	// Any kernel of the arch will do; the caller's is not known here, so
 	// the probe uses the cache's.
-	k, err := Kernels()
-	if err != nil {
-		return "tcg"
-	}
+	k, _ := Kernels() // those there, if some are missing
 	for _, kk := range k {
 		if kk.Arch != arch {
 			continue

@@ -2,6 +2,7 @@ package vm
 
 import (
 	"context"
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -10,14 +11,14 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // TestCpio checks the archive with GNU cpio, which reads the newc format
 // as the kernel does.
 func TestCpio(t *testing.T) {
-	if _, err := exec.LookPath("cpio"); err != nil {
-		t.Skip("cpio not found (Debian: apt-get install cpio)")
-	}
+	tracetest.Require(t, "cpio")
 	files := []cpioFile{
 		{name: "dev", mode: modeDir | 0o755},
 		{name: "dev/console", mode: modeChar | 0o600, rdev: [2]uint32{5, 1}},
@@ -50,14 +51,59 @@ func TestCpio(t *testing.T) {
 	}
 }
 
+// cachedKernels returns the kernels of the cache. Without any, t skips;
+// for each Expected one missing, a subtest named after it skips; both
+// fail in CI instead, saying how to build the images
+// (tracetest.SkipMissing).
+func cachedKernels(t *testing.T) []Kernel {
+	t.Helper()
+	ks, err := Kernels()
+	var missing *MissingError
+	switch {
+	case errors.As(err, &missing):
+		for _, name := range missing.Missing {
+			t.Run(name, func(t *testing.T) { tracetest.SkipMissing(t, "%v", err) })
+		}
+	case err != nil:
+		tracetest.SkipMissing(t, "%v", err)
+	}
+	return ks
+}
+
+// TestKernelsMissing checks that Kernels names the Expected kernels a
+// cache lacks, and still lists those it holds.
+func TestKernelsMissing(t *testing.T) {
+	cache := t.TempDir()
+	t.Setenv("USDT_VM_CACHE", cache)
+	if ks, err := Kernels(); !errors.Is(err, ErrNoImages) || len(ks) != 0 {
+		t.Errorf("an empty cache: %v, %v; want no kernel and ErrNoImages", ks, err)
+	}
+	for dir, release := range map[string]string{"bookworm-amd64": "6.1.0-56-amd64", "bullseye-amd64": "5.10.0-46-amd64"} {
+		if err := os.MkdirAll(filepath.Join(cache, "kernels", dir), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(cache, "kernels", dir, "release"), []byte(release+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ks, err := Kernels()
+	var missing *MissingError
+	if !errors.As(err, &missing) || !slices.Equal(missing.Missing, []string{"6.1-arm64"}) {
+		t.Errorf("without 6.1-arm64: error %v, want a MissingError naming it", err)
+	}
+	var names []string
+	for _, k := range ks {
+		names = append(names, k.Name())
+	}
+	if want := []string{"5.10-amd64", "6.1-amd64"}; !slices.Equal(names, want) {
+		t.Errorf("kernels %v, want %v", names, want)
+	}
+}
+
 // TestModuleOrder reads the dependencies of the cached kernels' 9p
 // modules: each module comes after the ones modinfo says it depends on.
 func TestModuleOrder(t *testing.T) {
-	ks, err := Kernels()
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, k := range ks {
+	for _, k := range cachedKernels(t) {
 		t.Run(k.Name(), func(t *testing.T) {
 			order, err := moduleOrder(k.Modules, guestModules)
 			if err != nil {
@@ -83,16 +129,9 @@ func TestModuleOrder(t *testing.T) {
 // TestBoot boots every cached kernel with its root and runs a command that
 // reports the kernel's release and writes into the shared directory.
 func TestBoot(t *testing.T) {
-	ks, err := Kernels()
-	if err != nil {
-		t.Skip(err)
-	}
-	for _, k := range ks {
+	for _, k := range cachedKernels(t) {
 		t.Run(k.Name(), func(t *testing.T) {
-			qemu := map[string]string{"amd64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}[k.Arch]
-			if _, err := exec.LookPath(qemu); err != nil {
-				t.Skipf("%s not found (Debian: apt-get install qemu-system-x86 qemu-system-arm)", qemu)
-			}
+			tracetest.Require(t, map[string]string{"amd64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}[k.Arch])
 			dir := t.TempDir()
 			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 			defer cancel()

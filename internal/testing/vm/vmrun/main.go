@@ -30,7 +30,10 @@ func main() {
 	flag.Parse()
 	ks, err := vm.Kernels()
 	if err != nil {
-		fail(err)
+		if len(ks) == 0 {
+			fail(err)
+		}
+		fmt.Fprintf(os.Stderr, "vmrun: %v\n", err) // the others boot
 	}
 	if *list {
 		for _, k := range ks {

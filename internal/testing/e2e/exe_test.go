@@ -1,0 +1,137 @@
+package e2e
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
+)
+
+// lifeSrc waits a second (more under emulation) for a tracer to find it,
+// then calls work 100 times, every 5 ms, and exits 0.6 s later.
+const lifeSrc = `package main
+
+import (
+	"os"
+	"strconv"
+	"time"
+)
+
+func work(i int) int { return i * 2 }
+
+func main() {
+	slack, _ := strconv.Atoi(os.Getenv("` + tracetest.TimeSlackEnv + `"))
+	time.Sleep(time.Duration(max(slack, 1)) * time.Second)
+	for i := range 100 {
+		work(i)
+		time.Sleep(5 * time.Millisecond)
+	}
+	// As a service does between its last request and its exit: trace
+	// reads a process of -exe, as one of -p, at its polls (its counts
+	// every 250 ms), and what it recorded after the last goes with it
+	// (trace says so).
+	time.Sleep(time.Duration(max(slack, 1)) * 600 * time.Millisecond)
+}
+`
+
+// TestTraceExe traces a service by its executable (-exe) while it lives
+// three lives: one that runs when trace starts, and two that start later,
+// one after the other, as a restarted service does. trace prints every
+// call of each of the three processes, and ends on its interrupt.
+func TestTraceExe(t *testing.T) {
+	requireRing(t)
+	bin := buildMain(t, "life", lifeSrc)
+	for _, tc := range []struct {
+		name string
+		args []string
+		// calls counts the calls of main.work by process in trace's
+		// output.
+		calls func(t *testing.T, out string) map[int]int
+	}{
+		{"events", []string{"-json", "main.work"}, func(t *testing.T, out string) map[int]int {
+			calls := map[int]int{}
+			for _, e := range parseTraceJSON(t, out) {
+				if e.Args != nil {
+					calls[e.PID]++
+				}
+			}
+			return calls
+		}},
+		{"stats", []string{"-stats", "main.work"}, func(t *testing.T, out string) map[int]int {
+			// Each process's counts when it ends, under its pid.
+			calls := map[int]int{}
+			for _, block := range strings.Split(out, "process ")[1:] {
+				var pid int
+				if _, err := fmt.Sscanf(block, "%d:", &pid); err != nil {
+					t.Fatalf("a block of counts without its process: %q", block)
+				}
+				calls[pid] = statCounts(block)["main.work"]
+			}
+			return calls
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			life := func() *exec.Cmd {
+				c := exec.Command(bin)
+				if err := c.Start(); err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { c.Process.Kill(); c.Wait() })
+				return c
+			}
+			first := life()
+			tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace", "-transport", "ring", "-exe", bin}, tc.args...)...)
+			var out, errOut bytes.Buffer
+			tr.Stdout, tr.Stderr = &out, &errOut
+			if err := tr.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { tr.Process.Kill() })
+			pids := []int{first.Process.Pid}
+			if err := first.Wait(); err != nil {
+				t.Fatal(err)
+			}
+			for range 2 {
+				c := life()
+				pids = append(pids, c.Process.Pid)
+				if err := c.Wait(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The last one's events: read at its exit.
+			time.Sleep(500 * time.Millisecond)
+			tr.Process.Signal(os.Interrupt)
+			done := make(chan error, 1)
+			go func() { done <- tr.Wait() }()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Fatalf("trace -exe: %v\n%s", err, errOut.String())
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("trace -exe did not end on its interrupt:\n%s", errOut.String())
+			}
+			calls := tc.calls(t, out.String())
+			for _, pid := range pids {
+				if calls[pid] != 100 {
+					t.Errorf("process %d: trace saw %d calls of main.work, want 100", pid, calls[pid])
+				}
+				if !strings.Contains(errOut.String(), fmt.Sprintf("process %d runs ", pid)) {
+					t.Errorf("trace does not say that it traces process %d", pid)
+				}
+			}
+			if len(calls) != len(pids) {
+				t.Errorf("calls of %d processes, want %d: %v", len(calls), len(pids), calls)
+			}
+			if t.Failed() {
+				t.Logf("stderr:\n%s", errOut.String())
+			}
+		})
+	}
+}

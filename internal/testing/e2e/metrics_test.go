@@ -1,0 +1,197 @@
+package e2e
+
+// Tests of trace -stats's metrics with their real consumer: a Prometheus
+// v3 server (built by scripts/prometheus.sh) that scrapes trace -metrics
+// and takes -otlp's metrics on its OTLP receiver, and answers for both on
+// its query API.
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
+)
+
+// prometheusBinary is the Prometheus scripts/prometheus.sh builds; the
+// test skips without it, and fails in CI (tracetest.SkipMissing).
+func prometheusBinary(t *testing.T) string {
+	t.Helper()
+	dir := os.Getenv("USDT_PROMETHEUS_DIR")
+	if dir == "" {
+		dir = "/var/cache/go-usdt/prometheus"
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".complete")); err != nil {
+		tracetest.SkipMissing(t, "Prometheus is not built in %s (scripts/prometheus.sh, make prometheus, builds it, once, in about 4 minutes): %v", dir, err)
+	}
+	return filepath.Join(dir, "prometheus")
+}
+
+// startPrometheus starts Prometheus on a loopback port with its OTLP
+// receiver on, scraping target (host:port) every second unless target is
+// empty, and returns its base URL; it stops it when the test ends.
+func startPrometheus(t *testing.T, target string) string {
+	t.Helper()
+	bin := prometheusBinary(t)
+	port := freePorts(t, 1)[0]
+	dir := t.TempDir()
+	config := filepath.Join(dir, "prometheus.yml")
+	scrape := ""
+	if target != "" {
+		scrape = fmt.Sprintf("scrape_configs:\n  - job_name: usdt\n    static_configs:\n      - targets: [%q]\n", target)
+	}
+	writeFile(t, config, "global:\n  scrape_interval: 1s\n"+scrape)
+	proc := startServer(t, exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--web.enable-otlp-receiver"))
+	api := fmt.Sprintf("http://127.0.0.1:%d", port)
+	waitFor(t, 60*time.Second, "Prometheus ready", func() bool {
+		if exited, err := proc.exited(); exited {
+			t.Fatalf("Prometheus exited: %v\n%s", err, proc.output())
+		}
+		resp, err := http.Get(api + "/-/ready")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	})
+	return api
+}
+
+// promQuery returns the value of the single series query selects in
+// Prometheus at api, now; ok is false when there is none.
+func promQuery(t *testing.T, api, query string) (value float64, ok bool) {
+	t.Helper()
+	resp, err := http.Get(api + "/api/v1/query?query=" + url.QueryEscape(query))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string
+		Data   struct {
+			Result []struct {
+				Value [2]any
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil {
+		t.Fatal(err)
+	}
+	if r.Status != "success" || len(r.Data.Result) != 1 {
+		return 0, false
+	}
+	s, _ := r.Data.Result[0].Value[1].(string)
+	v, err := strconv.ParseFloat(s, 64)
+	return v, err == nil
+}
+
+// TestMetricsPrometheus has a real Prometheus take trace -stats's counts
+// of a program that makes 200,000 calls of step, by each way there is:
+// scraped from -metrics while the program idles after its calls, counted
+// in the program (ring) or in the kernel (BPF); pushed by -otlp to its
+// OTLP receiver when trace ends, the program's calls over, with the
+// OpenTelemetry SDK's default interval of 60 s, which only the last push
+// can beat; and pushed every half second while the program idles, to
+// the endpoint of OTEL_EXPORTER_OTLP_METRICS_ENDPOINT, -otlp's URL
+// unused. Each time Prometheus's query API shows every call, as many
+// durations in the histogram, whose sum is positive, and all of them in
+// the buckets up to 2^36 ns.
+func TestMetricsPrometheus(t *testing.T) {
+	const calls = 200000
+	for _, c := range []struct {
+		name      string
+		transport string
+		// otlp pushes to Prometheus's receiver: through -otlp's base URL,
+		// or through env, OTEL_EXPORTER_OTLP_METRICS_ENDPOINT; else
+		// Prometheus scrapes -metrics.
+		otlp, env bool
+		// idle keeps the program, and trace, running after the calls:
+		// Prometheus must see them while trace runs.
+		idle bool
+	}{
+		{name: "scraped/ring", transport: "ring", idle: true},
+		{name: "scraped/bpf", transport: "bpf", idle: true},
+		{name: "otlp/at the end", transport: "ring", otlp: true},
+		{name: "otlp/OTEL_EXPORTER_OTLP_METRICS_ENDPOINT while it runs", transport: "ring", otlp: true, env: true, idle: true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			if c.transport == "bpf" {
+				requireBPF(t)
+			} else {
+				requireRing(t)
+			}
+			bin := buildFixtureRules(t, "signals")
+			args := []string{"trace", "-transport", c.transport, "-stats"}
+			var api string
+			env := os.Environ()
+			switch {
+			case !c.otlp:
+				addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+				api = startPrometheus(t, addr)
+				args = append(args, "-metrics", addr)
+			case c.env:
+				api = startPrometheus(t, "")
+				// Nobody listens at -otlp's URL: the variable wins.
+				args = append(args, "-otlp", fmt.Sprintf("http://127.0.0.1:%d", freePorts(t, 1)[0]), "-service", "signals")
+				env = append(env, "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="+api+"/api/v1/otlp/v1/metrics", "OTEL_METRIC_EXPORT_INTERVAL=500")
+			default:
+				api = startPrometheus(t, "")
+				args = append(args, "-otlp", api+"/api/v1/otlp", "-service", "signals")
+				env = append(env, "OTEL_METRIC_EXPORT_INTERVAL=60000")
+			}
+			args = append(args, "--", bin, "-calls", strconv.Itoa(calls))
+			if c.idle {
+				args = append(args, "-idle", "60s")
+			}
+			tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), args...)
+			tr.Env = env
+			// In a process group of its own, with the program, which
+			// outlives a trace killed: both end with the test.
+			tr.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			proc := startServer(t, tr)
+			t.Cleanup(func() { syscall.Kill(-tr.Process.Pid, syscall.SIGKILL) })
+			output := func() string { return "trace's output:\n" + proc.output() }
+			if !c.idle {
+				select {
+				case <-proc.done:
+					if proc.err != nil {
+						t.Fatalf("trace: %v\n%s", proc.err, output())
+					}
+				case <-time.After(120 * time.Second * time.Duration(tracetest.TimeSlack)):
+					t.Fatalf("trace did not end in 120 s\n%s", output())
+				}
+			}
+			const fn = `{code_function_name="main.step"}`
+			var got float64
+			waitFor(t, 30*time.Second, fmt.Sprintf("Prometheus to have %d calls of main.step", calls), func() bool {
+				got, _ = promQuery(t, api, "usdt_function_calls_total"+fn)
+				time.Sleep(100 * time.Millisecond)
+				return got == calls
+			}, func() string { return fmt.Sprintf("it has %v", got) }, output)
+			for _, q := range []struct {
+				query string
+				want  func(float64) bool
+				what  string
+			}{
+				{"usdt_function_duration_seconds_count" + fn, func(v float64) bool { return v == calls }, "every call"},
+				{`usdt_function_duration_seconds_bucket{code_function_name="main.step",le="68.719476736"}`, func(v float64) bool { return v == calls }, "every call, none of 68.7 s"},
+				{`count(usdt_function_duration_seconds_bucket{code_function_name="main.step"})`, func(v float64) bool { return v == 18 }, "18 buckets: 17 bounds and +Inf"},
+				{"usdt_function_duration_seconds_sum" + fn, func(v float64) bool { return v > 0 }, "a positive sum of seconds"},
+				{"usdt_events_lost_total", func(v float64) bool { return v == 0 }, "no events lost"},
+			} {
+				if v, ok := promQuery(t, api, q.query); !ok || !q.want(v) {
+					t.Errorf("%s = %v (found %v), want %s", q.query, v, ok, q.what)
+				}
+			}
+		})
+	}
+}
