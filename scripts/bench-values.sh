@@ -5,7 +5,10 @@
 # map, ...) at every call, against handleRaw(unsafe.Pointer), the same
 # request passed as a bare address (an event without values), and against
 # the kernel floor, bpftrace counting the calls of handle (a uprobe and
-# a map update, no event). Untraced times are printed too.
+# a map update, no event). Untraced times are printed too. ring-values and
+# ring-scalar are the same two traced through the in-process ring
+# (trace -transport ring), where every read of a value the probe does not
+# hold is a process_vm_readv of the process itself.
 #
 # Environment:
 #   COUNT=3      passes (the summary gives the median)
@@ -40,13 +43,15 @@ for ((i = 1; i <= COUNT; i++)); do
 	done
 	echo "trace-values $("$tool" trace -transport bpf main.handle -- "$bin" -mode req -n "$N" 2>&1 >"$OUT/events-req" | loopNs)" >>"$raw"
 	echo "trace-scalar $("$tool" trace -transport bpf main.handleRaw -- "$bin" -mode raw -n "$N" 2>&1 >"$OUT/events-raw" | loopNs)" >>"$raw"
+	echo "ring-values $("$tool" trace -transport ring main.handle -- "$bin" -mode req -n "$N" 2>&1 >"$OUT/ring-req" | loopNs)" >>"$raw"
+	echo "ring-scalar $("$tool" trace -transport ring main.handleRaw -- "$bin" -mode raw -n "$N" 2>&1 >"$OUT/ring-raw" | loopNs)" >>"$raw"
 	echo "bpftrace-count $(bpftrace -e "usdt:$bin:vals:entry__main__handle { @n = count(); }" -c "$bin -mode req -n $N" 2>&1 | loopNs)" >>"$raw"
 done
 echo "# one event of each:" >&2
 head -1 "$OUT/events-req" >&2
 head -1 "$OUT/events-raw" >&2
 printf '%-16s %s\n' case "ns/call (median of $COUNT)"
-for c in untraced-req untraced-raw trace-values trace-scalar bpftrace-count; do
+for c in untraced-req untraced-raw trace-values trace-scalar ring-values ring-scalar bpftrace-count; do
 	awk -v c="$c" -v n="$N" '$1 == c { print $2 / n }' "$raw" | sort -n |
 		awk -v c="$c" '{ v[NR] = $1 } END { printf "%-16s %.0f\n", c, v[int((NR + 1) / 2)] }'
 done

@@ -20,8 +20,8 @@ set -euo pipefail
 # which also take kmod (depmod), qemu-user-static (the arm64 root's
 # ldconfig) and lld (linking against the arm64 root), qemu to boot them
 # and cpio to check the initramfs; make for .ci/run, which calls this
-# before make exists.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap kmod qemu-user-static lld qemu-system-x86 qemu-system-arm cpio make)
+# before make exists; tmux for a terminal to type Ctrl-Z into.
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap kmod qemu-user-static lld qemu-system-x86 qemu-system-arm cpio make tmux)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;
