@@ -442,9 +442,26 @@ func TestRingBufferFull(t *testing.T) {
 // TestRingKilledTracer kills a ring trace with SIGKILL: within two
 // seconds the program turns the probes it turned on off by itself, its
 // semaphores back at zero, and a second trace attaches and counts.
+// Beside bpftrace, attached to one of the same probes, the program
+// takes down only what the ring trace raised: that probe's semaphore
+// goes back to bpftrace's count, not to zero, bpftrace counts every call
+// after the kill, and so does a second ring trace.
 func TestRingKilledTracer(t *testing.T) {
 	requireRing(t)
 	bin := buildFixtureRules(t, "ring")
+	t.Run("alone", func(t *testing.T) { killedTracerAlone(t, bin) })
+	t.Run("beside bpftrace", func(t *testing.T) {
+		requireBPF(t)
+		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+			bt.RequireAttach(t)
+			killedTracerBesideBpftrace(t, bt, bin)
+		})
+	})
+}
+
+// killedTracerAlone kills a ring trace of the ring fixture, bin, while
+// the program calls.
+func killedTracerAlone(t *testing.T, bin string) {
 	prog, stdin, _ := startReady(t, bin, "-wait", "0")
 	fmt.Fprintln(stdin) // it calls until the next line
 	pid := strconv.Itoa(prog.Process.Pid)
@@ -485,6 +502,89 @@ func TestRingKilledTracer(t *testing.T) {
 	}
 	if counts := statCounts(out.String()); counts["main.add"] == 0 {
 		t.Errorf("the second trace counted no call:\n%s", out.String())
+	}
+}
+
+// killedTracerBesideBpftrace attaches bt to the exit probe of the ring
+// fixture's add, then a ring trace while the program calls, and kills
+// the trace: the semaphore of add's exit probe keeps bpftrace's 1 (the
+// low half, the kernel's) throughout, while the ring's flag (the high
+// half) comes and goes. Then the program stops, a second ring trace
+// attaches, and the program makes a known number of calls: bpftrace
+// counts every call of both rounds, the second trace every call of the
+// second.
+func killedTracerBesideBpftrace(t *testing.T, bt tracetest.Bpftrace, bin string) {
+	calls := 20000
+	if tracetest.TimeSlack > 1 {
+		calls = 2000
+	}
+	// The goroutine naps after its calls, for the last poll of trace -p.
+	prog, stdin, lines := startReady(t, bin, "-wait", "-nap", "500ms", "-then", strconv.Itoa(calls), "0")
+	pid := strconv.Itoa(prog.Process.Pid)
+	sems := semaphores(t, bin)
+	bpf, br, bpfErr := countAdds(t, bt, bin)
+	// Only bpftrace's probe counts in the low half, as the kernel
+	// raises it: one slot is 1 (with ringFlag), every other 0.
+	bpftraceOnly := func(words []uint64, ringFlag uint64) bool {
+		ones := 0
+		for _, w := range words {
+			switch w {
+			case ringFlag | 1:
+				ones++
+			case ringFlag:
+			default:
+				return false
+			}
+		}
+		return ones == 1
+	}
+	if on := readUints(t, prog.Process.Pid, sems, 4); !bpftraceOnly(on, 0) {
+		t.Fatalf("with bpftrace attached to one probe, the semaphores' slots are %#x, want one 1 and the rest 0", on)
+	}
+	fmt.Fprintln(stdin) // the first round: calls until the next line
+	tr, _, _ := traceAttached(t, io.Discard, "-v", "-transport", "ring", "-stats", "-p", pid)
+	if on := readUints(t, prog.Process.Pid, sems, 4); !bpftraceOnly(on, 1<<16) {
+		t.Fatalf("traced beside bpftrace, the semaphores' slots are %#x, want one 0x10001 and the rest 0x10000", on)
+	}
+	tr.Process.Kill()
+	tr.Wait()
+	killed := time.Now()
+	for {
+		off := readUints(t, prog.Process.Pid, sems, 4)
+		if bpftraceOnly(off, 0) {
+			break
+		}
+		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
+			t.Fatalf("the semaphores are %#x 2s after the tracer's SIGKILL, want bpftrace's: one 1 and the rest 0", off)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	fmt.Fprintln(stdin) // the first round ends
+	l, _ := lines.ReadString('\n')
+	var first int
+	if _, err := fmt.Sscanf(l, "add=%d ", &first); err != nil || first == 0 {
+		t.Fatalf("the fixture said %q after its first round", l)
+	}
+
+	var out, log strings.Builder
+	tr2, _, errs := traceAttached(t, &out, "-v", "-transport", "ring", "-stats", "-p", pid)
+	logged := make(chan struct{})
+	go func() { io.Copy(&log, errs); close(logged) }()
+	fmt.Fprintln(stdin) // the second round: calls calls
+	if l, _ := lines.ReadString('\n'); !strings.HasPrefix(l, fmt.Sprintf("add=%d ", calls)) {
+		t.Errorf("the fixture said %q after its second round", l)
+	}
+	stdin.Close()
+	prog.Wait()
+	<-logged
+	if err := tr2.Wait(); err != nil {
+		t.Errorf("the second trace: %v\n%s%s", err, out.String(), log.String())
+	}
+	if rest := interruptBpftrace(t, bpf, br); !strings.Contains(rest, fmt.Sprintf("@calls: %d\n", first+calls)) {
+		t.Errorf("bpftrace counted, beside a ring trace killed in the first round of %d calls, then another in the second of %d:\n%s%s", first, calls, rest, bpfErr.String())
+	}
+	if counts := statCounts(out.String()); counts["main.add"] != calls {
+		t.Errorf("the second trace counted %d calls of main.add, want %d:\n%s", counts["main.add"], calls, out.String())
 	}
 }
 

@@ -1,7 +1,7 @@
 // Command ring makes a known number of calls of its probed functions, for
 // the tests of the in-process ring transport:
 //
-//	ring [-g N] [-wait] [-procs] [-nap D] CALLS
+//	ring [-g N] [-wait] [-procs] [-nap D] [-then M] CALLS
 //
 // Each of N goroutines calls add CALLS times, and wide and note (a
 // string) CALLS/100 times; ring then prints "add=A wide=W" with the
@@ -12,6 +12,9 @@
 // and ring prints " napped=NS" after the totals: how long the calls of
 // nap took in all, as ring timed them.
 // With CALLS 0, the goroutines call add until stdin has a line.
+// -then M, after the totals, waits for another line on stdin, then has
+// each goroutine call add M times more (and nap), and prints the totals
+// of those calls alone.
 package main
 
 import (
@@ -74,10 +77,11 @@ func main() {
 	wait := flag.Bool("wait", false, "wait for a line on stdin")
 	procs := flag.Bool("procs", false, "change GOMAXPROCS")
 	sleep := flag.Duration("nap", 0, "call nap, which sleeps this long, after the calls")
+	then := flag.Int("then", 0, "after the totals, wait for a line and call this many times more")
 	flag.Parse()
 	calls, err := strconv.Atoi(flag.Arg(0))
 	if err != nil {
-		fmt.Fprintln(os.Stderr, "usage: ring [-g N] [-wait] [-procs] [-nap D] CALLS")
+		fmt.Fprintln(os.Stderr, "usage: ring [-g N] [-wait] [-procs] [-nap D] [-then M] CALLS")
 		os.Exit(2)
 	}
 	in := bufio.NewReader(os.Stdin)
@@ -92,20 +96,33 @@ func main() {
 			stop.Store(true)
 		}()
 	}
+	round(calls, *goroutines, *procs, *sleep, &stop)
+	if *then > 0 {
+		in.ReadString('\n')
+		adds.Store(0)
+		wides.Store(0)
+		napped.Store(0)
+		round(*then, *goroutines, *procs, *sleep, &stop)
+	}
+}
+
+// round has each of goroutines goroutines make calls calls (until stop,
+// with calls 0), then nap, and prints the totals.
+func round(calls, goroutines int, procs bool, sleep time.Duration, stop *atomic.Bool) {
 	var wg sync.WaitGroup
-	for g := range *goroutines {
+	for g := range goroutines {
 		wg.Go(func() {
-			work(calls, *procs && g == 0, &stop)
-			if *sleep > 0 {
+			work(calls, procs && g == 0, stop)
+			if sleep > 0 {
 				start := time.Now()
-				nap(*sleep)
+				nap(sleep)
 				napped.Add(int64(time.Since(start)))
 			}
 		})
 	}
 	wg.Wait()
 	fmt.Printf("add=%d wide=%d", adds.Load(), wides.Load())
-	if *sleep > 0 {
+	if sleep > 0 {
 		fmt.Printf(" napped=%d", napped.Load())
 	}
 	fmt.Println()

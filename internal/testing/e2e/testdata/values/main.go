@@ -178,6 +178,12 @@ func value(fn, name string, v any) {
 	pointers(reflect.ValueOf(v), map[uintptr]bool{})
 }
 
+// past marks the value printed last as past the tracer's read budget
+// (docs/tracing.md): it shows the first shown elements of a list, then
+// its length; of a map larger than a group, its length alone (shown 0).
+// Only a value marked so may be cut, and by exactly as much.
+func past(shown int) { fmt.Fprintf(os.Stderr, "past %d\n", shown) }
+
 // shown prints what the tracer shows of a value that Go prints
 // otherwise, text (unquoted, as the test reads a quoted one) and JSON
 // written by hand.
@@ -256,6 +262,7 @@ func main() {
 	}
 	b := Big(big)
 	value("main.Big", "a", big)
+	past(16)
 	value("main.Big=", "r1", b)
 
 	many := map[string]int{}
@@ -265,6 +272,9 @@ func main() {
 	for _, m := range []map[string]int{{"c": 3, "a": 1, "b": 2}, {}, nil, many} {
 		c := Count(m)
 		value("main.Count", "m", m)
+		if len(m) > 8 {
+			past(0)
+		}
 		value("main.Count=", "r1", c)
 	}
 	names := map[int]string{10: "ten", -2: "minus two", 3: "three"}
@@ -310,7 +320,13 @@ func main() {
 	for _, xs := range [][]int{{7, 8, 9, 10}, nil, {}, long} {
 		r := Tail(xs)
 		value("main.Tail", "xs", xs)
+		if len(xs) > 16 {
+			past(16)
+		}
 		value("main.Tail=", "r1", r)
+		if len(r) > 16 {
+			past(16)
+		}
 	}
 
 	// Up to 64 bytes of a []byte are read, and the rest counted.
