@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Makes room on the disk for a test run (.ci/run runs it first). A run
+# writes about DISK_NEED_GB: the Go build cache's instrumented builds
+# (each rules file compiles the packages it probes anew), the tests'
+# binaries and output, the VM images, and Jaeger's and Prometheus's
+# builds and modules. A machine that keeps its disk between runs keeps
+# the Go build cache too (the go command trims only entries unused for
+# five days) and whatever a killed run left in /tmp, so this
+#   - removes the go command's and the tests' temporary directories that
+#     earlier runs left (untouched for DISK_STALE_MIN minutes);
+#   - then, when less than DISK_NEED_GB is free, empties the Go build
+#     cache (go clean -cache: the run rebuilds what it needs);
+#   - then, when that is still not enough, says what holds the disk and
+#     exits 1, before any test runs out of room halfway.
+set -euo pipefail
+
+need=${DISK_NEED_GB:-30}
+stale=${DISK_STALE_MIN:-120}
+
+free_gb() { df -BG --output=avail / | tail -1 | tr -dc 0-9; }
+
+echo "disk: $(free_gb) GB free; a run needs about $need GB"
+removed=0
+while IFS= read -r -d '' d; do
+	rm -rf "$d"
+	removed=$((removed + 1))
+done < <(find /tmp -mindepth 1 -maxdepth 1 \( -name 'go-build*' -o -name 'Test*' -o -name 'usdt-*' -o -name 'Fuzz*' \) -mmin +"$stale" -print0 2>/dev/null)
+if ((removed > 0)); then
+	echo "disk: removed $removed directories earlier runs left in /tmp; $(free_gb) GB free"
+fi
+
+if (($(free_gb) < need)); then
+	go=$(command -v go || echo /usr/local/go/bin/go)
+	if [[ -x $go ]]; then
+		cache=$("$go" env GOCACHE)
+		echo "disk: emptying the Go build cache ($(du -sh "$cache" 2>/dev/null | cut -f1) in $cache)"
+		"$go" clean -cache
+		echo "disk: $(free_gb) GB free"
+	fi
+fi
+
+if (($(free_gb) < need)); then
+	echo "disk: only $(free_gb) GB free, and a run needs about $need GB; the largest directories:" >&2
+	du -xh --max-depth=2 / 2>/dev/null | sort -rh | head -15 >&2
+	echo "disk: hint: free space on /, or set DISK_NEED_GB lower to try anyway" >&2
+	exit 1
+fi
