@@ -58,12 +58,17 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		return trace.Run(opt)
 	}
 	bin := opt.Binary
-	if bin == "" {
+	switch {
+	case bin == "" && len(opt.Command) > 0:
 		p, err := exec.LookPath(opt.Command[0])
 		if err != nil {
 			return err
 		}
 		bin = p
+	case bin == "":
+		// -exe of a path in the processes' roots only: its name
+		// names the service, and there is no table to read here.
+		bin = opt.Exe
 	}
 	// /proc/PID/exe names the process's executable only while it runs.
 	if real, err := filepath.EvalSymlinks(bin); err == nil {

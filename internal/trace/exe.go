@@ -3,10 +3,13 @@ package trace
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"syscall"
@@ -29,7 +32,7 @@ const exeScanEvery = 100 * time.Millisecond
 // lines of the processes' events go to opt.Stdout whole; with Stats,
 // each process's counts go there at its end, under a line naming it.
 func RunExe(opt Options) error {
-	exe, err := os.Stat(opt.Exe)
+	exe, err := newExeMatcher(opt.Exe)
 	if err != nil {
 		return err
 	}
@@ -61,7 +64,7 @@ func RunExe(opt Options) error {
 			}
 		}
 		triedMu.Unlock()
-		for _, pid := range exeProcesses(exe) {
+		for _, pid := range exe.processes() {
 			key, ok := procKeyOf(pid)
 			triedMu.Lock()
 			if !ok || tried[key] {
@@ -130,8 +133,47 @@ func procKeyOf(pid int) (procKey, bool) {
 	return procKey{pid, start}, ok
 }
 
-// exeProcesses are the processes that run the executable exe now.
-func exeProcesses(exe os.FileInfo) []int {
+// exeMatcher tells the processes that run an executable, given by its
+// absolute path: the file at that path in trace's own root, under any
+// name (a link, a bind mount), or the file at that path in the
+// process's own root, as a process in a container or a chroot names
+// its executable.
+type exeMatcher struct {
+	path string
+	file os.FileInfo // the file at path here; nil when there is none
+}
+
+// newExeMatcher matches the processes of the executable at path, which
+// need not exist in trace's own root when it is absolute.
+func newExeMatcher(path string) (exeMatcher, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case err == nil:
+		return exeMatcher{path: path, file: fi}, nil
+	case errors.Is(err, fs.ErrNotExist) && filepath.IsAbs(path):
+		return exeMatcher{path: filepath.Clean(path)}, nil
+	}
+	return exeMatcher{}, err
+}
+
+// matches reports whether process pid runs the executable. A process
+// trace may not inspect (another user's, without CAP_SYS_PTRACE) never
+// matches.
+func (m exeMatcher) matches(pid int) bool {
+	proc := "/proc/" + strconv.Itoa(pid)
+	exe, err := os.Stat(proc + "/exe")
+	if err != nil {
+		return false
+	}
+	if m.file != nil && os.SameFile(exe, m.file) {
+		return true
+	}
+	in, err := os.Stat(proc + "/root" + m.path)
+	return err == nil && os.SameFile(exe, in)
+}
+
+// processes are the processes that run the executable now, but trace.
+func (m exeMatcher) processes() []int {
 	d, err := os.Open("/proc")
 	if err != nil {
 		return nil
@@ -144,7 +186,7 @@ func exeProcesses(exe os.FileInfo) []int {
 		if err != nil || pid == os.Getpid() {
 			continue
 		}
-		if fi, err := os.Stat("/proc/" + n + "/exe"); err == nil && os.SameFile(fi, exe) {
+		if m.matches(pid) {
 			pids = append(pids, pid)
 		}
 	}

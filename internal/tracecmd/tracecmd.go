@@ -39,7 +39,9 @@ too with -interval D (each time what was counted since the last).
 -exe PATH traces every process that runs the executable PATH: those that
 run, and those that start later (a restart, a replica), each from when
 trace finds it, within 0.1 s of its start, until it exits, and until
-Ctrl-C; with -stats, each process's counts print when it ends.
+Ctrl-C; with -stats, each process's counts print when it ends. An
+absolute PATH also matches in each process's own root (a container's
+image, a chroot), and need not exist in trace's.
 -metrics ADDR serves what -stats counts for Prometheus at
 http://ADDR/metrics while it runs (usdt_function_calls_total and
 usdt_function_duration_seconds by code_function_name, and
@@ -193,16 +195,27 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		fmt.Fprintln(stderr, "usdt-toolexec trace:", exp.check())
 		return 2
 	case opt.Exe != "":
-		// As /proc/PID/exe names it: the file, its links resolved.
+		// As /proc/PID/exe names it: the file, its links resolved. A
+		// path that is not in trace's own root names the executable
+		// in the processes' roots (a container's image, a chroot):
+		// trace has no copy of it to read its symbols from.
 		exe, err := filepath.Abs(opt.Exe)
 		if err == nil {
 			exe, err = filepath.EvalSymlinks(exe)
 		}
-		if err != nil {
-			fmt.Fprintf(stderr, "usdt-toolexec trace: -exe %s: %v\n", values.Escape(opt.Exe), err)
+		switch {
+		case err == nil:
+			opt.Exe, opt.Binary = exe, exe
+		case errors.Is(err, os.ErrNotExist) && filepath.IsAbs(opt.Exe):
+			opt.Exe = filepath.Clean(opt.Exe)
+			if exp.Pprof != "" {
+				fmt.Fprintf(stderr, "usdt-toolexec trace: -exe %s: not here, only in the roots of the processes that run it: -pprof needs the executable here to name their functions\n", values.Escape(opt.Exe))
+				return 2
+			}
+		default:
+			fmt.Fprintf(stderr, "usdt-toolexec trace: -exe %s: %v (a path that is only in the processes' roots, as in a container, must be absolute)\n", values.Escape(opt.Exe), err)
 			return 1
 		}
-		opt.Exe, opt.Binary = exe, exe
 	case opt.PID != 0:
 		opt.Binary = "/proc/" + strconv.Itoa(opt.PID) + "/exe"
 		if _, err := os.Stat(opt.Binary); err != nil {

@@ -106,17 +106,7 @@ func TestTraceExe(t *testing.T) {
 			}
 			// The last one's events: read at its exit.
 			time.Sleep(500 * time.Millisecond)
-			tr.Process.Signal(os.Interrupt)
-			done := make(chan error, 1)
-			go func() { done <- tr.Wait() }()
-			select {
-			case err := <-done:
-				if err != nil {
-					t.Fatalf("trace -exe: %v\n%s", err, errOut.String())
-				}
-			case <-time.After(30 * time.Second):
-				t.Fatalf("trace -exe did not end on its interrupt:\n%s", errOut.String())
-			}
+			interruptExe(t, tr, &errOut)
 			calls := tc.calls(t, out.String())
 			for _, pid := range pids {
 				if calls[pid] != 100 {
@@ -133,5 +123,80 @@ func TestTraceExe(t *testing.T) {
 				t.Logf("stderr:\n%s", errOut.String())
 			}
 		})
+	}
+}
+
+// TestTraceExeInRoot traces, by -exe, a process that runs in a root of
+// its own (chroot, as a container's process runs in its image): the
+// path -exe names is the executable's in that root, and nothing is at
+// it in trace's. trace finds the process, says so, and prints every
+// call; -pprof, which needs the executable in trace's own root to name
+// the functions, is refused with the reason.
+func TestTraceExeInRoot(t *testing.T) {
+	requireRing(t)
+	if os.Geteuid() != 0 {
+		tracetest.SkipMissing(t, "chroot needs root")
+	}
+	bin := buildMain(t, "life", lifeSrc)
+	root := t.TempDir()
+	// An absolute path that is nowhere but in the process's root.
+	inRoot := filepath.Join("/", "usdt-e2e-"+filepath.Base(root), "life")
+	if _, err := os.Stat(inRoot); err == nil {
+		t.Fatalf("%s exists in trace's root", inRoot)
+	}
+	if err := os.MkdirAll(filepath.Dir(filepath.Join(root, inRoot)), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	copyFile(t, bin, filepath.Join(root, inRoot))
+
+	tool := filepath.Join(toolsDir, "usdt-toolexec")
+	out, err := exec.Command(tool, "trace", "-pprof", filepath.Join(t.TempDir(), "p"), "-exe", inRoot).CombinedOutput()
+	if err == nil || !strings.Contains(string(out), "-pprof needs the executable here") {
+		t.Errorf("trace -pprof -exe of a path only in the processes' roots: %v, want it refused with the reason:\n%s", err, out)
+	}
+
+	tr := exec.Command(tool, "trace", "-transport", "ring", "-json", "-exe", inRoot, "main.work")
+	var trOut, errOut bytes.Buffer
+	tr.Stdout, tr.Stderr = &trOut, &errOut
+	if err := tr.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Process.Kill() })
+	life := exec.Command("chroot", root, inRoot)
+	if err := life.Run(); err != nil {
+		t.Fatalf("chroot %s %s: %v", root, inRoot, err)
+	}
+	// Its last events: read at its exit.
+	time.Sleep(500 * time.Millisecond)
+	interruptExe(t, tr, &errOut)
+	pid := life.Process.Pid
+	calls := 0
+	for _, e := range parseTraceJSON(t, trOut.String()) {
+		if e.Args != nil && e.PID == pid {
+			calls++
+		}
+	}
+	if calls != 100 {
+		t.Errorf("trace saw %d calls of main.work in process %d, want 100\nstderr:\n%s", calls, pid, errOut.String())
+	}
+	if !strings.Contains(errOut.String(), fmt.Sprintf("process %d runs %s", pid, inRoot)) {
+		t.Errorf("trace does not say that it traces process %d:\n%s", pid, errOut.String())
+	}
+}
+
+// interruptExe interrupts tr, a trace -exe, which must end within 30 s
+// with status 0; errOut is its stderr.
+func interruptExe(t *testing.T, tr *exec.Cmd, errOut *bytes.Buffer) {
+	t.Helper()
+	tr.Process.Signal(os.Interrupt)
+	done := make(chan error, 1)
+	go func() { done <- tr.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("trace -exe: %v\n%s", err, errOut.String())
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("trace -exe did not end on its interrupt:\n%s", errOut.String())
 	}
 }
