@@ -20,8 +20,9 @@ set -euo pipefail
 # which also take kmod (depmod), qemu-user-static (the arm64 root's
 # ldconfig) and lld (linking against the arm64 root), qemu to boot them
 # and cpio to check the initramfs; make for .ci/run, which calls this
-# before make exists; tmux for a terminal to type Ctrl-Z into.
-packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap kmod qemu-user-static lld qemu-system-x86 qemu-system-arm cpio make tmux)
+# before make exists; tmux for a terminal to type Ctrl-Z into; systemd for
+# systemd-analyze, which checks the example unit of docs/service.md.
+packages=(bpftrace bpfcc-tools gdb linux-perf binutils systemtap-sdt-dev clang libbpf-dev gcc-aarch64-linux-gnu libc6-dev-arm64-cross debootstrap kmod qemu-user-static lld qemu-system-x86 qemu-system-arm cpio make tmux systemd)
 tracefs=/sys/kernel/tracing
 
 # need prints the commands that would make the machine ready, one a line;
