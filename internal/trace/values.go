@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
@@ -136,16 +137,41 @@ func (t *typeNames) forget(pid int) {
 
 // early is of for a process trace has just started or taken, before any
 // of its events: the kernel tells the parent an exec succeeded before it
-// maps the executable, so an answer that it is not mapped yet is not
-// kept, and the first event asks again.
+// maps the executable, so while the answer is that it is not mapped yet,
+// early asks again, every millisecond for up to 5 s, on a goroutine of
+// its own. Its events may be decoded long after the process has exited
+// (through BPF, on a loaded machine), when its memory map is gone: the
+// answer must be had while it lives.
 func (t *typeNames) early(pid int) {
 	if t == nil || t.f.Type != elf.ET_DYN {
 		return
 	}
-	if n, err := t.load(pid); !errors.Is(err, errNotYetMapped) {
-		t.mu.Lock()
+	n, err := t.load(pid)
+	if !errors.Is(err, errNotYetMapped) {
+		t.set(pid, n)
+		return
+	}
+	go func() {
+		for end := time.Now().Add(5 * time.Second); time.Now().Before(end); time.Sleep(time.Millisecond) {
+			n, err := t.load(pid)
+			if errors.Is(err, errNotYetMapped) {
+				continue
+			}
+			if n != nil {
+				t.set(pid, n)
+			}
+			return
+		}
+	}()
+}
+
+// set keeps n as what names the types of process pid, unless n is nil
+// and something is kept already.
+func (t *typeNames) set(pid int, n values.Namer) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n != nil || t.loaded[pid] == nil {
 		t.loaded[pid] = n
-		t.mu.Unlock()
 	}
 }
 
