@@ -15,7 +15,7 @@ STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # "context deadline exceeded", no input written (go.dev/issue/75804).
 FUZZ_PROVIDER   ?= 400000x
 FUZZ_RULES      ?= 250000x
-FUZZ_REWRITE    ?= 6000x
+FUZZ_REWRITE    ?= 1500x
 FUZZ_PROBETABLE ?= 400000x
 FUZZ_RECORD     ?= 50000x
 FUZZ_NOTES      ?= 450000x

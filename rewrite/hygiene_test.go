@@ -251,49 +251,209 @@ func testHygiene(t *testing.T, tt hygieneCase, text string) {
 	compile(t, "amd64", out, res)
 }
 
-// FuzzInstrument instruments every function of a one-file package that
-// type-checks, and requires the instrumented package to type-check too.
-// The seeds are the hygiene cases and the programs of ../testdata/corpus.
-func FuzzInstrument(f *testing.F) {
+// TestInstrumentSources instruments every function of each hygiene case
+// and of each program of ../testdata/corpus, as files of their own, and
+// requires the instrumented package to type-check.
+func TestInstrumentSources(t *testing.T) {
+	var srcs []string
 	for _, tt := range hygieneCases {
 		for _, src := range tt.files {
-			f.Add(src)
+			srcs = append(srcs, src)
 		}
 	}
 	corpus, err := filepath.Glob(filepath.Join("..", "testdata", "corpus", "*", "*.go"))
 	if err != nil {
-		f.Fatal(err)
+		t.Fatal(err)
 	}
 	for _, path := range corpus {
 		src, err := os.ReadFile(path)
 		if err != nil {
-			f.Fatal(err)
+			t.Fatal(err)
 		}
-		f.Add(string(src))
+		srcs = append(srcs, string(src))
 	}
-	f.Fuzz(func(t *testing.T, src string) {
+	for i, src := range srcs {
+		t.Run(fmt.Sprint(i), func(t *testing.T) {
+			paths := writeFiles(t, map[string]string{"a.go": src})
+			if typeCheckFiles(t, paths) != nil {
+				t.Skip("a file that type-checks only beside its package's others")
+			}
+			instrumentChecked(t, paths)
+		})
+	}
+}
+
+// FuzzInstrument instruments every function of a package that the
+// fuzzer's bytes choose (genPackage): every choice makes a package that
+// type-checks, so that each input reaches the instrumenter, which must
+// make a package that type-checks too, whatever the signatures and
+// bodies.
+func FuzzInstrument(f *testing.F) {
+	for _, seed := range []string{"", "\x00", "\x03\x11\x22\x33\x44\x55", "\xff\xfe\xfd\xfc\xfb\xfa\xf9\xf8\xf7\xf6", "generic methods and deferred recovers", strings.Repeat("\x07\x05\x03", 20)} {
+		f.Add([]byte(seed))
+	}
+	f.Fuzz(func(t *testing.T, choices []byte) {
+		src := genPackage(choices)
 		paths := writeFiles(t, map[string]string{"a.go": src})
-		if typeCheckFiles(t, paths) != nil {
-			t.Skip("not a package that type-checks")
+		if err := typeCheckFiles(t, paths); err != nil {
+			t.Fatalf("genPackage made a package that does not type-check: %v\n%s", err, src)
 		}
-		for _, text := range []string{deferred, atReturns, inlined} {
-			res, _, err := instrumentAll(t, paths, text)
-			if err != nil {
-				t.Fatalf("instrumenting a package that type-checks: %v", err)
-			}
-			if res == nil || res.Skipped != "" {
-				return
-			}
-			if err := typeCheckFiles(t, written(t, res)); err != nil {
-				var gen []byte
-				for _, p := range res.Files {
-					b, _ := os.ReadFile(p)
-					gen = append(append(gen, "\n==> "+filepath.Base(p)+"\n"...), b...)
-				}
-				t.Fatalf("instrumented package does not type-check (%q): %v\n%s", text, err, gen)
-			}
-		}
+		instrumentChecked(t, paths)
 	})
+}
+
+// instrumentChecked instruments every function of the package at paths,
+// with the exit probes at the returns, deferred and inlined ones split,
+// and requires each instrumented package to type-check.
+func instrumentChecked(t *testing.T, paths []string) {
+	t.Helper()
+	for _, text := range []string{deferred, atReturns, inlined} {
+		res, _, err := instrumentAll(t, paths, text)
+		if err != nil {
+			t.Fatalf("instrumenting a package that type-checks: %v", err)
+		}
+		if res == nil || res.Skipped != "" {
+			continue
+		}
+		if err := typeCheckFiles(t, written(t, res)); err != nil {
+			var gen []byte
+			for _, p := range res.Files {
+				b, _ := os.ReadFile(p)
+				gen = append(append(gen, "\n==> "+filepath.Base(p)+"\n"...), b...)
+			}
+			t.Fatalf("instrumented package does not type-check (%q): %v\n%s", text, err, gen)
+		}
+	}
+}
+
+// genPackage writes a one-file package of package shop from choices,
+// each byte choosing the next part (zero when they run out): functions,
+// methods on a value or a pointer receiver, and generic functions, with
+// parameters and results of many types (variadic, named, unnamed,
+// blank), and bodies of defers, recovers, closures, goroutines, loops,
+// labels, panics and returns, bare or not. Whatever the bytes, the
+// package type-checks.
+func genPackage(choices []byte) string {
+	next := func() int {
+		if len(choices) == 0 {
+			return 0
+		}
+		c := int(choices[0])
+		choices = choices[1:]
+		return c
+	}
+	type typ struct{ name, zero string }
+	types := []typ{
+		{"int", "0"}, {"string", `""`}, {"[]byte", "nil"}, {"error", "nil"}, {"any", "nil"},
+		{"*Box", "nil"}, {"Box", "Box{}"}, {"map[string]int", "nil"}, {"func() int", "nil"},
+		{"[3]int16", "[3]int16{}"}, {"chan int", "nil"}, {"float64", "0"}, {"bool", "false"},
+		{"uintptr", "0"}, {"struct{ A, B int }", "struct{ A, B int }{}"}, {"complex128", "0"},
+	}
+	var b strings.Builder
+	b.WriteString("package shop\n\nimport \"errors\"\n\nvar errNo = errors.New(\"no\")\n\ntype Box struct {\n\tN int\n\tS string\n}\n")
+	funcs := 1 + next()%5
+	for f := range funcs {
+		kind := next() % 4
+		recv, tparams, name := "", "", fmt.Sprintf("F%d", f)
+		switch kind {
+		case 1:
+			recv = "(b Box) "
+		case 2:
+			recv = "(b *Box) "
+		case 3:
+			tparams = "[T any]"
+		}
+		var params []string
+		var paramNames []string
+		for p := range next() % 5 {
+			t := types[next()%len(types)].name
+			if kind == 3 && next()%2 == 0 {
+				t = "T"
+			}
+			pname := fmt.Sprintf("p%d", p)
+			if next()%5 == 0 {
+				pname = "_"
+			} else {
+				paramNames = append(paramNames, pname)
+			}
+			params = append(params, pname+" "+t)
+		}
+		if next()%4 == 0 {
+			params = append(params, "rest ...int")
+			paramNames = append(paramNames, "rest")
+		}
+		var results []typ
+		for range next() % 4 {
+			results = append(results, types[next()%len(types)])
+		}
+		named := len(results) > 0 && next()%2 == 0
+		var res string
+		switch {
+		case len(results) == 0:
+		case named:
+			var rs []string
+			for i, r := range results {
+				rs = append(rs, fmt.Sprintf("r%d %s", i, r.name))
+			}
+			res = " (" + strings.Join(rs, ", ") + ")"
+		case len(results) == 1:
+			res = " " + results[0].name
+		default:
+			var rs []string
+			for _, r := range results {
+				rs = append(rs, r.name)
+			}
+			res = " (" + strings.Join(rs, ", ") + ")"
+		}
+		fmt.Fprintf(&b, "\nfunc %s%s%s(%s)%s {\n", recv, name, tparams, strings.Join(params, ", "), res)
+		for _, p := range paramNames {
+			fmt.Fprintf(&b, "\t_ = %s\n", p)
+		}
+		if recv != "" {
+			b.WriteString("\t_ = b.N\n")
+		}
+		ret := "\treturn\n"
+		if len(results) > 0 && !named {
+			var zs []string
+			for _, r := range results {
+				zs = append(zs, r.zero)
+			}
+			ret = "\treturn " + strings.Join(zs, ", ") + "\n"
+		}
+		for s := range next() % 6 {
+			switch next() % 10 {
+			case 0:
+				b.WriteString("\tdefer func() { _ = recover() }()\n")
+			case 1:
+				fmt.Fprintf(&b, "\tfor i := range %d {\n\t\tif i > 1 {\n\t\t\tbreak\n\t\t}\n\t}\n", next()%4)
+			case 2:
+				b.WriteString("\tgo func() {}()\n")
+			case 3:
+				fmt.Fprintf(&b, "\tif len(%q) > 3 {\n%s\t}\n", strings.Repeat("x", next()%6), "\t"+ret)
+			case 4:
+				b.WriteString("\tif errNo == nil {\n\t\tpanic(errNo)\n\t}\n")
+			case 5:
+				fmt.Fprintf(&b, "\tc%d := func() int { return %d }\n\t_ = c%d()\n", s, next(), s)
+			case 6:
+				fmt.Fprintf(&b, "\tswitch %d {\n\tcase 1:\n%s\tdefault:\n\t}\n", next()%3, "\t"+ret)
+			case 7:
+				fmt.Fprintf(&b, "\tdefer func(n int) { _ = n }(%d)\n", next())
+			case 8:
+				fmt.Fprintf(&b, "L%d:\n\tfor {\n\t\tbreak L%d\n\t}\n", s, s)
+			case 9:
+				if named {
+					b.WriteString("\tdefer func() {\n")
+					for i := range results {
+						fmt.Fprintf(&b, "\t\t_ = r%d\n", i)
+					}
+					b.WriteString("\t}()\n")
+				}
+			}
+		}
+		b.WriteString(ret)
+		b.WriteString("}\n")
+	}
+	return b.String()
 }
 
 // TestRecoverNotSplit: recover stops a panic only when the deferred
