@@ -34,6 +34,44 @@ type Snapshot struct {
 	Functions []Function
 	// Lost counts the events the tracer lost.
 	Lost uint64
+	// Processes is how many processes are traced now: the command and
+	// the children trace follows, or -exe's processes; 0 where the
+	// tracer does not say.
+	Processes int
+}
+
+// Sum is the snapshots' counts added up, function by function (by
+// Name, in the order first seen), their losses and processes too: the
+// counts of several processes of one executable as one.
+func Sum(snaps ...*Snapshot) *Snapshot {
+	sum := &Snapshot{}
+	at := map[string]int{}
+	for _, s := range snaps {
+		if s == nil {
+			continue
+		}
+		sum.Lost += s.Lost
+		sum.Processes += s.Processes
+		for _, fn := range s.Functions {
+			i, ok := at[fn.Name]
+			if !ok {
+				i = len(sum.Functions)
+				at[fn.Name] = i
+				sum.Functions = append(sum.Functions, Function{Name: fn.Name})
+			}
+			f := &sum.Functions[i]
+			f.Calls += fn.Calls
+			f.SumNs += fn.SumNs
+			f.Timed = f.Timed || fn.Timed
+			if len(f.Buckets) < len(fn.Buckets) {
+				f.Buckets = append(f.Buckets, make([]uint64, len(fn.Buckets)-len(f.Buckets))...)
+			}
+			for b, n := range fn.Buckets {
+				f.Buckets[b] += n
+			}
+		}
+	}
+	return sum
 }
 
 // The exported buckets' upper bounds are 2^b ns for b from firstBound to

@@ -54,3 +54,45 @@ func TestBucketCounts(t *testing.T) {
 		})
 	}
 }
+
+// TestSum adds up the snapshots of processes of one executable: each
+// function's calls, durations and buckets by name, whichever process has
+// it, and the losses and processes; a nil snapshot adds nothing.
+func TestSum(t *testing.T) {
+	h := func(pairs ...uint64) []uint64 {
+		b := make([]uint64, 64)
+		for i := 0; i < len(pairs); i += 2 {
+			b[pairs[i]] = pairs[i+1]
+		}
+		return b
+	}
+	a := &Snapshot{Lost: 1, Processes: 1, Functions: []Function{
+		{Name: "main.work", Calls: 3, Timed: true, SumNs: 300, Buckets: h(7, 3)},
+		{Name: "jobs:start", Calls: 2},
+	}}
+	b := &Snapshot{Lost: 2, Processes: 2, Functions: []Function{
+		{Name: "main.idle", Calls: 1, Timed: true, SumNs: 5, Buckets: h(3, 1)},
+		{Name: "main.work", Calls: 4, Timed: true, SumNs: 1000, Buckets: h(7, 2, 9, 2)},
+	}}
+	got := Sum(a, nil, b)
+	want := &Snapshot{Lost: 3, Processes: 3, Functions: []Function{
+		{Name: "main.work", Calls: 7, Timed: true, SumNs: 1300, Buckets: h(7, 5, 9, 2)},
+		{Name: "jobs:start", Calls: 2},
+		{Name: "main.idle", Calls: 1, Timed: true, SumNs: 5, Buckets: h(3, 1)},
+	}}
+	if got.Lost != want.Lost || got.Processes != want.Processes || len(got.Functions) != len(want.Functions) {
+		t.Fatalf("Sum = %+v, want %+v", got, want)
+	}
+	for i, w := range want.Functions {
+		g := got.Functions[i]
+		if g.Name != w.Name || g.Calls != w.Calls || g.Timed != w.Timed || g.SumNs != w.SumNs || !slices.Equal(g.Buckets, w.Buckets) {
+			t.Errorf("function %d: %+v, want %+v", i, g, w)
+		}
+	}
+	if a.Functions[0].Calls != 3 || a.Functions[0].Buckets[7] != 3 {
+		t.Errorf("Sum changed its first snapshot: %+v", a.Functions[0])
+	}
+	if s := Sum(); s == nil || len(s.Functions) != 0 {
+		t.Errorf("Sum() = %+v, want an empty snapshot", s)
+	}
+}

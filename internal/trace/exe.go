@@ -15,6 +15,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/metrics"
 	"github.com/go-usdt/usdt/internal/procstat"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -48,6 +49,13 @@ func RunExe(opt Options) error {
 			events(ev)
 		}
 	}
+	// The metrics exporters take the counts of every process as one,
+	// that only grow as processes come and go.
+	var counts *exeCounts
+	if opt.Counts != nil {
+		counts = &exeCounts{live: map[int]*metrics.Snapshot{}, out: opt.Counts}
+		opt.Counts(&metrics.Snapshot{})
+	}
 	var mu sync.Mutex // the output's
 	stderr := &lineWriter{mu: &mu, w: opt.Stderr}
 	var wg sync.WaitGroup
@@ -76,6 +84,9 @@ func RunExe(opt Options) error {
 			o := opt
 			o.Exe, o.PID, o.Binary = "", pid, fmt.Sprintf("/proc/%d/exe", pid)
 			o.Stderr = stderr
+			if counts != nil {
+				o.Counts = func(snap *metrics.Snapshot) { counts.update(pid, snap) }
+			}
 			var stats bytes.Buffer
 			if opt.Stats {
 				o.Stdout = &stats
@@ -87,6 +98,9 @@ func RunExe(opt Options) error {
 			go func() {
 				defer wg.Done()
 				err := Run(o)
+				if counts != nil {
+					counts.end(pid)
+				}
 				if err != nil {
 					fmt.Fprintf(stderr, "usdt-toolexec trace: process %d: %s\n", pid, values.EscapeLines(err.Error()))
 				}
@@ -114,6 +128,47 @@ func RunExe(opt Options) error {
 		case <-tick.C:
 		}
 	}
+}
+
+// exeCounts adds up the counts of -exe's processes for Options.Counts:
+// those of the processes that ended, and the latest of each that runs,
+// so that a counter only grows as processes come and go (a restart does
+// not take it back to zero), and Processes says how many run.
+type exeCounts struct {
+	mu    sync.Mutex
+	ended *metrics.Snapshot
+	live  map[int]*metrics.Snapshot // by pid
+	out   func(*metrics.Snapshot)
+}
+
+// update takes the latest counts of process pid.
+func (c *exeCounts) update(pid int, snap *metrics.Snapshot) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.live[pid] = snap
+	c.send()
+}
+
+// end adds the last counts of process pid, whose trace has ended, to
+// those of the processes that ended.
+func (c *exeCounts) end(pid int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if last := c.live[pid]; last != nil {
+		gone := *last
+		gone.Processes = 0
+		c.ended = metrics.Sum(c.ended, &gone)
+	}
+	delete(c.live, pid)
+	c.send()
+}
+
+func (c *exeCounts) send() {
+	snaps := []*metrics.Snapshot{c.ended}
+	for _, s := range c.live {
+		snaps = append(snaps, s)
+	}
+	c.out(metrics.Sum(snaps...))
 }
 
 // procKey is a process: its pid, and when it started (a pid's next

@@ -488,7 +488,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 							addCounts(sum, counts)
 						}
 					}
-					opt.Counts(statSnapshot(sites, l, sum, keptLost))
+					opt.Counts(statSnapshot(sites, l, sum, keptLost, 1+len(children)))
 				}
 			}
 			nextCounts = time.Now().Add(20 * time.Since(polled))
@@ -593,7 +593,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if counts != nil {
 		final = addCounts(counts, ended)
 		if opt.Counts != nil {
-			opt.Counts(statSnapshot(sites, l, final, lost))
+			opt.Counts(statSnapshot(sites, l, final, lost, 0))
 		}
 	}
 	if !opt.Stats {

@@ -60,14 +60,16 @@ func runStats(opt Options, selected []site, pidfd int) error {
 		}
 		if now := time.Now(); opt.Counts != nil && !now.Before(nextCounts) {
 			if c, err := objs.Read(); err == nil {
-				opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses()))
+				// The kernel counts the command and what it starts,
+				// or -p's process: one traced process to report.
+				opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses(), 1))
 			}
 			nextCounts = now.Add(max(countsPollEvery, 20*time.Since(now)))
 		}
 	}
 	if opt.Counts != nil {
 		if c, err := objs.Read(); err == nil {
-			opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses()))
+			opt.Counts(statSnapshot(sites, l, c, objs.RecursionMisses(), 0))
 		}
 	}
 	if err := p.print(objs.Read); err != nil {
@@ -245,12 +247,13 @@ func (fs *funcStats) json(now time.Time) []byte {
 }
 
 // statSnapshot is what Options.Counts is handed of counters: each
-// function's (or probe's) calls and durations, and lost, the events lost
-// (through BPF, the probe hits the kernel skipped). The names are
+// function's (or probe's) calls and durations, lost, the events lost
+// (through BPF, the probe hits the kernel skipped), and how many
+// processes are traced now (0 once the trace has ended). The names are
 // escaped (values.Escape): a binary's probe names can be any bytes, and
 // both Prometheus's text and protobuf take valid UTF-8 only.
-func statSnapshot(sites []site, l statLayout, counters []uint64, lost uint64) *metrics.Snapshot {
-	snap := &metrics.Snapshot{Lost: lost}
+func statSnapshot(sites []site, l statLayout, counters []uint64, lost uint64, processes int) *metrics.Snapshot {
+	snap := &metrics.Snapshot{Lost: lost, Processes: processes}
 	for _, fs := range tally(sites, l, counters) {
 		snap.Functions = append(snap.Functions, metrics.Function{Name: values.Escape(fs.site.label()), Calls: fs.calls, Timed: fs.timed, SumNs: fs.total, Buckets: slices.Clone(fs.hist[:])})
 	}

@@ -25,7 +25,7 @@ import (
 
 // Usage is trace's usage message.
 const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -exe PATH [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -exe PATH [PATTERN...]
        usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
@@ -39,16 +39,18 @@ too with -interval D (each time what was counted since the last).
 -exe PATH traces every process that runs the executable PATH: those that
 run, and those that start later (a restart, a replica), each from when
 trace finds it, within 0.1 s of its start, until it exits, and until
-Ctrl-C; with -stats, each process's counts print when it ends. An
-absolute PATH also matches in each process's own root (a container's
-image, a chroot), and need not exist in trace's.
+Ctrl-C; with -stats, each process's counts print when it ends, and
+-metrics and -otlp export the counts of all of them as one, which only
+grow as processes come and go. An absolute PATH also matches in each
+process's own root (a container's image, a chroot), and need not exist
+in trace's.
 -metrics ADDR serves what -stats counts for Prometheus at
 http://ADDR/metrics while it runs (usdt_function_calls_total and
-usdt_function_duration_seconds by code_function_name, and
-usdt_events_lost_total); -stats -otlp URL pushes the same as OTLP
-metrics, and no spans. -attach multi attaches every probe with one uprobe_multi
-link (Linux 6.6+), single with one uprobe per probe, auto (the default)
-with the first that works. -buffer sets the size of the ring buffer the
+usdt_function_duration_seconds by code_function_name,
+usdt_events_lost_total and usdt_processes_traced); -stats -otlp URL
+pushes the same as OTLP metrics, and no spans. -attach multi attaches
+every probe with one uprobe_multi link (Linux 6.6+), single with one
+uprobe per probe, auto (the default) with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
 trace that lost events says so at the end.
 
@@ -184,9 +186,6 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		return 2
 	case btoi(opt.PID != 0)+btoi(len(opt.Command) > 0)+btoi(opt.Exe != "") != 1:
 		fmt.Fprint(stderr, Usage)
-		return 2
-	case opt.Exe != "" && exp.Metrics != "":
-		fmt.Fprint(stderr, "usdt-toolexec trace: -exe prints each process's counts at its end, and serves none: drop -metrics\n")
 		return 2
 	case opt.Exe != "" && opt.Interval > 0:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -exe prints each process's counts at its end: drop -interval\n")

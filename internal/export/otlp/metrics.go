@@ -133,9 +133,13 @@ func dataPoints(snap *metrics.Snapshot, start, now time.Time) []metricdata.Metri
 	lost := metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{
 		{StartTime: start, Time: now, Value: int64(snap.Lost)},
 	}}
+	processes := metricdata.Gauge[int64]{DataPoints: []metricdata.DataPoint[int64]{
+		{StartTime: start, Time: now, Value: int64(snap.Processes)},
+	}}
 	out := []metricdata.Metrics{
 		{Name: "usdt.function.calls", Description: "Calls of the function, counted by its probes.", Unit: "{call}", Data: calls},
 		{Name: "usdt.events.lost", Description: "Events the tracer lost: a buffer of the process was full.", Unit: "{event}", Data: lost},
+		{Name: "usdt.processes.traced", Description: "Processes the tracer traces now.", Unit: "{process}", Data: processes},
 	}
 	if len(dur.DataPoints) > 0 {
 		out = append(out, metricdata.Metrics{Name: "usdt.function.duration", Description: "How long the function's calls took, from its entry probe to its exit probe.", Unit: "s", Data: dur})

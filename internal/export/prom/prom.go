@@ -3,7 +3,8 @@
 // and usdt_function_duration_seconds (a histogram of the classic buckets
 // metrics.Bounds gives), labelled with the function's fully qualified
 // name (code_function_name, from OpenTelemetry's code.function.name), and
-// the tracer's own usdt_events_lost_total. The text is client_golang's.
+// the tracer's own usdt_events_lost_total and usdt_processes_traced. The
+// text is client_golang's.
 package prom
 
 import (
@@ -26,6 +27,7 @@ var (
 	callsDesc = prometheus.NewDesc("usdt_function_calls_total", "Calls of the function, counted by its probes.", []string{"code_function_name"}, nil)
 	durDesc   = prometheus.NewDesc("usdt_function_duration_seconds", "How long the function's calls took, from its entry probe to its exit probe.", []string{"code_function_name"}, nil)
 	lostDesc  = prometheus.NewDesc("usdt_events_lost_total", "Events the tracer lost: a buffer of the process was full.", nil, nil)
+	procsDesc = prometheus.NewDesc("usdt_processes_traced", "Processes the tracer traces now.", nil, nil)
 )
 
 // collector is a prometheus.Collector of a Source.
@@ -35,6 +37,7 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- callsDesc
 	ch <- durDesc
 	ch <- lostDesc
+	ch <- procsDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -43,6 +46,7 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 		return
 	}
 	ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(snap.Lost))
+	ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(snap.Processes))
 	bounds := metrics.Bounds()
 	for _, fn := range snap.Functions {
 		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(fn.Calls), fn.Name)

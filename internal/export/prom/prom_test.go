@@ -15,7 +15,7 @@ import (
 // TestServe serves snapshots and reads them back as Prometheus parses
 // its text: each function's calls, its durations' histogram with
 // cumulative buckets at every second power of two of ns and their sum in
-// seconds, and the losses.
+// seconds, the losses, and the processes traced.
 func TestServe(t *testing.T) {
 	hist := make([]uint64, 64)
 	hist[1], hist[3], hist[4], hist[5], hist[40] = 1, 2, 3, 4, 1
@@ -24,6 +24,7 @@ func TestServe(t *testing.T) {
 		snap  *metrics.Snapshot
 		calls map[string]float64
 		lost  []float64
+		procs []float64
 		// hist is main.handle's histogram, when it has one.
 		count   uint64
 		sum     float64
@@ -32,12 +33,13 @@ func TestServe(t *testing.T) {
 		{name: "before the first snapshot"},
 		{
 			name: "calls, durations and losses",
-			snap: &metrics.Snapshot{Lost: 7, Functions: []metrics.Function{
+			snap: &metrics.Snapshot{Lost: 7, Processes: 3, Functions: []metrics.Function{
 				{Name: "main.handle", Calls: 11, Timed: true, SumNs: 3_000_000, Buckets: hist},
 				{Name: "jobs:job__done", Calls: 4},
 			}},
 			calls:   map[string]float64{"main.handle": 11, "jobs:job__done": 4},
 			lost:    []float64{7},
+			procs:   []float64{3},
 			count:   11,
 			sum:     0.003,
 			buckets: map[float64]uint64{16e-9: 6, 64e-9: 10, 256e-9: 10, math.Ldexp(1, 36) / 1e9: 10, math.Inf(1): 11},
@@ -47,6 +49,7 @@ func TestServe(t *testing.T) {
 			snap:  &metrics.Snapshot{Functions: []metrics.Function{{Name: "main.handle", Timed: true, Buckets: make([]uint64, 64)}}},
 			calls: map[string]float64{"main.handle": 0},
 			lost:  []float64{0},
+			procs: []float64{0},
 		},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -69,6 +72,13 @@ func TestServe(t *testing.T) {
 			}
 			if len(lost) != len(c.lost) || len(lost) == 1 && lost[0] != c.lost[0] {
 				t.Errorf("usdt_events_lost_total = %v, want %v", lost, c.lost)
+			}
+			var procs []float64
+			for _, m := range families["usdt_processes_traced"].GetMetric() {
+				procs = append(procs, m.GetGauge().GetValue())
+			}
+			if len(procs) != len(c.procs) || len(procs) == 1 && procs[0] != c.procs[0] {
+				t.Errorf("usdt_processes_traced = %v, want %v", procs, c.procs)
 			}
 			hists := families["usdt_function_duration_seconds"].GetMetric()
 			if c.snap == nil {

@@ -3,12 +3,18 @@ package e2e
 import (
 	"bytes"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
@@ -198,5 +204,74 @@ func interruptExe(t *testing.T, tr *exec.Cmd, errOut *bytes.Buffer) {
 		}
 	case <-time.After(30 * time.Second):
 		t.Fatalf("trace -exe did not end on its interrupt:\n%s", errOut.String())
+	}
+}
+
+// TestTraceExeMetrics serves -exe's counts for Prometheus (-stats
+// -metrics) while a service lives three lives, one after the other:
+// scraped after the last, and parsed as Prometheus parses its text,
+// main.work's calls are those of all three (300: the counts of a process
+// that ended stay), and no process is traced any more.
+func TestTraceExeMetrics(t *testing.T) {
+	requireRing(t)
+	bin := buildMain(t, "life", lifeSrc)
+	tr, stderr := startTraceReading(t, nil, "-v", "-transport", "ring", "-stats", "-metrics", "127.0.0.1:0", "-exe", bin, "main.work")
+	var errOut bytes.Buffer
+	var url string
+	for url == "" {
+		line, err := stderr.ReadString('\n')
+		errOut.WriteString(line)
+		if err != nil {
+			t.Fatalf("trace ended before it served its metrics (%v):\n%s", err, errOut.String())
+		}
+		if _, u, ok := strings.Cut(strings.TrimSpace(line), "metrics at "); ok {
+			url = u
+		}
+	}
+	var mu sync.Mutex
+	logged := make(chan struct{})
+	go func() {
+		var rest bytes.Buffer
+		io.Copy(&rest, stderr)
+		mu.Lock()
+		errOut.Write(rest.Bytes())
+		mu.Unlock()
+		close(logged)
+	}()
+	for range 3 {
+		if out, err := exec.Command(bin).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v\n%s", bin, err, out)
+		}
+	}
+	// The last one's counts: read at its exit.
+	time.Sleep(500 * time.Millisecond)
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	calls := -1.0
+	for _, m := range families["usdt_function_calls_total"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "code_function_name" && l.GetValue() == "main.work" {
+				calls = m.GetCounter().GetValue()
+			}
+		}
+	}
+	procs := families["usdt_processes_traced"].GetMetric()
+	if calls != 300 || len(procs) != 1 || procs[0].GetGauge().GetValue() != 0 {
+		mu.Lock()
+		t.Errorf("after three lives of 100 calls each, main.work's calls %v and %d processes traced (%v), want 300 and 0\nstderr:\n%s", calls, len(procs), procs, errOut.String())
+		mu.Unlock()
+	}
+	tr.Process.Signal(os.Interrupt)
+	<-logged
+	if err := tr.Wait(); err != nil {
+		t.Errorf("trace -exe -metrics: %v\n%s", err, errOut.String())
 	}
 }

@@ -129,7 +129,21 @@ func transportBPF(args []string) []string {
 // with that line and the rest of its stderr.
 func traceAttached(t *testing.T, stdout io.Writer, args ...string) (*exec.Cmd, string, io.Reader) {
 	t.Helper()
-	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace"}, transportBPF(args)...)...)
+	tr, stderr := startTraceReading(t, stdout, transportBPF(args)...)
+	line, err := stderr.ReadString('\n')
+	if !strings.Contains(line, "attached") {
+		rest, _ := io.ReadAll(stderr)
+		t.Fatalf("usdt-toolexec trace -v did not say it attached (%v):\n%s%s", err, line, rest)
+	}
+	return tr, line, stderr
+}
+
+// startTraceReading starts usdt-toolexec trace with args, its stdout to
+// stdout, and returns it with its stderr to read; it is killed when the
+// test ends.
+func startTraceReading(t *testing.T, stdout io.Writer, args ...string) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append([]string{"trace"}, args...)...)
 	tr.Stdout = stdout
 	pipe, err := tr.StderrPipe()
 	if err != nil {
@@ -139,13 +153,7 @@ func traceAttached(t *testing.T, stdout io.Writer, args ...string) (*exec.Cmd, s
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Process.Kill() })
-	stderr := bufio.NewReader(pipe)
-	line, err := stderr.ReadString('\n')
-	if !strings.Contains(line, "attached") {
-		rest, _ := io.ReadAll(stderr)
-		t.Fatalf("usdt-toolexec trace -v did not say it attached (%v):\n%s%s", err, line, rest)
-	}
-	return tr, line, stderr
+	return tr, bufio.NewReader(pipe)
 }
 
 // eventPrefix is what varies from run to run at the start of a line.
