@@ -129,7 +129,7 @@ unit:
 # caller that never calls it without usdt.parent_uncertain (never in 6
 # plain runs; a loss the tracer does not attribute, not a data race).
 RACE_PKGS := ./internal/ring/... ./internal/trace/... ./internal/export/... ./internal/metrics/... ./internal/tracecmd/... ./internal/providerring/...
-RACE_E2E  ?= ^(TestRingEvents|TestRingChildrenUnprivileged|TestRingStatsUnprivileged|TestRingProviderUnprivileged|TestRingExec|TestRingBufferFull|TestRingKilledTracer|TestRingGOMAXPROCSRaised|TestRingCommandSignals|TestRingCommandTracerStopped|TestRingAttachedTracerStopped|TestRingAttachedStatsExit|TestTraceValues|TestTraceCommandOnly|TestTraceStats|TestTraceStatsInterval|TestTracePIDExit|TestTraceOTLP|TestTraceOTLPSpanTimes|TestTraceContext|TestTracePprof|TestMetricsPrometheus|TestRingKilledAnyMoment|TestRingWithBpftrace|TestTraceExe)$$
+RACE_E2E  ?= ^(TestRingEvents|TestRingChildrenUnprivileged|TestRingStatsUnprivileged|TestRingProviderUnprivileged|TestRingExec|TestRingBufferFull|TestRingKilledTracer|TestRingGOMAXPROCSRaised|TestRingCommandSignals|TestRingCommandTracerStopped|TestRingAttachedTracerStopped|TestRingAttachedStatsExit|TestTraceValues|TestTraceCommandOnly|TestTraceStats|TestTraceStatsInterval|TestTracePIDExit|TestTraceOTLP|TestTraceOTLPSpanTimes|TestTraceContext|TestTracePprof|TestMetricsPrometheus|TestRingKilledAnyMoment|TestRingWithBpftrace|TestTraceExe|TestTraceExeMetrics)$$
 
 race:
 	$(GO) test -race -count=1 $(RACE_PKGS)
