@@ -477,16 +477,7 @@ func killedTracerAlone(t *testing.T, bin string) {
 	tr.Process.Kill()
 	tr.Wait()
 	killed := time.Now()
-	for {
-		off := readUints(t, prog.Process.Pid, sems, 4)
-		if allAre(off, 0) {
-			break
-		}
-		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
-			t.Fatalf("the semaphores are %v 2s after the tracer's SIGKILL, want all 0", off)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	semaphoresOff(t, prog.Process.Pid, sems, 4, killed)
 	t.Logf("the program turned its probes off %v after the tracer died", time.Since(killed).Round(time.Millisecond))
 
 	var out, log strings.Builder
@@ -549,17 +540,7 @@ func killedTracerBesideBpftrace(t *testing.T, bt tracetest.Bpftrace, bin string)
 	}
 	tr.Process.Kill()
 	tr.Wait()
-	killed := time.Now()
-	for {
-		off := readUints(t, prog.Process.Pid, sems, 4)
-		if bpftraceOnly(off, 0) {
-			break
-		}
-		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
-			t.Fatalf("the semaphores are %#x 2s after the tracer's SIGKILL, want bpftrace's: one 1 and the rest 0", off)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+	semaphoresBack(t, prog.Process.Pid, sems, 4, time.Now(), func(w []uint64) bool { return bpftraceOnly(w, 0) }, "bpftrace's: one 1 and the rest 0")
 	fmt.Fprintln(stdin) // the first round ends
 	l, _ := lines.ReadString('\n')
 	var first int
@@ -687,13 +668,21 @@ func ringFree(t *testing.T, pid int, ctl uint64) {
 // are all 0, 2 s at most from killed.
 func semaphoresOff(t *testing.T, pid int, sems []uint64, size int, killed time.Time) {
 	t.Helper()
+	semaphoresBack(t, pid, sems, size, killed, func(w []uint64) bool { return allAre(w, 0) }, "all 0")
+}
+
+// semaphoresBack waits until the semaphores at sems (words of size
+// bytes) of process pid are back as back says, want in words, within 2 s
+// of killed, the tracer's SIGKILL.
+func semaphoresBack(t *testing.T, pid int, sems []uint64, size int, killed time.Time, back func([]uint64) bool, want string) {
+	t.Helper()
 	for {
 		words := readUints(t, pid, sems, size)
-		if allAre(words, 0) {
+		if back(words) {
 			return
 		}
 		if time.Since(killed) > 2*time.Second*time.Duration(tracetest.TimeSlack) {
-			t.Fatalf("the semaphores are %#x 2 s after the tracer's SIGKILL, want all 0", words)
+			t.Fatalf("the semaphores are %#x 2 s after the tracer's SIGKILL, want %s", words, want)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
