@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -45,6 +46,7 @@ func runMain(m *testing.M) int {
 	}
 	defer os.RemoveAll(dir)
 	toolsDir, wrapperDir = dir, dir
+	builtDir = filepath.Join(dir, "built")
 	race := guestDir == "" && raceTools()
 	if race {
 		reports, err := startRaceReports()
@@ -349,6 +351,36 @@ func (p *process) expect(t *testing.T, want string, timeout time.Duration) {
 			t.Fatalf("process did not print %q within %v", want, timeout)
 		}
 	}
+}
+
+// built holds the binaries this run has built, by what went into them
+// (memoBuild), in builtDir.
+var (
+	built    = map[string]string{}
+	builtDir string
+)
+
+// memoBuild returns a copy, in a directory of t's, of the binary build
+// makes from what key names: the first test to ask builds it, the others
+// get a copy of that build, under the same name. A copy, as a test may
+// change its binary; the same build, as the go command builds a module
+// in another directory anew.
+func memoBuild(t *testing.T, key string, build func() string) string {
+	t.Helper()
+	src, ok := built[key]
+	if !ok {
+		bin := build()
+		dir := filepath.Join(builtDir, strconv.Itoa(len(built)))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		src = filepath.Join(dir, filepath.Base(bin))
+		copyFile(t, bin, src)
+		built[key] = src
+	}
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	copyFile(t, src, dst)
+	return dst
 }
 
 func copyFile(t *testing.T, src, dst string) {

@@ -82,11 +82,13 @@ func buildMainRules(t *testing.T, tg target, name, src, rules string) string {
 	if guestDir != "" {
 		return prebuilt(t, "main", name)
 	}
-	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/"+name+"\n\ngo 1.24\n")
-	writeFile(t, filepath.Join(dir, "main.go"), src)
-	writeFile(t, filepath.Join(dir, "rules.yml"), rules)
-	bin := filepath.Join(t.TempDir(), name)
-	goCmd(t, dir, append(buildEnv(), tg.env()...), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
-	return bin
+	return memoBuild(t, strings.Join([]string{"main", tg.goarch, name, src, rules}, "\x00"), func() string {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "go.mod"), "module example.com/"+name+"\n\ngo 1.24\n")
+		writeFile(t, filepath.Join(dir, "main.go"), src)
+		writeFile(t, filepath.Join(dir, "rules.yml"), rules)
+		bin := filepath.Join(t.TempDir(), name)
+		goCmd(t, dir, append(buildEnv(), tg.env()...), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+		return bin
+	})
 }

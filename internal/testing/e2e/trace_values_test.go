@@ -446,10 +446,12 @@ func buildFixtureRulesFor(t *testing.T, tg target, name string) string {
 	if guestDir != "" {
 		return prebuilt(t, name, "rules")
 	}
-	dir := fixture(t, name)
-	bin := filepath.Join(t.TempDir(), name)
-	r := routeA
-	r.target = tg
-	goCmd(t, dir, r.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
-	return bin
+	return memoBuild(t, "fixture\x00"+tg.goarch+"\x00"+name, func() string {
+		dir := fixture(t, name)
+		bin := filepath.Join(t.TempDir(), name)
+		r := routeA
+		r.target = tg
+		goCmd(t, dir, r.env(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+		return bin
+	})
 }
