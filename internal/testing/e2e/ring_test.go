@@ -484,9 +484,15 @@ func killedTracerAlone(t *testing.T, bin string) {
 	tr2, _, errs := traceAttached(t, &out, "-v", "-transport", "ring", "-stats", "-p", pid)
 	logged := make(chan struct{})
 	go func() { io.Copy(&log, errs); close(logged) }()
-	// -p keeps the counts of its last poll, every 250 ms: a few of them,
-	// later under emulation.
-	time.Sleep(600 * time.Millisecond * time.Duration(tracetest.TimeSlack))
+	// Once it has switched the probes on, -p keeps the counts of its
+	// last poll, every 250 ms: a few of them, later under emulation.
+	for deadline := time.Now().Add(10 * time.Second * time.Duration(tracetest.TimeSlack)); !allAre(readUints(t, prog.Process.Pid, sems, 4), 1<<16); {
+		if time.Now().After(deadline) {
+			t.Fatal("the second trace did not switch the probes on")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	time.Sleep(600 * time.Millisecond * time.Duration(max(1, tracetest.TimeSlack/5)))
 	fmt.Fprintln(stdin) // the program ends, and the trace with it
 	<-logged
 	if err := tr2.Wait(); err != nil {
