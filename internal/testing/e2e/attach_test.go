@@ -47,7 +47,7 @@ var ptrLine = regexp.MustCompile(`(?m)^ptr=0x([0-9a-f]+)$`)
 func TestArguments(t *testing.T) {
 	requireAMD64(t)
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB, routeC, {name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}}} {
+	for _, r := range guestRoutes(routeA, routeB, routeC, route{name: "a-pie", toolexec: true, flags: []string{"-buildmode=pie"}}) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
@@ -116,7 +116,7 @@ func checkValues(t *testing.T, strLen int, out, ptr string) {
 func TestArgumentsAttachPID(t *testing.T) {
 	requireAMD64(t)
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB} {
+	for _, r := range guestRoutes(routeA, routeB) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
@@ -147,7 +147,7 @@ func TestArgumentsAttachPID(t *testing.T) {
 // Enabled check must turn true while bpftrace is attached and false after.
 func TestSemaphoreGating(t *testing.T) {
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB} {
+	for _, r := range guestRoutes(routeA, routeB) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
@@ -175,7 +175,7 @@ func TestGDB(t *testing.T) {
 	tracetest.Require(t, "gdb")
 	requireAMD64(t)
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB} {
+	for _, r := range guestRoutes(routeA, routeB) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			out, err := tracetest.Output(120*time.Second, nil, "gdb", "-batch", "-nx",
@@ -214,7 +214,7 @@ func TestGDB(t *testing.T) {
 // TestBCCAndPerf lists the probes with bcc's tplist and perf's SDT support.
 func TestBCCAndPerf(t *testing.T) {
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB} {
+	for _, r := range guestRoutes(routeA, routeB) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			t.Run("tplist", func(t *testing.T) { checkTplist(t, bin, "types", slices.Collect(maps.Keys(wantProbes))) })

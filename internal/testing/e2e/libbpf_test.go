@@ -80,7 +80,7 @@ func TestLibbpf(t *testing.T) {
 		return c
 	}
 	dir := fixture(t, "types")
-	for _, r := range []route{routeA, routeB} {
+	for _, r := range guestRoutes(routeA, routeB) {
 		t.Run(r.name, func(t *testing.T) {
 			bin := build(t, dir, r)
 			eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {

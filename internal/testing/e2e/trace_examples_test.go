@@ -29,7 +29,7 @@ func TestTraceExampleProvider(t *testing.T) {
 			traceJobs(t, binA, []string{"-attach", tt.attach}, tt.how)
 		})
 	}
-	for _, r := range []route{routeA, routeC} {
+	for _, r := range guestRoutes(routeA, routeC) {
 		t.Run("ring/"+r.name, func(t *testing.T) {
 			requireRing(t)
 			bin := binA

@@ -34,13 +34,14 @@ func TestTraceValuesCorpus(t *testing.T) {
 	requireAMD64(t)
 	dir := fixture(t, "values")
 	for _, variant := range valuesVariants {
+		if variant.name != "plain" && guestDir != "" {
+			// Where trace finds types and the ring without a symbol
+			// table is the host's work, the same on every kernel;
+			// the kernel reads a PIE's memory as a plain binary's,
+			// and tells its sites apart by cookies (TestAuto/Trace).
+			continue
+		}
 		t.Run(variant.name, func(t *testing.T) {
-			if variant.name == "stripped" && guestDir != "" {
-				// Where trace finds types and the ring without a
-				// symbol table is the host's work, the same on every
-				// kernel: the host checks it.
-				t.Skip("stripped: trace reads the same values as from the plain binary; the host checks how it finds them")
-			}
 			eachTransport(t, func(t *testing.T, transport string) {
 				testValuesCorpus(t, buildValues(t, dir, target{}, variant), transport)
 			})
@@ -60,21 +61,27 @@ func testValuesCorpus(t *testing.T, bin, transport string) {
 	}
 	want := goValues(t, errOut)
 	got := traceValuesText(t, out, want)
-	jsonOut, errOut, err := usdtTrace(t, "-json", "-transport", transport, "--", bin)
-	if err != nil {
-		t.Fatalf("trace -json: %v\n%s", err, errOut)
+	if len(got) != len(want) {
+		t.Fatalf("trace printed %d values, Go %d:\n%s\n%s", len(got), len(want), out, errOut)
 	}
-	gotJSON := traceValuesJSON(t, jsonOut)
-	if len(got) != len(want) || len(gotJSON) != len(want) {
-		t.Fatalf("trace printed %d values, -json %d, Go %d:\n%s\n%s", len(got), len(gotJSON), len(want), out, errOut)
+	// In a guest of the host's architecture, -json prints the same reads.
+	var gotJSON []json.RawMessage
+	if !kernelOnly() {
+		jsonOut, errOut, err := usdtTrace(t, "-json", "-transport", transport, "--", bin)
+		if err != nil {
+			t.Fatalf("trace -json: %v\n%s", err, errOut)
+		}
+		if gotJSON = traceValuesJSON(t, jsonOut); len(gotJSON) != len(want) {
+			t.Fatalf("trace -json wrote %d values, Go %d:\n%s\n%s", len(gotJSON), len(want), jsonOut, errOut)
+		}
 	}
 	for i, w := range want {
 		label := w.fn + " " + w.name
 		if g := got[i]; g != w.expanded() && !(w.past && (cutMatches(g, w.text, w.shown) || w.shown == 0 && mapMatches(g, w.json))) {
 			t.Errorf("%s: trace printed %s, Go %s", label, g, w.expanded())
 		}
-		if w.json == "" {
-			continue // Go has no JSON of a cycle
+		if w.json == "" || gotJSON == nil {
+			continue // Go has no JSON of a cycle, or -json did not run
 		}
 		var gv, wv any
 		json.Unmarshal([]byte(w.json), &wv)
