@@ -193,6 +193,9 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		return l
 	case layout.Slice:
 		if d.word(off) == 0 {
+			if d.word(off+8) != 0 {
+				return unreadable(0) // torn, as in str
+			}
 			return nilSlice{}
 		}
 		n := int(d.word(off + 8))
@@ -273,7 +276,9 @@ func (d *decoder) str(off int) Value {
 	if !ok {
 		return unknown(fmt.Sprintf("<%d bytes>", n))
 	}
-	if d.lost(off) {
+	// A nil pointer with a length is a header a data race tore: the
+	// writers read nothing at nil, and set no bit for it.
+	if d.lost(off) || d.word(off) == 0 {
 		return unreadable(d.word(off))
 	}
 	shown := d.bytes(int(op.Dst), int(min(n, uint64(op.Max))))

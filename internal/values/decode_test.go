@@ -58,6 +58,9 @@ func TestDecodeFailed(t *testing.T) {
 		sAt   = 0x7f0000002000
 		bAt   = 0x7f0000003000
 		nAt   = 0x7f0000004000
+		// nilData, for the string's pointer, asks for the slices'
+		// pointers nil instead.
+		nilData = 1
 	)
 	p := NewPlan([]*layout.Type{ptr}, SlotGroups)
 	// The ops: the struct, then its string's, its []byte's and its
@@ -68,36 +71,52 @@ func TestDecodeFailed(t *testing.T) {
 	if p.Ops[0].Held {
 		t.Errorf("a pointer argument's read is held: %+v", p.Ops[0])
 	}
-	area := func(failed uint32) []byte {
+	area := func(failed uint32, s uint64) []byte {
 		a := make([]byte, AreaSize)
 		binary.LittleEndian.PutUint32(a, failed)
 		if failed&1 != 0 {
 			return a // the struct's bytes are zeros
 		}
 		r := a[p.Ops[0].Dst:]
-		binary.LittleEndian.PutUint64(r[0:], sAt)
+		binary.LittleEndian.PutUint64(r[0:], s)
 		binary.LittleEndian.PutUint64(r[8:], 3)
+		if s == nilData {
+			// The slices' pointers nil, their lengths not.
+			s = sAt
+			binary.LittleEndian.PutUint64(r[0:], s)
+			binary.LittleEndian.PutUint64(r[24:], 2)
+			binary.LittleEndian.PutUint64(r[48:], 1)
+			copy(a[p.Ops[1].Dst:], "abc")
+			return a
+		}
 		binary.LittleEndian.PutUint64(r[16:], bAt)
 		binary.LittleEndian.PutUint64(r[24:], 2)
 		binary.LittleEndian.PutUint64(r[40:], nAt)
 		binary.LittleEndian.PutUint64(r[48:], 1)
-		copy(a[p.Ops[1].Dst:], "abc")
+		if s != 0 {
+			copy(a[p.Ops[1].Dst:], "abc")
+		}
 		copy(a[p.Ops[2].Dst:], "xy")
 		binary.LittleEndian.PutUint64(a[p.Ops[3].Dst:], 42)
 		return a
 	}
 	tests := []struct {
 		failed uint32
+		s      uint64 // the string's data pointer
 		want   string
 	}{
-		{0, `&{s:abc b:xy n:[42]}`},
-		{1, `<unreadable 0x7f0000001000>`},
-		{1 << 1, `&{s:<unreadable 0x7f0000002000> b:xy n:[42]}`},
-		{1 << 2, `&{s:abc b:<unreadable 0x7f0000003000> n:[42]}`},
-		{1 << 3, `&{s:abc b:xy n:<unreadable 0x7f0000004000>}`},
+		{0, sAt, `&{s:abc b:xy n:[42]}`},
+		{1, sAt, `<unreadable 0x7f0000001000>`},
+		{1 << 1, sAt, `&{s:<unreadable 0x7f0000002000> b:xy n:[42]}`},
+		{1 << 2, sAt, `&{s:abc b:<unreadable 0x7f0000003000> n:[42]}`},
+		{1 << 3, sAt, `&{s:abc b:xy n:<unreadable 0x7f0000004000>}`},
+		// A header a data race tore, a nil pointer with a length: the
+		// writer reads nothing at nil, and sets no bit.
+		{0, 0, `&{s:<unreadable 0x0> b:xy n:[42]}`},
+		{0, nilData, `&{s:abc b:<unreadable 0x0> n:<unreadable 0x0>}`},
 	}
 	for _, tt := range tests {
-		v, ok := p.Decode(0, ptr, recAt, area(tt.failed), nil)
+		v, ok := p.Decode(0, ptr, recAt, area(tt.failed, tt.s), nil)
 		if !ok {
 			t.Fatal("the plan reads nothing of the argument")
 		}
@@ -110,7 +129,7 @@ func TestDecodeFailed(t *testing.T) {
 		t.Errorf("a struct argument's read is held, its string's not: %+v", q.Ops)
 	}
 	// JSON says so in an object of its own.
-	v, _ := p.Decode(0, ptr, recAt, area(1), nil)
+	v, _ := p.Decode(0, ptr, recAt, area(1, sAt), nil)
 	if got, err := AppendJSONData(nil, v.JSON()); err != nil || string(got) != `{"unreadable":"0x7f0000001000"}` {
 		t.Errorf("JSON %s (%v)", got, err)
 	}

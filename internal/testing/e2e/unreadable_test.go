@@ -209,6 +209,8 @@ func TestTraceTorn(t *testing.T) {
 			return true, false // a nil slice, before the first switch
 		}
 		if err := json.Unmarshal(v, &s); err != nil {
+			// Unreadable: past a torn length's page, or the zero
+			// value's nil pointer with the first write's length.
 			var u struct{ Unreadable string }
 			return json.Unmarshal(v, &u) == nil && u.Unreadable != "", false
 		}
