@@ -9,22 +9,22 @@
 GO          ?= go
 BIN         := $(CURDIR)/bin
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
-# Fuzz budgets are execution counts, 8-20 s each here (each target's
+# Fuzz budgets are execution counts, 4-10 s each here (each target's
 # seed corpus runs in make unit too). A duration
 # races Go 1.26's fuzz coordinator at its deadline and fails with a bare
 # "context deadline exceeded", no input written (go.dev/issue/75804).
-FUZZ_PROVIDER   ?= 400000x
-FUZZ_RULES      ?= 250000x
-FUZZ_REWRITE    ?= 1500x
-FUZZ_PROBETABLE ?= 400000x
-FUZZ_RECORD     ?= 50000x
-FUZZ_NOTES      ?= 450000x
-FUZZ_SPECS      ?= 200000x
-FUZZ_RING       ?= 150000x
-FUZZ_TYPES      ?= 250000x
-FUZZ_GOTABLE    ?= 400000x
-FUZZ_FUNCCODE   ?= 200000x
-FUZZ_PROC       ?= 100000x
+FUZZ_PROVIDER   ?= 200000x
+FUZZ_RULES      ?= 125000x
+FUZZ_REWRITE    ?= 750x
+FUZZ_PROBETABLE ?= 200000x
+FUZZ_RECORD     ?= 25000x
+FUZZ_NOTES      ?= 225000x
+FUZZ_SPECS      ?= 100000x
+FUZZ_RING       ?= 75000x
+FUZZ_TYPES      ?= 125000x
+FUZZ_GOTABLE    ?= 200000x
+FUZZ_FUNCCODE   ?= 100000x
+FUZZ_PROC       ?= 50000x
 
 .PHONY: all setup tools example test vet lint unit race vm fuzz generate-check images sid-chroot vm-images jaeger prometheus test-releases clean
 

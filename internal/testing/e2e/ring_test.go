@@ -973,7 +973,7 @@ func TestRingWithBpftrace(t *testing.T) {
 }
 
 // TestRingAttachDetachBesideBpftrace has a ring trace and bpftrace each
-// attach to one program and detach again, 100 times each, at once,
+// attach to one program and detach again, 40 times each, at once,
 // while the program calls: the tracer's writes of the semaphores and the
 // kernel's (bpftrace's uprobes raise and lower the same counters) race
 // throughout. Each trace and each bpftrace counts calls while attached
@@ -985,9 +985,9 @@ func TestRingAttachDetachBesideBpftrace(t *testing.T) {
 	requireBPF(t)
 	tracetest.Host.RequireAttach(t)
 	if guestDir != "" || testing.Short() {
-		t.Skip("200 attaches: the host's test")
+		t.Skip("80 attaches: the host's test")
 	}
-	const rounds = 100
+	const rounds = 40
 	bin := buildFixtureRules(t, "ring")
 	prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", "0")
 	pid := prog.Process.Pid
