@@ -66,11 +66,13 @@ var (
 	}
 )
 
-// guestScope is what a guest-mode run checks: guestScopeKernel on a
-// machine of the host's architecture (the host row included), where this
-// package's own run on the host has checked every build route, output
-// format and architecture-dependent code already; guestScopeArch
-// elsewhere, where nothing else runs the architecture's code.
+// guestScope is what a guest-mode run checks besides what a kernel
+// changes: guestScopeKernel, nothing, on a machine of the host's
+// architecture (the host row included), where this package's own run on
+// the host has checked the architecture's code already; guestScopeArch
+// elsewhere, where nothing else runs it. Every guest takes one build
+// route (guestRoutes) and one output format: how trace formats what it
+// read is the same Go code everywhere.
 var guestScope = os.Getenv(guestScopeEnv)
 
 const (
@@ -80,8 +82,8 @@ const (
 )
 
 // kernelOnly reports whether this run checks only what the kernel
-// changes (guestScope): a test then leaves out its variants that only a
-// build, a format or the architecture changes.
+// changes (guestScope): a test then leaves out its variants that only
+// the architecture changes.
 func kernelOnly() bool { return guestDir != "" && guestScope != guestScopeArch }
 
 // guestRoutes returns the build routes a test takes: all of rs on the

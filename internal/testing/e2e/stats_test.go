@@ -158,7 +158,7 @@ func TestTraceStats(t *testing.T) {
 	// BPF through each way to attach, and the ring.
 	for _, attach := range []string{"multi", "single", "ring"} {
 		for _, format := range []string{"text", "json"} {
-			if format == "json" && kernelOnly() {
+			if format == "json" && guestDir != "" {
 				continue // the same counts, formatted by trace
 			}
 			t.Run(attach+"-"+format, func(t *testing.T) {
