@@ -517,6 +517,13 @@ func FuzzDecode(f *testing.F) {
 		}
 		for i := range probes {
 			probes[i].PC, again[i].PC = 0, 0
+			if back && ver&WideFlag == 0 {
+				// Build lays stubs back to back out with wide
+				// slots: where a narrow table's semaphores were
+				// is not where the new table's are.
+				probes[i].Semaphore, again[i].Semaphore = 0, 0
+				probes[i].WideSemaphore, again[i].WideSemaphore = false, false
+			}
 		}
 		if !reflect.DeepEqual(again, probes) {
 			t.Errorf("read back\n%+v\nwant\n%+v", again, probes)
