@@ -175,30 +175,28 @@ func TestAuto(t *testing.T) {
 	a.rules = filepath.Join(a.dir, "rules.yml")
 	// The attach checks run in the VMs of TestKernels too, the others
 	// need the build of the moment.
+	// Where each runs: on every machine of TestKernels ("kernel"), on
+	// those of another architecture too ("arch"), or on the host alone
+	// ("host": the script bt writes is the host's work, the exit-only
+	// attach the kernel's semaphores', TestSemaphoreGating's).
 	attach := []struct {
-		name string
-		test func(*testing.T)
-		// kernel is whether it checks what a kernel changes, not only
-		// the code the wrapper writes (kernelOnly).
-		kernel bool
+		name, where string
+		test        func(*testing.T)
 	}{
-		{"Arguments", func(t *testing.T) { eachBpftrace(t, a.testArguments) }, true},
-		{"ExitOnly", func(t *testing.T) { eachBpftrace(t, a.testExitOnly) }, false},
-		{"GoroutineIDs", func(t *testing.T) { eachBpftrace(t, a.testGoroutineIDs) }, false},
-		{"LatencyPairing", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) }, false},
-		{"Elapsed", func(t *testing.T) { eachBpftrace(t, a.testElapsed) }, false},
-		{"BtScript", func(t *testing.T) { eachBpftrace(t, a.testBtScript) }, false},
-		{"Trace", a.testTrace, true},
+		{"Arguments", "kernel", func(t *testing.T) { eachBpftrace(t, a.testArguments) }},
+		{"ExitOnly", "host", func(t *testing.T) { eachBpftrace(t, a.testExitOnly) }},
+		{"GoroutineIDs", "arch", func(t *testing.T) { eachBpftrace(t, a.testGoroutineIDs) }},
+		{"LatencyPairing", "arch", func(t *testing.T) { eachBpftrace(t, a.testLatencyPairing) }},
+		{"Elapsed", "arch", func(t *testing.T) { eachBpftrace(t, a.testElapsed) }},
+		{"BtScript", "host", func(t *testing.T) { eachBpftrace(t, a.testBtScript) }},
+		{"Trace", "kernel", a.testTrace},
 	}
-	// In a guest, the script bt writes is the host's work, and the
-	// exit-only attach the kernel's semaphores' (TestSemaphoreGating).
-	hostOnly := map[string]bool{"BtScript": guestDir != "", "ExitOnly": guestDir != ""}
 	if guestDir == "" {
 		t.Run("ProbeList", a.testProbeList)
 		t.Run("SiteNops", a.testSiteNops)
 	}
 	for _, s := range attach {
-		if (s.kernel || !kernelOnly()) && !hostOnly[s.name] {
+		if guestDir == "" || s.where == "kernel" || s.where == "arch" && !kernelOnly() {
 			t.Run(s.name, s.test)
 		}
 	}

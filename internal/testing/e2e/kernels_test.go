@@ -228,10 +228,11 @@ func TestKernels(t *testing.T) {
 			if vm.Accel(k.Arch) == "tcg" {
 				slack = 30
 			}
+			scope := scopeOf(k.Arch)
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
-				Command: guestCommand(dir, scopeOf(k.Arch)),
-				Env:     append(guestEnviron(dir, scopeOf(k.Arch)), fmt.Sprintf("%s=%d", tracetest.TimeSlackEnv, slack)),
+				Command: guestCommand(dir, scope),
+				Env:     append(guestEnviron(dir, scope), fmt.Sprintf("%s=%d", tracetest.TimeSlackEnv, slack)),
 				Console: &console,
 			})
 			row := matrixRow{kernel: k.Release, arch: k.Arch, accel: res.Accel, took: res.Boot}
