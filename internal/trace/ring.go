@@ -555,19 +555,30 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 		if n, err := s.NoSlot(); err == nil {
 			noSlot = n
 		}
+		// What the first read took stays, should the memory go since:
+		// then the process is exiting, or ran another executable.
 		if opt.Stats {
-			counts, _ = s.Counters()
+			if c, err := s.Counters(); err == nil {
+				counts = c
+			} else if errors.Is(err, ring.ErrExited) {
+				exited = true
+			}
 		}
 	}
 	endChildren()
 	lost += endedLost
 	// Its memory gone, and the process not: it ran another executable,
 	// whose memory trace does not write to. The holder of -- CMD tells
-	// (adopt); of -p, the process's executable does, or, when it ran
-	// the same file again, that it lives on a second later.
-	if runs, alive := runsExe(pid, opt.exe); exited && alive && !runs {
+	// (adopt); of -p, the process's executable does: a process whose
+	// memory is gone has none while it exits, so one that has an
+	// executable, and whose pidfd does not say that it exited (its pid
+	// taken again), runs a new one, another file or the same again.
+	// Short of that, that it lives on a second later.
+	runs, alive := runsExe(pid, opt.exe)
+	if exited && alive && (!runs || f.pidfd >= 0 && !readable(f.pidfd)) {
 		execed = true
 	}
+
 	var at time.Time
 	gone := false
 	if unheld && !execed {
@@ -603,6 +614,9 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	} else if final == nil && execed {
 		return fmt.Errorf("process %d ran another executable before trace read its counts", pid)
 	} else if final == nil && unheld {
+		if opt.Verbose {
+			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d: its memory gone: %v, an executable: %v, the same file: %v, gone: %v\n", pid, exited, alive, runs, gone)
+		}
 		return fmt.Errorf("process %d exited before trace read its counts", pid)
 	} else if final == nil {
 		return fmt.Errorf("process %d: the counts were lost with its memory: it ended without stopping at its exit", pid)
