@@ -64,13 +64,26 @@ var (
 		"TestGDB", "TestTraceSpanTimes", "TestNotes",
 		"TestRingProviderUnprivileged", "TestRingProfileUnwinds",
 	}
+	// smokeTests run, instead of guestTests, on a row whose kernel
+	// version another row runs whole, on the other architecture, and
+	// whose architecture's kernel code rows of older and newer versions
+	// run whole (6.1-amd64: 6.1-arm64, 5.10-amd64 and the host): one test
+	// for each of the kernel's parts, that its build of them works.
+	smokeTests = []string{
+		"TestArguments", "TestSemaphoreGating", "TestBCCAndPerf",
+		"TestLibbpf", "TestTraceStats", "TestTracePIENeedsCookies",
+		"TestRingStatsUnprivileged",
+	}
+	// smokeRows are the rows that run smokeTests.
+	smokeRows = []string{"6.1-amd64"}
 )
 
 // guestScope is what a guest-mode run checks besides what a kernel
 // changes: guestScopeKernel, nothing, on a machine of the host's
 // architecture (the host row included), where this package's own run on
 // the host has checked the architecture's code already; guestScopeArch
-// elsewhere, where nothing else runs it. Every guest takes one build
+// elsewhere, where nothing else runs it; guestScopeSmoke, on smokeRows,
+// smokeTests alone. Every guest takes one build
 // route (guestRoutes) and one output format: how trace formats what it
 // read is the same Go code everywhere.
 var guestScope = os.Getenv(guestScopeEnv)
@@ -79,6 +92,7 @@ const (
 	guestScopeEnv    = "USDT_E2E_GUEST_SCOPE"
 	guestScopeKernel = "kernel"
 	guestScopeArch   = "arch"
+	guestScopeSmoke  = "smoke"
 )
 
 // kernelOnly reports whether this run checks only what the kernel
@@ -229,6 +243,9 @@ func TestKernels(t *testing.T) {
 				slack = 30
 			}
 			scope := scopeOf(k.Arch)
+			if slices.Contains(smokeRows, k.Name()) {
+				scope = guestScopeSmoke
+			}
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
 				Command: guestCommand(dir, scope),
@@ -252,8 +269,11 @@ func TestKernels(t *testing.T) {
 // guestCommand runs this package's tests in guest mode.
 func guestCommand(dir, scope string) []string {
 	tests := guestTests
-	if scope == guestScopeArch {
+	switch scope {
+	case guestScopeArch:
 		tests = append(slices.Clip(tests), archTests...)
+	case guestScopeSmoke:
+		tests = smokeTests
 	}
 	return []string{filepath.Join(dir, "e2e.test"), "-test.v=test2json", "-test.count=1", "-test.timeout=25m",
 		"-test.run=^(" + strings.Join(tests, "|") + ")$"}
