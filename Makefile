@@ -111,8 +111,10 @@ generate-check: tools
 	@git diff --exit-code -- '*_usdt*' || { echo "generated files are stale: run go generate ./..."; exit 1; }
 
 # TestKernels runs in its own target, verbose, for the table it prints.
+# testtimes prints what go test would, then the slowest tests of each
+# package that took over a minute: where CI's time goes.
 unit:
-	$(GO) test -count=1 -timeout 75m -skip '^TestKernels$$' ./...
+	$(GO) run ./internal/testing/testtimes -- $(GO) test -json -count=1 -timeout 75m -skip '^TestKernels$$' ./...
 
 # The tracer under the race detector: the unit tests of its packages with
 # -race, then the end-to-end tests of trace (both transports, -stats,
