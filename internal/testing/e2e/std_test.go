@@ -28,6 +28,32 @@ var stdPackages = []string{
 	"time", "unicode", "unicode/utf8",
 }
 
+// inlineProbed are the standard packages whose inlined functions keep
+// their probes (inline: probe) in TestStdTests' run with the exit probes
+// at the returns. bytes' TestNewBufferShallow asserts that
+// `*NewBuffer(b)` copies a Buffer without allocating, which holds only
+// while NewBuffer is inlined. Instrumented, it still is: a small
+// function keeps its body behind the semaphore's branch and calls a
+// traced copy only while traced (TestStdTestProbes checks that its
+// probes are there).
+var inlineProbed = []string{"bytes", "encoding/json", "net/url", "sort", "strconv", "strings"}
+
+// stdRules are the rules of TestStdTests' run of pkgs: every function of
+// each instrumented, with the exit probes deferred (unwind) or at the
+// returns, where inlineProbed's inlined functions keep their probes.
+// TestStdTestProbes builds with the same bytes, and so finds the
+// packages in the go command's cache.
+func stdRules(pkgs []string, unwind bool) string {
+	text := "provider: std\nrules:\n"
+	for _, p := range pkgs {
+		text += fmt.Sprintf("  - package: %q\n    unwind: %v\n", p, unwind)
+		if !unwind && slices.Contains(inlineProbed, p) {
+			text += "    inline: probe\n"
+		}
+	}
+	return text
+}
+
 // allocationTests count what a call allocates. Instrumented, a function
 // that Go inlined stays out of line, and a value that did not escape
 // through it goes to the heap (docs/rules.md, "Escape analysis
@@ -53,7 +79,8 @@ var (
 // instrumented too, and the run with the returns took 390 s with the
 // go command's cache warm, against 45 s (328 s when a new wrapper makes
 // it cold, as in CI); each package's functions are checked by their own
-// suite, and by those of the packages above it.
+// suite, and by those of the packages above it. In the run with the
+// returns, inlineProbed's inlined functions keep their probes.
 func TestStdTests(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: the test suites of 55 standard packages, built twice, take minutes")
@@ -67,11 +94,7 @@ func TestStdTests(t *testing.T) {
 				t.Logf("the packages that recover panics: %s", strings.Join(pkgs, " "))
 			}
 			rules := filepath.Join(dir, fmt.Sprintf("rules-%v.yml", unwind))
-			text := "provider: std\nrules:\n"
-			for _, p := range pkgs {
-				text += fmt.Sprintf("  - package: %q\n    unwind: %v\n", p, unwind)
-			}
-			if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+			if err := os.WriteFile(rules, []byte(stdRules(pkgs, unwind)), 0o644); err != nil {
 				t.Fatal(err)
 			}
 			toolexec := "-toolexec=" + wrapperBin() + " -rules " + rules
