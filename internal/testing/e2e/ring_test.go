@@ -516,8 +516,11 @@ func killedTracerBesideBpftrace(t *testing.T, bt tracetest.Bpftrace, bin string)
 	if tracetest.TimeSlack > 1 {
 		calls = 2000
 	}
-	// The goroutine naps after its calls, for the last poll of trace -p.
-	prog, stdin, lines := startReady(t, bin, "-wait", "-nap", "500ms", "-then", strconv.Itoa(calls), "0")
+	// The goroutine naps after its calls, for the last poll of trace -p:
+	// every 250 ms, and under emulation (TimeSlack) later, where a read
+	// of the counts costs more and the next waits 20 times as long.
+	nap := 500 * time.Millisecond * time.Duration(max(1, tracetest.TimeSlack/5))
+	prog, stdin, lines := startReady(t, bin, "-wait", "-nap", nap.String(), "-then", strconv.Itoa(calls), "0")
 	pid := strconv.Itoa(prog.Process.Pid)
 	sems := semaphores(t, bin)
 	bpf, br, bpfErr := countAdds(t, bt, bin)
