@@ -242,10 +242,7 @@ func TestKernels(t *testing.T) {
 			if vm.Accel(k.Arch) == "tcg" {
 				slack = 30
 			}
-			scope := scopeOf(k.Arch)
-			if slices.Contains(smokeRows, k.Name()) {
-				scope = guestScopeSmoke
-			}
+			scope := scopeOf(k.Name(), k.Arch)
 			res, err := vm.Run(ctx, vm.Machine{Kernel: k, Root: vm.Root(k.Arch)}, vm.Job{
 				WorkDir: dir,
 				Command: guestCommand(dir, scope),
@@ -279,8 +276,11 @@ func guestCommand(dir, scope string) []string {
 		"-test.run=^(" + strings.Join(tests, "|") + ")$"}
 }
 
-// scopeOf is the guestScope of a machine of arch.
-func scopeOf(arch string) string {
+// scopeOf is the guestScope of the row named row, a machine of arch.
+func scopeOf(row, arch string) string {
+	if slices.Contains(smokeRows, row) {
+		return guestScopeSmoke
+	}
 	if arch == runtime.GOARCH {
 		return guestScopeKernel
 	}
@@ -299,7 +299,7 @@ func guestEnviron(dir, scope string) []string {
 
 // hostRun runs the guest's tests on the host, from the same binaries.
 func hostRun(dir string) (string, error) {
-	scope := scopeOf(runtime.GOARCH)
+	scope := scopeOf("host", runtime.GOARCH)
 	cmd := exec.Command(filepath.Join(dir, "e2e.test"), guestCommand(dir, scope)[1:]...)
 	cmd.Dir = dir
 	cmd.Env = append(guestEnviron(dir, scope), "PATH="+os.Getenv("PATH"))
