@@ -578,7 +578,6 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if exited && alive && (!runs || f.pidfd >= 0 && !readable(f.pidfd)) {
 		execed = true
 	}
-
 	var at time.Time
 	gone := false
 	if unheld && !execed {
