@@ -516,11 +516,8 @@ func killedTracerBesideBpftrace(t *testing.T, bt tracetest.Bpftrace, bin string)
 	if tracetest.TimeSlack > 1 {
 		calls = 2000
 	}
-	// The goroutine naps after its calls, for the last poll of trace -p:
-	// every 250 ms, and under emulation (TimeSlack) later, where a read
-	// of the counts costs more and the next waits 20 times as long.
-	nap := 500 * time.Millisecond * time.Duration(max(1, tracetest.TimeSlack/5))
-	prog, stdin, lines := startReady(t, bin, "-wait", "-nap", nap.String(), "-then", strconv.Itoa(calls), "0")
+	// The goroutine naps after its calls, for the last poll of trace -p.
+	prog, stdin, lines := startReady(t, bin, "-wait", "-nap", lastPollNap().String(), "-then", strconv.Itoa(calls), "0")
 	pid := strconv.Itoa(prog.Process.Pid)
 	sems := semaphores(t, bin)
 	bpf, br, bpfErr := countAdds(t, bt, bin)
@@ -942,7 +939,7 @@ func TestRingWithBpftrace(t *testing.T) {
 				// The goroutines nap after their calls: a ring
 				// trace of -p reads the counts at its polls, and
 				// what a process counts after the last goes with it.
-				prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", "-nap", "500ms", strconv.Itoa(calls/2))
+				prog, stdin, lines := startReady(t, bin, "-wait", "-g", "2", "-nap", lastPollNap().String(), strconv.Itoa(calls/2))
 				pid := strconv.Itoa(prog.Process.Pid)
 				var ringOut strings.Builder
 				var tr *exec.Cmd
@@ -973,6 +970,15 @@ func TestRingWithBpftrace(t *testing.T) {
 			})
 		}
 	})
+}
+
+// lastPollNap is how long a fixture naps after its calls so that a
+// trace of -p, which reads the counts at its polls, reads them once more
+// before the process exits: it polls every 250 ms, and under emulation
+// (TimeSlack) later, where a read of the counts costs more and the next
+// waits 20 times as long.
+func lastPollNap() time.Duration {
+	return 500 * time.Millisecond * time.Duration(max(1, tracetest.TimeSlack/5))
 }
 
 // TestRingAttachDetachBesideBpftrace has a ring trace and bpftrace each
