@@ -23,9 +23,12 @@ func (inv Invocation) version() error {
 	if err != nil {
 		return err
 	}
-	self, err := selfHash()
-	if err != nil {
-		return err
+	self := InstrumenterID
+	if self == "" {
+		var err error
+		if self, err = selfHash(); err != nil {
+			return err
+		}
 	}
 	id := self + "-rules-" + rulesIdentity(inv.Rules)
 	line := strings.TrimRight(answer, "\n")
@@ -38,6 +41,17 @@ func (inv Invocation) version() error {
 	fmt.Fprintf(inv.Stdout, "%s usdt-toolexec=%s\n", line, id)
 	return nil
 }
+
+// InstrumenterID, when a build sets it (-ldflags=-X), stands for this
+// executable's hash in the wrapper's identity. It must change whenever
+// what the wrapper makes of a compile or a link may: this repository's
+// tests set it to the Go build ID of this package, which covers its
+// sources and those of every package it imports, and to a hash of the
+// command's own files (instrumenterid.For). The tracer, which no build
+// runs, is not part of it, so a change to the tracer alone leaves every
+// instrumented build cached. Unset, as go install and go tool build it,
+// the whole executable is the identity.
+var InstrumenterID string
 
 // realVersion is the tool's own answer to -V=full. It is cached on
 // disk by the tool's path, size and modification time: every build asks,

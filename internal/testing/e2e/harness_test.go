@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
+	"github.com/go-usdt/usdt/internal/testing/wrapperid"
 )
 
 var (
@@ -81,8 +82,15 @@ func runMain(m *testing.M) int {
 // where the race detector's would compile the fixtures, the standard
 // library included, again on each change of the tracer.
 func buildTools(dir, goarch string, race bool) error {
+	// The wrapper's identity, in every cache key of the builds it wraps,
+	// is that of its instrumenting code: a change to the tracer alone
+	// leaves the instrumented builds cached.
+	id, err := wrapperid.LDFlag(repoRoot, nil)
+	if err != nil {
+		return err
+	}
 	build := func(into string, extraEnv []string, args ...string) error {
-		cmd := exec.Command("go", append([]string{"build", "-o", into + string(filepath.Separator)}, args...)...)
+		cmd := exec.Command("go", append([]string{"build", id, "-o", into + string(filepath.Separator)}, args...)...)
 		cmd.Dir = repoRoot
 		if goarch != "" {
 			extraEnv = append(extraEnv, "GOARCH="+goarch)
