@@ -97,6 +97,25 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		sinks = append(sinks, spans.Event)
 		opt.Started = spans.Started
 	}
+	if x.Metrics != "" {
+		// -otlp's calls counted from their events, as they come.
+		var tally metrics.Tally
+		srv, err := prom.Serve(x.Metrics, func() *metrics.Snapshot {
+			s := tally.Snapshot()
+			if spans != nil {
+				s.SpansDropped = spans.Dropped()
+			}
+			return s
+		})
+		if err != nil {
+			return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
+		}
+		defer srv.Close()
+		if opt.Verbose {
+			fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
+		}
+		sinks = append(sinks, func(ev *trace.Event) { countCall(&tally, ev) })
+	}
 	var prof *pprof.Profile
 	var out *os.File
 	if x.Pprof != "" {
@@ -136,6 +155,25 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 // (-metrics) and pushing them as OTLP metrics (-otlp) while it runs, and
 // their last values at the end: the last scrape before trace exits sees
 // them, and the OTLP exporter pushes them as it stops.
+// countCall counts ev's call in tally, as -stats counts calls: an
+// automatic probe's at its exit, timed, or at its entry where its exit is
+// not traced, and a usdtgen probe's fire. An exit whose last result is an
+// error counts it too, when it is not nil.
+func countCall(tally *metrics.Tally, ev *trace.Event) {
+	switch {
+	case ev.Function == "":
+		tally.Call(ev.Label(), false, 0, false, false)
+	case ev.Exit:
+		errResult, failed := false, false
+		if n := len(ev.Values); n > 0 && ev.Values[n-1].Type == "error" {
+			errResult, failed = true, ev.Values[n-1].NonNilError()
+		}
+		tally.Call(ev.Function, true, uint64(max(0, ev.Elapsed)), errResult, failed)
+	case !ev.Paired:
+		tally.Call(ev.Function, false, 0, false, false)
+	}
+}
+
 func exportCounts(opt trace.Options, x tracecmd.Exports, service string, stderr io.Writer) error {
 	var snap atomic.Pointer[metrics.Snapshot]
 	opt.Counts = snap.Store

@@ -1,10 +1,13 @@
 // Package metrics is what trace -stats counts, as the metrics exporters
 // take it: per function (or provider probe) its calls and, for a function
 // whose exit probe carries its elapsed time, their durations, and the
-// events the tracer lost. It imports nothing but the standard library's
-// math: the tracer, which usdt-toolexec links, hands Snapshots to the
-// exporters, which only usdt-export links (internal/export/prom for
-// Prometheus, internal/export/otlp for OTLP metrics).
+// events the tracer lost. With -otlp's spans, a Tally counts the same
+// from the events trace reads (-otlp URL -metrics ADDR), and the calls
+// whose last result was a non-nil error too, and the spans dropped. It
+// imports nothing but the standard library: the tracer, which
+// usdt-toolexec links, hands Snapshots to the exporters, which only
+// usdt-export links (internal/export/prom for Prometheus,
+// internal/export/otlp for OTLP metrics).
 //
 // The counters count durations in 64 buckets, powers of two of ns. The
 // exporters give fewer: the classic buckets at every second power of two
@@ -12,7 +15,11 @@
 // them, merged exactly from the counters; docs/tracing.md says why.
 package metrics
 
-import "math"
+import (
+	"math"
+	"math/bits"
+	"sync"
+)
 
 // Function is what has been counted of one function (or probe) since
 // the trace began.
@@ -27,6 +34,11 @@ type Function struct {
 	Timed   bool
 	SumNs   uint64
 	Buckets []uint64
+	// CountsErrors says that Errors counts the calls whose last result,
+	// an error, was not nil: the function's last result is an error,
+	// and the tracer read the results (a Tally).
+	CountsErrors bool
+	Errors       uint64
 }
 
 // Snapshot is the counts at one moment.
@@ -38,6 +50,13 @@ type Snapshot struct {
 	// the children trace follows, or -exe's processes; 0 where the
 	// tracer does not say.
 	Processes int
+	// Events says that trace counted the calls from the events it read
+	// (a Tally), not the program or the kernel: Lost and Processes are
+	// not known then.
+	Events bool
+	// SpansDropped counts, by reason, the spans of -otlp that did not
+	// reach the collector; nil without spans.
+	SpansDropped map[string]uint64
 }
 
 // Sum is the snapshots' counts added up, function by function (by
@@ -63,6 +82,8 @@ func Sum(snaps ...*Snapshot) *Snapshot {
 			f.Calls += fn.Calls
 			f.SumNs += fn.SumNs
 			f.Timed = f.Timed || fn.Timed
+			f.Errors += fn.Errors
+			f.CountsErrors = f.CountsErrors || fn.CountsErrors
 			if len(f.Buckets) < len(fn.Buckets) {
 				f.Buckets = append(f.Buckets, make([]uint64, len(fn.Buckets)-len(f.Buckets))...)
 			}
@@ -118,3 +139,56 @@ func (fn Function) BucketCounts() []uint64 {
 
 // Sum is fn's total duration in seconds.
 func (fn Function) Sum() float64 { return float64(fn.SumNs) / 1e9 }
+
+// Tally counts calls from their events: one goroutine calls Call, any
+// takes Snapshots.
+type Tally struct {
+	mu  sync.Mutex
+	at  map[string]int
+	fns []Function
+}
+
+// Call counts a call of the function (or a fire of the probe) name. A
+// timed call took ns. errResult says that its last result is an error,
+// and failed that it was not nil.
+func (t *Tally) Call(name string, timed bool, ns uint64, errResult, failed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i, ok := t.at[name]
+	if !ok {
+		if t.at == nil {
+			t.at = map[string]int{}
+		}
+		i = len(t.fns)
+		t.at[name] = i
+		t.fns = append(t.fns, Function{Name: name})
+	}
+	fn := &t.fns[i]
+	fn.Calls++
+	if timed {
+		if fn.Buckets == nil {
+			fn.Buckets = make([]uint64, 64)
+		}
+		fn.Timed = true
+		fn.SumNs += ns
+		fn.Buckets[min(bits.Len64(ns), 63)]++
+	}
+	if errResult {
+		fn.CountsErrors = true
+		if failed {
+			fn.Errors++
+		}
+	}
+}
+
+// Snapshot is what t has counted so far, a copy of its own.
+func (t *Tally) Snapshot() *Snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	s := &Snapshot{Events: true, Functions: make([]Function, len(t.fns))}
+	for i, fn := range t.fns {
+		fn.Buckets = append([]uint64(nil), fn.Buckets...)
+		s.Functions[i] = fn
+	}
+	return s
+}

@@ -96,3 +96,65 @@ func TestSum(t *testing.T) {
 		t.Errorf("Sum() = %+v, want an empty snapshot", s)
 	}
 }
+
+// TestTally counts calls as their events come: by name in the order first
+// seen, timed calls into the bucket of their bit length in ns, errors
+// only of functions whose last result is an error, and each snapshot a
+// copy that later calls leave as it was.
+func TestTally(t *testing.T) {
+	var tally Tally
+	type call struct {
+		name              string
+		timed             bool
+		ns                uint64
+		errResult, failed bool
+	}
+	for _, c := range []call{
+		{"main.get", true, 100, true, false},
+		{"main.get", true, 300, true, true},
+		{"fire:tick", false, 0, false, false},
+		{"main.get", true, 0, true, true},
+		{"main.put", true, 1 << 40, false, false},
+	} {
+		tally.Call(c.name, c.timed, c.ns, c.errResult, c.failed)
+	}
+	snap := tally.Snapshot()
+	tally.Call("main.get", true, 5, true, true)
+	if !snap.Events || snap.Lost != 0 || snap.Processes != 0 || snap.SpansDropped != nil {
+		t.Errorf("snapshot says Events %v, Lost %d, Processes %d, SpansDropped %v; want a snapshot of events, nothing else known", snap.Events, snap.Lost, snap.Processes, snap.SpansDropped)
+	}
+	bucketsOf := func(ns ...uint64) []uint64 {
+		b := make([]uint64, 64)
+		for _, n := range ns {
+			b[bitLen(n)]++
+		}
+		return b
+	}
+	want := []Function{
+		{Name: "main.get", Calls: 3, Timed: true, SumNs: 400, Buckets: bucketsOf(100, 300, 0), CountsErrors: true, Errors: 2},
+		{Name: "fire:tick", Calls: 1},
+		{Name: "main.put", Calls: 1, Timed: true, SumNs: 1 << 40, Buckets: bucketsOf(1 << 40)},
+	}
+	if len(snap.Functions) != len(want) {
+		t.Fatalf("snapshot has %d functions, want %d: %+v", len(snap.Functions), len(want), snap.Functions)
+	}
+	for i, w := range want {
+		g := snap.Functions[i]
+		if g.Name != w.Name || g.Calls != w.Calls || g.Timed != w.Timed || g.SumNs != w.SumNs || g.CountsErrors != w.CountsErrors || g.Errors != w.Errors || !slices.Equal(g.Buckets, w.Buckets) {
+			t.Errorf("function %d = %+v, want %+v", i, g, w)
+		}
+	}
+	if got := tally.Snapshot().Functions[0]; got.Calls != 4 || got.Errors != 3 || got.Buckets[3] != 1 {
+		t.Errorf("after one more call of main.get (5 ns, failed), it has %d calls, %d errors, bucket 3 %d; want 4, 3, 1", got.Calls, got.Errors, got.Buckets[3])
+	}
+}
+
+// bitLen is the bit length of n, written out: the bucket a duration of n
+// ns falls in.
+func bitLen(n uint64) int {
+	b := 0
+	for ; n > 0; n >>= 1 {
+		b++
+	}
+	return b
+}

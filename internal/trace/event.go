@@ -59,6 +59,11 @@ type Value struct {
 	Text string
 }
 
+// NonNilError reports whether v is an error that is not nil. A nil error
+// is null where the tracer reads the value, and a zero type word where it
+// reads only the interface's words.
+func (v Value) NonNilError() bool { return v.Type == "error" && v.Data != nil && v.Data != uint64(0) }
+
 // Label is how the event's probe is shown.
 func (e *Event) Label() string { return label(e.Function, e.Provider, e.Probe) }
 

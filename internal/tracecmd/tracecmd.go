@@ -24,9 +24,9 @@ import (
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] -exe PATH [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -exe PATH [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -48,7 +48,10 @@ in trace's.
 http://ADDR/metrics while it runs (usdt_function_calls_total and
 usdt_function_duration_seconds by code_function_name,
 usdt_events_lost_total and usdt_processes_traced); -stats -otlp URL
-pushes the same as OTLP metrics, and no spans. -attach multi attaches
+pushes the same as OTLP metrics, and no spans. Without -stats, -otlp URL
+-metrics ADDR serves the calls of the spans, counted by trace from their
+events, with usdt_function_errors_total (the calls whose last result, an
+error, was not nil) and usdt_spans_dropped_total by reason. -attach multi attaches
 every probe with one uprobe_multi link (Linux 6.6+), single with one
 uprobe per probe, auto (the default) with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
@@ -178,8 +181,8 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	case opt.Stats && opt.Buffer != 0:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sends no events through a buffer: drop -buffer\n")
 		return 2
-	case exp.Metrics != "" && !opt.Stats:
-		fmt.Fprint(stderr, "usdt-toolexec trace: -metrics serves what -stats counts: add -stats\n")
+	case exp.Metrics != "" && !opt.Stats && exp.OTLP == "":
+		fmt.Fprint(stderr, "usdt-toolexec trace: -metrics serves what -stats counts, or the calls of -otlp's spans: add -stats or -otlp URL\n")
 		return 2
 	case opt.Interval < 0 || opt.Interval > 0 && !opt.Stats:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -interval wants a positive duration, with -stats\n")

@@ -411,9 +411,7 @@ func (e *Exporter) end(c *calltree.Call) {
 		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
 	}
 	for _, v := range results {
-		// A nil error is null where the tracer reads the value, and a
-		// zero type word where it reads only the interface's words.
-		if v.Type == "error" && v.Data != nil && v.Data != uint64(0) {
+		if v.NonNilError() {
 			msg, known := v.Data.(string)
 			if !known {
 				msg = v.Name + " is a non-nil error"
@@ -572,6 +570,18 @@ func newSpanID() oteltrace.SpanID {
 		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
+}
+
+// Dropped counts, by reason, the spans that have not reached the
+// collector so far: "export_failed", those the collector did not take
+// (after the exporter's retries), and "refused", those that held a
+// string protobuf refuses. The spans the exporter's full queue dropped
+// are known at Close, which says how many.
+func (e *Exporter) Dropped() map[string]uint64 {
+	return map[string]uint64{
+		"export_failed": uint64(e.sent.failed.Load()),
+		"refused":       uint64(e.sent.refused.Load()),
+	}
 }
 
 // countingExporter counts the spans the batch processor hands the

@@ -3,8 +3,11 @@
 // and usdt_function_duration_seconds (a histogram of the classic buckets
 // metrics.Bounds gives), labelled with the function's fully qualified
 // name (code_function_name, from OpenTelemetry's code.function.name), and
-// the tracer's own usdt_events_lost_total and usdt_processes_traced. The
-// text is client_golang's.
+// the tracer's own usdt_events_lost_total and usdt_processes_traced. Counted
+// from -otlp's events (metrics.Tally), they are usdt_function_errors_total
+// too, of the functions whose last result is an error, and
+// usdt_spans_dropped_total by reason, without the two the events do not
+// tell. The text is client_golang's.
 package prom
 
 import (
@@ -28,6 +31,8 @@ var (
 	durDesc   = prometheus.NewDesc("usdt_function_duration_seconds", "How long the function's calls took, from its entry probe to its exit probe.", []string{"code_function_name"}, nil)
 	lostDesc  = prometheus.NewDesc("usdt_events_lost_total", "Events the tracer lost: a buffer of the process was full.", nil, nil)
 	procsDesc = prometheus.NewDesc("usdt_processes_traced", "Processes the tracer traces now.", nil, nil)
+	errsDesc  = prometheus.NewDesc("usdt_function_errors_total", "Calls of the function whose last result, an error, was not nil.", []string{"code_function_name"}, nil)
+	dropDesc  = prometheus.NewDesc("usdt_spans_dropped_total", "Spans that did not reach the collector, by reason.", []string{"reason"}, nil)
 )
 
 // collector is a prometheus.Collector of a Source.
@@ -38,6 +43,8 @@ func (c collector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- durDesc
 	ch <- lostDesc
 	ch <- procsDesc
+	ch <- errsDesc
+	ch <- dropDesc
 }
 
 func (c collector) Collect(ch chan<- prometheus.Metric) {
@@ -45,11 +52,19 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 	if snap == nil {
 		return
 	}
-	ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(snap.Lost))
-	ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(snap.Processes))
+	if !snap.Events {
+		ch <- prometheus.MustNewConstMetric(lostDesc, prometheus.CounterValue, float64(snap.Lost))
+		ch <- prometheus.MustNewConstMetric(procsDesc, prometheus.GaugeValue, float64(snap.Processes))
+	}
+	for reason, n := range snap.SpansDropped {
+		ch <- prometheus.MustNewConstMetric(dropDesc, prometheus.CounterValue, float64(n), reason)
+	}
 	bounds := metrics.Bounds()
 	for _, fn := range snap.Functions {
 		ch <- prometheus.MustNewConstMetric(callsDesc, prometheus.CounterValue, float64(fn.Calls), fn.Name)
+		if fn.CountsErrors {
+			ch <- prometheus.MustNewConstMetric(errsDesc, prometheus.CounterValue, float64(fn.Errors), fn.Name)
+		}
 		if !fn.Timed {
 			continue
 		}

@@ -141,3 +141,38 @@ func scrape(t *testing.T, snap *metrics.Snapshot) map[string]*dto.MetricFamily {
 	}
 	return families
 }
+
+// TestServeEvents serves what trace counted from -otlp's events: the
+// errors of the functions whose last result is an error, and of no
+// other, the spans dropped by reason, and no losses or processes, which
+// the events do not tell.
+func TestServeEvents(t *testing.T) {
+	families := scrape(t, &metrics.Snapshot{
+		Events: true,
+		Functions: []metrics.Function{
+			{Name: "main.get", Calls: 5, CountsErrors: true, Errors: 2},
+			{Name: "main.put", Calls: 3, CountsErrors: true},
+			{Name: "main.sum", Calls: 4},
+		},
+		SpansDropped: map[string]uint64{"export_failed": 9, "refused": 0},
+	})
+	errs := map[string]float64{}
+	for _, m := range families["usdt_function_errors_total"].GetMetric() {
+		errs[label(m, "code_function_name")] = m.GetCounter().GetValue()
+	}
+	if len(errs) != 2 || errs["main.get"] != 2 || errs["main.put"] != 0 {
+		t.Errorf("usdt_function_errors_total = %v, want main.get 2 and main.put 0 alone", errs)
+	}
+	dropped := map[string]float64{}
+	for _, m := range families["usdt_spans_dropped_total"].GetMetric() {
+		dropped[label(m, "reason")] = m.GetCounter().GetValue()
+	}
+	if len(dropped) != 2 || dropped["export_failed"] != 9 || dropped["refused"] != 0 {
+		t.Errorf("usdt_spans_dropped_total = %v, want export_failed 9, refused 0", dropped)
+	}
+	for _, name := range []string{"usdt_events_lost_total", "usdt_processes_traced"} {
+		if f, ok := families[name]; ok {
+			t.Errorf("%s served from events, which do not tell it: %v", name, f)
+		}
+	}
+}

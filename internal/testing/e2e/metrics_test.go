@@ -195,3 +195,66 @@ func TestMetricsPrometheus(t *testing.T) {
 		})
 	}
 }
+
+// TestMetricsSpans traces the W3C server of testdata/joined with -otlp and
+// -metrics, without -stats, while a real Prometheus scrapes what trace
+// counts from the spans' events: every call of each function, those
+// whose caller did not sample them too; the calls of check that returned
+// its error, and no error series for the functions that return none;
+// and, as -otlp's collector is Prometheus itself, which takes no traces,
+// every span dropped with the reason export_failed. The events do not
+// tell the losses or the processes: neither is served.
+func TestMetricsSpans(t *testing.T) {
+	requireAMD64(t)
+	requireRing(t)
+	dir := fixture(t, "joined")
+	bin := filepath.Join(t.TempDir(), "joined")
+	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+	api := startPrometheus(t, addr)
+	// 200 requests, then a minute for Prometheus to scrape.
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-otlp", api+"/api/v1/otlp", "-metrics", addr, "--", bin, "200", "60s")
+	// The spans go out every 200 ms, not every 5 s.
+	tr.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=200")
+	tr.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	proc := startServer(t, tr)
+	t.Cleanup(func() { syscall.Kill(-tr.Process.Pid, syscall.SIGKILL) })
+	output := func() string { return "trace's output:\n" + proc.output() }
+	// testdata/joined: request i is on hold (check fails, and price is
+	// not called) when i%10 is 9, and not sampled by its caller when
+	// i%10 is 5: 20 of each.
+	const requests, onHold, unsampled = 200, 20, 20
+	for _, q := range []struct {
+		query string
+		want  float64
+	}{
+		{`usdt_function_calls_total{code_function_name="main.serve"}`, requests},
+		{`usdt_function_calls_total{code_function_name="main.check"}`, requests},
+		{`usdt_function_calls_total{code_function_name="main.price"}`, requests - onHold},
+		{`usdt_function_duration_seconds_count{code_function_name="main.price"}`, requests - onHold},
+		{`usdt_function_errors_total{code_function_name="main.check"}`, onHold},
+		{`usdt_spans_dropped_total{reason="export_failed"}`, 3*requests - onHold - 3*unsampled},
+		{`usdt_spans_dropped_total{reason="refused"}`, 0},
+	} {
+		var got float64
+		var ok bool
+		waitFor(t, 45*time.Second, fmt.Sprintf("Prometheus to have %s %v", q.query, q.want), func() bool {
+			got, ok = promQuery(t, api, q.query)
+			if !ok || got != q.want {
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			return true
+		}, func() string { return fmt.Sprintf("it has %v (a series: %v)", got, ok) }, output)
+	}
+	for _, query := range []string{
+		`usdt_function_errors_total{code_function_name="main.serve"}`,
+		`usdt_function_errors_total{code_function_name="main.price"}`,
+		"usdt_events_lost_total",
+		"usdt_processes_traced",
+	} {
+		if v, ok := promQuery(t, api, query); ok {
+			t.Errorf("Prometheus has %s = %v, which trace does not count from events", query, v)
+		}
+	}
+}

@@ -1,7 +1,11 @@
 // Command joined is a shop's HTTP server that a gateway calls with W3C
 // trace context: every request carries a traceparent header, a tracestate
 // and a tenant. It serves requests from its own client and prints each
-// answer, so that a traced run can be compared with a plain one.
+// answer, so that a traced run can be compared with a plain one:
+//
+//	joined [N [IDLE]]
+//
+// serves N requests (200), then sleeps IDLE (none) before it exits.
 package main
 
 import (
@@ -13,6 +17,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 )
 
 type order struct {
@@ -90,5 +95,9 @@ func main() {
 		body, _ := io.ReadAll(res.Body)
 		res.Body.Close()
 		fmt.Printf("%d %d %s", i, res.StatusCode, body)
+	}
+	if len(os.Args) > 2 {
+		idle, _ := time.ParseDuration(os.Args[2])
+		time.Sleep(idle)
 	}
 }
