@@ -97,22 +97,35 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		sinks = append(sinks, spans.Event)
 		opt.Started = spans.Started
 	}
-	if x.Metrics != "" {
-		// -otlp's calls counted from their events, as they come.
+	// -otlp's calls counted from their events, as they come: served with
+	// -metrics, and pushed where OTEL_EXPORTER_OTLP_METRICS_ENDPOINT
+	// names a metrics collector (-otlp's URL takes spans: Jaeger, for
+	// one, takes no metrics).
+	var pushed *otlp.Metrics
+	if x.Metrics != "" || spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
 		var tally metrics.Tally
-		srv, err := prom.Serve(x.Metrics, func() *metrics.Snapshot {
+		src := func() *metrics.Snapshot {
 			s := tally.Snapshot()
 			if spans != nil {
 				s.SpansDropped = spans.Dropped()
 			}
 			return s
-		})
-		if err != nil {
-			return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
 		}
-		defer srv.Close()
-		if opt.Verbose {
-			fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
+		if x.Metrics != "" {
+			srv, err := prom.Serve(x.Metrics, src)
+			if err != nil {
+				return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
+			}
+			defer srv.Close()
+			if opt.Verbose {
+				fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
+			}
+		}
+		if spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
+			var err error
+			if pushed, err = otlp.NewMetrics(context.Background(), x.OTLP, x.Service, filepath.Base(bin), src); err != nil {
+				return err
+			}
 		}
 		sinks = append(sinks, func(ev *trace.Event) { countCall(&tally, ev) })
 	}
@@ -138,6 +151,10 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	err := trace.Run(opt)
 	if spans != nil {
 		flush(spans.Close, stderr)
+	}
+	// After the spans' flush, which counts what it could not send.
+	if pushed != nil {
+		flush(pushed.Close, stderr)
 	}
 	if prof != nil {
 		werr := prof.Write(out)

@@ -51,7 +51,8 @@ usdt_events_lost_total and usdt_processes_traced); -stats -otlp URL
 pushes the same as OTLP metrics, and no spans. Without -stats, -otlp URL
 -metrics ADDR serves the calls of the spans, counted by trace from their
 events, with usdt_function_errors_total (the calls whose last result, an
-error, was not nil) and usdt_spans_dropped_total by reason. -attach multi attaches
+error, was not nil) and usdt_spans_dropped_total by reason, and pushes
+them to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT where that is set. -attach multi attaches
 every probe with one uprobe_multi link (Linux 6.6+), single with one
 uprobe per probe, auto (the default) with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a

@@ -3,8 +3,10 @@ package otlp
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net/url"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -112,11 +114,15 @@ func (p *producer) Produce(context.Context) ([]metricdata.ScopeMetrics, error) {
 // dataPoints are the metrics of snap, counted from start to now.
 func dataPoints(snap *metrics.Snapshot, start, now time.Time) []metricdata.Metrics {
 	calls := metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
+	errs := metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
 	dur := metricdata.Histogram[float64]{Temporality: metricdata.CumulativeTemporality}
 	bounds := metrics.Bounds()
 	for _, fn := range snap.Functions {
 		attrs := attribute.NewSet(attribute.String("code.function.name", fn.Name))
 		calls.DataPoints = append(calls.DataPoints, metricdata.DataPoint[int64]{Attributes: attrs, StartTime: start, Time: now, Value: int64(fn.Calls)})
+		if fn.CountsErrors {
+			errs.DataPoints = append(errs.DataPoints, metricdata.DataPoint[int64]{Attributes: attrs, StartTime: start, Time: now, Value: int64(fn.Errors)})
+		}
 		if !fn.Timed {
 			continue
 		}
@@ -138,8 +144,24 @@ func dataPoints(snap *metrics.Snapshot, start, now time.Time) []metricdata.Metri
 	}}
 	out := []metricdata.Metrics{
 		{Name: "usdt.function.calls", Description: "Calls of the function, counted by its probes.", Unit: "{call}", Data: calls},
-		{Name: "usdt.events.lost", Description: "Events the tracer lost: a buffer of the process was full.", Unit: "{event}", Data: lost},
-		{Name: "usdt.processes.traced", Description: "Processes the tracer traces now.", Unit: "{process}", Data: processes},
+	}
+	// Counted from events, trace does not know these two.
+	if !snap.Events {
+		out = append(out,
+			metricdata.Metrics{Name: "usdt.events.lost", Description: "Events the tracer lost: a buffer of the process was full.", Unit: "{event}", Data: lost},
+			metricdata.Metrics{Name: "usdt.processes.traced", Description: "Processes the tracer traces now.", Unit: "{process}", Data: processes})
+	}
+	if len(errs.DataPoints) > 0 {
+		out = append(out, metricdata.Metrics{Name: "usdt.function.errors", Description: "Calls of the function whose last result, an error, was not nil.", Unit: "{call}", Data: errs})
+	}
+	if snap.SpansDropped != nil {
+		dropped := metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true}
+		for _, reason := range slices.Sorted(maps.Keys(snap.SpansDropped)) {
+			dropped.DataPoints = append(dropped.DataPoints, metricdata.DataPoint[int64]{
+				Attributes: attribute.NewSet(attribute.String("reason", reason)), StartTime: start, Time: now, Value: int64(snap.SpansDropped[reason]),
+			})
+		}
+		out = append(out, metricdata.Metrics{Name: "usdt.spans.dropped", Description: "Spans that did not reach the collector, by reason.", Unit: "{span}", Data: dropped})
 	}
 	if len(dur.DataPoints) > 0 {
 		out = append(out, metricdata.Metrics{Name: "usdt.function.duration", Description: "How long the function's calls took, from its entry probe to its exit probe.", Unit: "s", Data: dur})

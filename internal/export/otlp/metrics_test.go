@@ -141,3 +141,50 @@ func TestMetricsRejects(t *testing.T) {
 		t.Error("NewMetrics took 127.0.0.1:4318, a URL without scheme")
 	}
 }
+
+// TestMetricsEvents pushes what trace counted from -otlp's events, as a
+// collector decodes it: usdt.function.errors of the functions whose last
+// result is an error alone, usdt.spans.dropped by reason, and neither
+// usdt.events.lost nor usdt.processes.traced, which the events do not
+// tell.
+func TestMetricsEvents(t *testing.T) {
+	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
+	snap := &metrics.Snapshot{Events: true, Functions: []metrics.Function{
+		{Name: "main.get", Calls: 5, CountsErrors: true, Errors: 2},
+		{Name: "main.sum", Calls: 4},
+	}, SpansDropped: map[string]uint64{"export_failed": 7, "refused": 1}}
+	r := &metricsReceiver{}
+	srv := httptest.NewServer(http.HandlerFunc(r.serve))
+	defer srv.Close()
+	m, err := NewMetrics(context.Background(), srv.URL, "", "shop", func() *metrics.Snapshot { return snap })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	byName := map[string]*metricpb.Metric{}
+	for _, m := range r.metrics {
+		byName[m.GetName()] = m
+	}
+	sums := func(name, key string) map[string]int64 {
+		got := map[string]int64{}
+		for _, dp := range byName[name].GetSum().GetDataPoints() {
+			got[attributes(dp.GetAttributes())[key].(string)] = dp.GetAsInt()
+		}
+		return got
+	}
+	if errs := sums("usdt.function.errors", "code.function.name"); len(errs) != 1 || errs["main.get"] != 2 {
+		t.Errorf("usdt.function.errors = %v, want main.get 2 alone", errs)
+	}
+	if dropped := sums("usdt.spans.dropped", "reason"); len(dropped) != 2 || dropped["export_failed"] != 7 || dropped["refused"] != 1 {
+		t.Errorf("usdt.spans.dropped = %v, want export_failed 7, refused 1", dropped)
+	}
+	for _, name := range []string{"usdt.events.lost", "usdt.processes.traced"} {
+		if m, ok := byName[name]; ok {
+			t.Errorf("%s pushed from events, which do not tell it: %v", name, m)
+		}
+	}
+}

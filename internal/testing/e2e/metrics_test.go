@@ -198,12 +198,13 @@ func TestMetricsPrometheus(t *testing.T) {
 
 // TestMetricsSpans traces the W3C server of testdata/joined with -otlp and
 // -metrics, without -stats, while a real Prometheus scrapes what trace
-// counts from the spans' events: every call of each function, those
-// whose caller did not sample them too; the calls of check that returned
-// its error, and no error series for the functions that return none;
-// and, as -otlp's collector is Prometheus itself, which takes no traces,
-// every span dropped with the reason export_failed. The events do not
-// tell the losses or the processes: neither is served.
+// counts from the spans' events and takes the same as OTLP metrics on its
+// receiver (OTEL_EXPORTER_OTLP_METRICS_ENDPOINT): every call of each
+// function, those whose caller did not sample them too; the calls of
+// check that returned its error, and no error series for the functions
+// that return none; and, as -otlp's collector is Prometheus itself, which
+// takes no traces, every span dropped with the reason export_failed. The
+// events do not tell the losses or the processes: neither is exported.
 func TestMetricsSpans(t *testing.T) {
 	requireAMD64(t)
 	requireRing(t)
@@ -213,9 +214,10 @@ func TestMetricsSpans(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
 	api := startPrometheus(t, addr)
 	// 200 requests, then a minute for Prometheus to scrape.
-	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-otlp", api+"/api/v1/otlp", "-metrics", addr, "--", bin, "200", "60s")
-	// The spans go out every 200 ms, not every 5 s.
-	tr.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=200")
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-otlp", api+"/api/v1/otlp", "-service", "joined-e2e", "-metrics", addr, "--", bin, "200", "60s")
+	// The spans go out every 200 ms, the metrics every 500 ms.
+	tr.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=200",
+		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="+api+"/api/v1/otlp/v1/metrics", "OTEL_METRIC_EXPORT_INTERVAL=500")
 	tr.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	proc := startServer(t, tr)
 	t.Cleanup(func() { syscall.Kill(-tr.Process.Pid, syscall.SIGKILL) })
@@ -224,28 +226,32 @@ func TestMetricsSpans(t *testing.T) {
 	// not called) when i%10 is 9, and not sampled by its caller when
 	// i%10 is 5: 20 of each.
 	const requests, onHold, unsampled = 200, 20, 20
-	for _, q := range []struct {
-		query string
-		want  float64
-	}{
-		{`usdt_function_calls_total{code_function_name="main.serve"}`, requests},
-		{`usdt_function_calls_total{code_function_name="main.check"}`, requests},
-		{`usdt_function_calls_total{code_function_name="main.price"}`, requests - onHold},
-		{`usdt_function_duration_seconds_count{code_function_name="main.price"}`, requests - onHold},
-		{`usdt_function_errors_total{code_function_name="main.check"}`, onHold},
-		{`usdt_spans_dropped_total{reason="export_failed"}`, 3*requests - onHold - 3*unsampled},
-		{`usdt_spans_dropped_total{reason="refused"}`, 0},
-	} {
-		var got float64
-		var ok bool
-		waitFor(t, 45*time.Second, fmt.Sprintf("Prometheus to have %s %v", q.query, q.want), func() bool {
-			got, ok = promQuery(t, api, q.query)
-			if !ok || got != q.want {
-				time.Sleep(200 * time.Millisecond)
-				return false
-			}
-			return true
-		}, func() string { return fmt.Sprintf("it has %v (a series: %v)", got, ok) }, output)
+	// Scraped, the job is the scrape's; pushed, the service's.
+	for _, job := range []string{"usdt", "joined-e2e"} {
+		for _, q := range []struct {
+			metric, labels string
+			want           float64
+		}{
+			{"usdt_function_calls_total", `code_function_name="main.serve"`, requests},
+			{"usdt_function_calls_total", `code_function_name="main.check"`, requests},
+			{"usdt_function_calls_total", `code_function_name="main.price"`, requests - onHold},
+			{"usdt_function_duration_seconds_count", `code_function_name="main.price"`, requests - onHold},
+			{"usdt_function_errors_total", `code_function_name="main.check"`, onHold},
+			{"usdt_spans_dropped_total", `reason="export_failed"`, 3*requests - onHold - 3*unsampled},
+			{"usdt_spans_dropped_total", `reason="refused"`, 0},
+		} {
+			query := fmt.Sprintf("%s{job=%q,%s}", q.metric, job, q.labels)
+			var got float64
+			var ok bool
+			waitFor(t, 45*time.Second, fmt.Sprintf("Prometheus to have %s %v", query, q.want), func() bool {
+				got, ok = promQuery(t, api, query)
+				if !ok || got != q.want {
+					time.Sleep(200 * time.Millisecond)
+					return false
+				}
+				return true
+			}, func() string { return fmt.Sprintf("it has %v (a series: %v)", got, ok) }, output)
+		}
 	}
 	for _, query := range []string{
 		`usdt_function_errors_total{code_function_name="main.serve"}`,
