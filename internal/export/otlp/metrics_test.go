@@ -50,6 +50,19 @@ func (r *metricsReceiver) serve(w http.ResponseWriter, req *http.Request) {
 	w.Write(out)
 }
 
+// pushOnce pushes snap, of the service shop, to endpoint as -otlp's
+// base URL, once, at Close.
+func pushOnce(t *testing.T, endpoint string, snap *metrics.Snapshot) {
+	t.Helper()
+	m, err := NewMetrics(context.Background(), endpoint, "", "shop", func() *metrics.Snapshot { return snap })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Close(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // TestMetrics pushes a snapshot and decodes it as a collector does: the
 // path the endpoint gives (-otlp's base URL, or
 // OTEL_EXPORTER_OTLP_METRICS_ENDPOINT as it is), and the calls, losses
@@ -85,13 +98,7 @@ func TestMetrics(t *testing.T) {
 				// Nobody listens there: the variable wins.
 				endpoint = "http://127.0.0.1:1"
 			}
-			m, err := NewMetrics(context.Background(), endpoint, "", "shop", func() *metrics.Snapshot { return snap })
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := m.Close(context.Background()); err != nil {
-				t.Fatal(err)
-			}
+			pushOnce(t, endpoint, snap)
 			r.mu.Lock()
 			defer r.mu.Unlock()
 			if len(r.paths) != 1 || r.paths[0] != c.path {
@@ -156,13 +163,7 @@ func TestMetricsEvents(t *testing.T) {
 	r := &metricsReceiver{}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
 	defer srv.Close()
-	m, err := NewMetrics(context.Background(), srv.URL, "", "shop", func() *metrics.Snapshot { return snap })
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := m.Close(context.Background()); err != nil {
-		t.Fatal(err)
-	}
+	pushOnce(t, srv.URL, snap)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	byName := map[string]*metricpb.Metric{}
