@@ -25,6 +25,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	oteltrace "go.opentelemetry.io/otel/trace"
+
 	"github.com/go-usdt/usdt/internal/export/otlp"
 	"github.com/go-usdt/usdt/internal/export/pprof"
 	"github.com/go-usdt/usdt/internal/export/prom"
@@ -128,6 +130,12 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 			}
 		}
 		sinks = append(sinks, func(ev *trace.Event) { countCall(&tally, ev) })
+		if spans != nil {
+			// The spans sent are the histograms' exemplars.
+			spans.Sent = func(fn string, elapsed time.Duration, sc oteltrace.SpanContext, end time.Time) {
+				tally.Exemplar(fn, metrics.Exemplar{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Ns: uint64(max(0, elapsed)), Time: end})
+			}
+		}
 	}
 	var prof *pprof.Profile
 	var out *os.File

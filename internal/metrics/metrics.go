@@ -16,9 +16,12 @@
 package metrics
 
 import (
+	"maps"
 	"math"
 	"math/bits"
+	"slices"
 	"sync"
+	"time"
 )
 
 // Function is what has been counted of one function (or probe) since
@@ -39,7 +42,23 @@ type Function struct {
 	// and the tracer read the results (a Tally).
 	CountsErrors bool
 	Errors       uint64
+	// Exemplars are sampled calls of the function whose spans -otlp
+	// sent, the latest of each exported bucket (BucketCounts), in the
+	// buckets' order.
+	Exemplars []Exemplar
 }
+
+// Exemplar is one call's span, which its duration's bucket points to.
+type Exemplar struct {
+	TraceID [16]byte
+	SpanID  [8]byte
+	Ns      uint64
+	Time    time.Time // when the call returned
+}
+
+// Bucket is the exported bucket of e's duration: its index in
+// BucketCounts.
+func (e Exemplar) Bucket() int { return exportedBucket(min(bits.Len64(e.Ns), 63)) }
 
 // Snapshot is the counts at one moment.
 type Snapshot struct {
@@ -125,35 +144,36 @@ func UpperBound(b int) float64 { return math.Ldexp(1, b) / 1e9 }
 // durations below 2^b ns, so each falls whole into one exported bucket:
 // the first whose bound is 2^b ns or more.
 func (fn Function) BucketCounts() []uint64 {
-	n := (lastBound-firstBound)/boundStep + 1
-	counts := make([]uint64, n+1)
+	counts := make([]uint64, exportedBucket(lastBound+1)+1)
 	for b, c := range fn.Buckets {
-		i := n
-		if b <= lastBound {
-			i = max(0, (b-firstBound+boundStep-1)/boundStep)
-		}
-		counts[i] += c
+		counts[exportedBucket(b)] += c
 	}
 	return counts
+}
+
+// exportedBucket is the index in BucketCounts of the counter bucket b.
+func exportedBucket(b int) int {
+	if b > lastBound {
+		return (lastBound-firstBound)/boundStep + 1
+	}
+	return max(0, (b-firstBound+boundStep-1)/boundStep)
 }
 
 // Sum is fn's total duration in seconds.
 func (fn Function) Sum() float64 { return float64(fn.SumNs) / 1e9 }
 
-// Tally counts calls from their events: one goroutine calls Call, any
-// takes Snapshots.
+// Tally counts calls from their events: one goroutine calls Call and
+// Exemplar, any takes Snapshots.
 type Tally struct {
 	mu  sync.Mutex
 	at  map[string]int
 	fns []Function
+	// exemplars are each function's, by exported bucket.
+	exemplars []map[int]Exemplar
 }
 
-// Call counts a call of the function (or a fire of the probe) name. A
-// timed call took ns. errResult says that its last result is an error,
-// and failed that it was not nil.
-func (t *Tally) Call(name string, timed bool, ns uint64, errResult, failed bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
+// fn is the function name's counts, new ones the first time. t.mu is held.
+func (t *Tally) fn(name string) int {
 	i, ok := t.at[name]
 	if !ok {
 		if t.at == nil {
@@ -162,8 +182,30 @@ func (t *Tally) Call(name string, timed bool, ns uint64, errResult, failed bool)
 		i = len(t.fns)
 		t.at[name] = i
 		t.fns = append(t.fns, Function{Name: name})
+		t.exemplars = append(t.exemplars, nil)
 	}
-	fn := &t.fns[i]
+	return i
+}
+
+// Exemplar keeps e as the latest exemplar of its bucket of the function
+// name.
+func (t *Tally) Exemplar(name string, e Exemplar) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := t.fn(name)
+	if t.exemplars[i] == nil {
+		t.exemplars[i] = map[int]Exemplar{}
+	}
+	t.exemplars[i][e.Bucket()] = e
+}
+
+// Call counts a call of the function (or a fire of the probe) name. A
+// timed call took ns. errResult says that its last result is an error,
+// and failed that it was not nil.
+func (t *Tally) Call(name string, timed bool, ns uint64, errResult, failed bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	fn := &t.fns[t.fn(name)]
 	fn.Calls++
 	if timed {
 		if fn.Buckets == nil {
@@ -188,6 +230,9 @@ func (t *Tally) Snapshot() *Snapshot {
 	s := &Snapshot{Events: true, Functions: make([]Function, len(t.fns))}
 	for i, fn := range t.fns {
 		fn.Buckets = append([]uint64(nil), fn.Buckets...)
+		for _, b := range slices.Sorted(maps.Keys(t.exemplars[i])) {
+			fn.Exemplars = append(fn.Exemplars, t.exemplars[i][b])
+		}
 		s.Functions[i] = fn
 	}
 	return s

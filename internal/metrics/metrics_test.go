@@ -4,6 +4,7 @@ import (
 	"math"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestBounds(t *testing.T) {
@@ -157,4 +158,29 @@ func bitLen(n uint64) int {
 		b++
 	}
 	return b
+}
+
+// TestTallyExemplars keeps the latest exemplar of each exported bucket,
+// in the buckets' order, whichever function's first event it was.
+func TestTallyExemplars(t *testing.T) {
+	var tally Tally
+	at := time.Unix(1700000000, 0)
+	ex := func(span byte, ns uint64) Exemplar {
+		return Exemplar{TraceID: [16]byte{1, span}, SpanID: [8]byte{span}, Ns: ns, Time: at.Add(time.Duration(span))}
+	}
+	tally.Exemplar("main.get", ex(1, 3000)) // [2048, 4096) ns: bucket le 4096 ns, 4
+	tally.Call("main.get", true, 3000, false, false)
+	tally.Exemplar("main.get", ex(2, 10)) // below 16 ns: bucket 0
+	tally.Exemplar("main.get", ex(3, 2500))
+	tally.Exemplar("main.get", ex(4, 1<<40)) // past 2^36 ns: the last, 17
+	got := tally.Snapshot().Functions
+	want := []Exemplar{ex(2, 10), ex(3, 2500), ex(4, 1<<40)}
+	if len(got) != 1 || !slices.Equal(got[0].Exemplars, want) {
+		t.Fatalf("exemplars %+v, want %+v", got, want)
+	}
+	for i, b := range []int{0, 4, 17} {
+		if got := want[i].Bucket(); got != b {
+			t.Errorf("exemplar of %d ns in bucket %d, want %d", want[i].Ns, got, b)
+		}
+	}
 }

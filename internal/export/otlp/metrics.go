@@ -131,9 +131,13 @@ func dataPoints(snap *metrics.Snapshot, start, now time.Time) []metricdata.Metri
 		for _, c := range counts {
 			n += c
 		}
+		var ex []metricdata.Exemplar[float64]
+		for _, e := range fn.Exemplars {
+			ex = append(ex, metricdata.Exemplar[float64]{Time: e.Time, Value: float64(e.Ns) / 1e9, SpanID: e.SpanID[:], TraceID: e.TraceID[:]})
+		}
 		dur.DataPoints = append(dur.DataPoints, metricdata.HistogramDataPoint[float64]{
 			Attributes: attrs, StartTime: start, Time: now,
-			Count: n, Sum: fn.Sum(), Bounds: bounds, BucketCounts: counts,
+			Count: n, Sum: fn.Sum(), Bounds: bounds, BucketCounts: counts, Exemplars: ex,
 		})
 	}
 	lost := metricdata.Sum[int64]{Temporality: metricdata.CumulativeTemporality, IsMonotonic: true, DataPoints: []metricdata.DataPoint[int64]{

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
 
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	metricpb "go.opentelemetry.io/proto/otlp/metrics/v1"
@@ -156,9 +157,13 @@ func TestMetricsRejects(t *testing.T) {
 // tell.
 func TestMetricsEvents(t *testing.T) {
 	t.Setenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT", "")
+	hist := make([]uint64, 64)
+	hist[12] = 4
+	trace, span := [16]byte{0x4b, 15: 1}, [8]byte{7: 9}
 	snap := &metrics.Snapshot{Events: true, Functions: []metrics.Function{
 		{Name: "main.get", Calls: 5, CountsErrors: true, Errors: 2},
-		{Name: "main.sum", Calls: 4},
+		{Name: "main.sum", Calls: 4, Timed: true, SumNs: 10000, Buckets: hist,
+			Exemplars: []metrics.Exemplar{{TraceID: trace, SpanID: span, Ns: 2500, Time: time.Unix(1700000000, 0)}}},
 	}, SpansDropped: map[string]uint64{"export_failed": 7, "refused": 1}}
 	r := &metricsReceiver{}
 	srv := httptest.NewServer(http.HandlerFunc(r.serve))
@@ -187,5 +192,12 @@ func TestMetricsEvents(t *testing.T) {
 		if m, ok := byName[name]; ok {
 			t.Errorf("%s pushed from events, which do not tell it: %v", name, m)
 		}
+	}
+	dps := byName["usdt.function.duration"].GetHistogram().GetDataPoints()
+	if len(dps) != 1 || len(dps[0].GetExemplars()) != 1 {
+		t.Fatalf("usdt.function.duration: %v, want main.sum's with one exemplar", dps)
+	}
+	if e := dps[0].GetExemplars()[0]; !slices.Equal(e.GetTraceId(), trace[:]) || !slices.Equal(e.GetSpanId(), span[:]) || e.GetAsDouble() != 2.5e-6 || e.GetTimeUnixNano() != 1700000000e9 {
+		t.Errorf("exemplar %v, want trace %x span %x, 2.5e-06 s, at 1700000000 s", e, trace, span)
 	}
 }

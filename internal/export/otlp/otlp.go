@@ -76,6 +76,12 @@ type Exporter struct {
 	// where a span finds its function's file and line.
 	Functions *symtab.Table
 
+	// Sent, when set, is handed each call whose exit event made a span
+	// that goes to the collector (sampled, and not below MinSpan): its
+	// function, how long it took, and the span. The metrics take them
+	// as their histograms' exemplars. It is called on Event's goroutine.
+	Sent func(function string, elapsed time.Duration, span oteltrace.SpanContext, end time.Time)
+
 	endpoint string
 	tree     calltree.Tree
 	// batch is the SDK's batch span processor that every process's
@@ -422,6 +428,9 @@ func (e *Exporter) end(c *calltree.Call) {
 	}
 	span.End(oteltrace.WithTimestamp(c.End))
 	e.ended++
+	if e.Sent != nil && c.Exit != nil {
+		e.Sent(c.Function, c.Elapsed(), span.SpanContext(), c.End)
+	}
 }
 
 // Close flushes the spans and shuts the SDK down, within ctx, and reports

@@ -12,6 +12,7 @@ package prom
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"net"
 	"net/http"
@@ -76,8 +77,32 @@ func (c collector) Collect(ch chan<- prometheus.Metric) {
 				buckets[bounds[i]] = count
 			}
 		}
-		ch <- prometheus.MustNewConstHistogram(durDesc, count, fn.Sum(), buckets, fn.Name)
+		h := prometheus.MustNewConstHistogram(durDesc, count, fn.Sum(), buckets, fn.Name)
+		if len(fn.Exemplars) > 0 {
+			h = withExemplars(h, fn.Exemplars)
+		}
+		ch <- h
 	}
+}
+
+// withExemplars is h with the spans of ex as its buckets' exemplars, as
+// OpenMetrics has them: the labels trace_id and span_id, the call's
+// duration in seconds, and when it returned. client_golang puts each in
+// the bucket of its value.
+func withExemplars(h prometheus.Metric, ex []metrics.Exemplar) prometheus.Metric {
+	pe := make([]prometheus.Exemplar, len(ex))
+	for i, e := range ex {
+		pe[i] = prometheus.Exemplar{
+			Value:     float64(e.Ns) / 1e9,
+			Labels:    prometheus.Labels{"trace_id": hex.EncodeToString(e.TraceID[:]), "span_id": hex.EncodeToString(e.SpanID[:])},
+			Timestamp: e.Time,
+		}
+	}
+	m, err := prometheus.NewMetricWithExemplars(h, pe...)
+	if err != nil {
+		return h
+	}
+	return m
 }
 
 // Server serves the metrics of a Source over HTTP, at /metrics.
@@ -99,7 +124,8 @@ func Serve(addr string, src Source) (*Server, error) {
 		return nil, err
 	}
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	// OpenMetrics, where the scraper asks for it, carries the exemplars.
+	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{EnableOpenMetrics: true}))
 	s := &Server{srv: &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, ln: ln, done: make(chan error, 1)}
 	go func() { s.done <- s.srv.Serve(ln) }()
 	return s, nil

@@ -1,9 +1,12 @@
 package prom
 
 import (
+	"io"
 	"math"
 	"net/http"
+	"strings"
 	"testing"
+	"time"
 
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -174,5 +177,45 @@ func TestServeEvents(t *testing.T) {
 		if f, ok := families[name]; ok {
 			t.Errorf("%s served from events, which do not tell it: %v", name, f)
 		}
+	}
+}
+
+// TestServeExemplars: scraped as OpenMetrics, which Prometheus asks for,
+// a histogram's buckets carry the spans sent as exemplars, each in the
+// bucket of its duration, with trace_id and span_id; the text format,
+// which has no exemplars, is served as before.
+func TestServeExemplars(t *testing.T) {
+	hist := make([]uint64, 64)
+	hist[12] = 2
+	trace := [16]byte{0x4b, 0xf9, 15: 0x01}
+	snap := &metrics.Snapshot{Events: true, Functions: []metrics.Function{{
+		Name: "main.get", Calls: 2, Timed: true, SumNs: 5000, Buckets: hist,
+		Exemplars: []metrics.Exemplar{{TraceID: trace, SpanID: [8]byte{7: 9}, Ns: 2500, Time: time.Unix(1700000000, 0)}},
+	}}}
+	s, err := Serve("127.0.0.1:0", func() *metrics.Snapshot { return snap })
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	get := func(accept string) string {
+		req, _ := http.NewRequest("GET", "http://"+s.Addr()+"/metrics", nil)
+		if accept != "" {
+			req.Header.Set("Accept", accept)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return string(b)
+	}
+	om := get("application/openmetrics-text; version=1.0.0")
+	want := `usdt_function_duration_seconds_bucket{code_function_name="main.get",le="4.096e-06"} 2 # {trace_id="4bf90000000000000000000000000001",span_id="0000000000000009"} 2.5e-06 1.7e+09`
+	if !strings.Contains(om, want) {
+		t.Errorf("OpenMetrics scrape lacks\n%s\nin\n%s", want, om)
+	}
+	if text := get(""); strings.Contains(text, "trace_id") || !strings.Contains(text, `usdt_function_duration_seconds_bucket{code_function_name="main.get",le="4.096e-06"} 2`) {
+		t.Errorf("text scrape:\n%s", text)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"syscall"
 	"testing"
@@ -50,7 +51,7 @@ func startPrometheus(t *testing.T, target string) string {
 	}
 	writeFile(t, config, "global:\n  scrape_interval: 1s\n"+scrape)
 	proc := startServer(t, exec.Command(bin, "--config.file="+config, "--storage.tsdb.path="+filepath.Join(dir, "data"),
-		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--web.enable-otlp-receiver"))
+		fmt.Sprintf("--web.listen-address=127.0.0.1:%d", port), "--web.enable-otlp-receiver", "--enable-feature=exemplar-storage"))
 	api := fmt.Sprintf("http://127.0.0.1:%d", port)
 	waitFor(t, 60*time.Second, "Prometheus ready", func() bool {
 		if exited, err := proc.exited(); exited {
@@ -64,6 +65,36 @@ func startPrometheus(t *testing.T, target string) string {
 		return resp.StatusCode == http.StatusOK
 	})
 	return api
+}
+
+// promExemplars returns the trace ids of the exemplars of the series
+// query selects in Prometheus at api, over the last ten minutes.
+func promExemplars(t *testing.T, api, query string) []string {
+	t.Helper()
+	now := time.Now()
+	resp, err := http.Get(fmt.Sprintf("%s/api/v1/query_exemplars?query=%s&start=%d&end=%d", api, url.QueryEscape(query), now.Add(-10*time.Minute).Unix(), now.Add(time.Minute).Unix()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var r struct {
+		Status string
+		Data   []struct {
+			Exemplars []struct {
+				Labels map[string]string
+			}
+		}
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&r); err != nil || r.Status != "success" {
+		t.Fatalf("Prometheus's query_exemplars of %s: status %q, %v", query, r.Status, err)
+	}
+	var ids []string
+	for _, series := range r.Data {
+		for _, e := range series.Exemplars {
+			ids = append(ids, e.Labels["trace_id"])
+		}
+	}
+	return ids
 }
 
 // promQuery returns the value of the single series query selects in
@@ -203,8 +234,9 @@ func TestMetricsPrometheus(t *testing.T) {
 // function, those whose caller did not sample them too; the calls of
 // check that returned its error, and no error series for the functions
 // that return none; and, as -otlp's collector is Prometheus itself, which
-// takes no traces, every span dropped with the reason export_failed. The
-// events do not tell the losses or the processes: neither is exported.
+// takes no traces, every span dropped with the reason export_failed; and
+// the spans sent as the duration histograms' exemplars. The events do not
+// tell the losses or the processes: neither is exported.
 func TestMetricsSpans(t *testing.T) {
 	requireAMD64(t)
 	requireRing(t)
@@ -251,6 +283,31 @@ func TestMetricsSpans(t *testing.T) {
 				}
 				return true
 			}, func() string { return fmt.Sprintf("it has %v (a series: %v)", got, ok) }, output)
+		}
+	}
+	// The spans sent are the histograms' exemplars, through both paths:
+	// each of a request that its caller sampled, and one that calls
+	// price.
+	request := regexp.MustCompile(`^4bf92f3577b34da6a3ce929d([0-9a-f]{6})00$`)
+	for _, job := range []string{"usdt", "joined-e2e"} {
+		query := fmt.Sprintf(`usdt_function_duration_seconds_bucket{job=%q,code_function_name="main.price"}`, job)
+		var got []string
+		waitFor(t, 45*time.Second, "Prometheus to have exemplars of "+query, func() bool {
+			if got = promExemplars(t, api, query); len(got) == 0 {
+				time.Sleep(200 * time.Millisecond)
+				return false
+			}
+			return true
+		}, output)
+		for _, id := range got {
+			m := request.FindStringSubmatch(id)
+			var i int64
+			if m != nil {
+				i, _ = strconv.ParseInt(m[1], 16, 64)
+			}
+			if m == nil || i%10 == 5 || i%10 == 9 {
+				t.Errorf("%s has an exemplar of trace %s, which is no sampled request that calls price", query, id)
+			}
 		}
 	}
 	for _, query := range []string{
