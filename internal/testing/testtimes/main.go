@@ -178,6 +178,11 @@ func (r *report) print(pkg string, failed bool) {
 	}
 	delete(r.pending, pkg)
 	delete(r.passed, pkg)
+	// Out now: a run killed later (CI's time limit) still shows every
+	// package that ended.
+	if f, ok := r.w.(interface{ Flush() error }); ok {
+		f.Flush()
+	}
 }
 
 // framing reports whether s is a line that only -v prints.

@@ -1,13 +1,18 @@
 package main
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
+	"io"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestSameAsGoTest runs the tests of testdata/sample through testtimes
@@ -116,5 +121,30 @@ func TestSlowest(t *testing.T) {
 	}
 	if in[0].test != "TestB" {
 		t.Errorf("slowest sorted its argument: %v", in)
+	}
+}
+
+// TestFlushedAsPackagesEnd: a package's lines are out when it ends,
+// while the run goes on, so that a run killed later (CI's time limit)
+// still shows every package that ended.
+func TestFlushedAsPackagesEnd(t *testing.T) {
+	var out bytes.Buffer
+	w := bufio.NewWriter(&out)
+	r := newReport(w, 3, time.Minute)
+	in, events := io.Pipe()
+	done := make(chan error, 1)
+	go func() { done <- r.read(in) }()
+	fmt.Fprintln(events, `{"Action":"output","Package":"example.com/a","Output":"ok  \texample.com/a\t0.01s\n"}`)
+	fmt.Fprintln(events, `{"Action":"pass","Package":"example.com/a","Elapsed":0.01}`)
+	// The pipe hands the next write over only once read took the last
+	// line, and a and b's lines are written before it reads on.
+	fmt.Fprintln(events, `{"Action":"output","Package":"example.com/b","Output":"=== RUN   TestB\n"}`)
+	fmt.Fprintln(events, `{"Action":"output","Package":"example.com/b","Output":"=== RUN   TestB\n"}`)
+	if got := out.String(); got != "ok  \texample.com/a\t0.01s\n" {
+		t.Errorf("while b runs, the output is %q, want a's line", got)
+	}
+	events.Close()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
