@@ -43,6 +43,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	"go.opentelemetry.io/otel/propagation"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -87,6 +88,9 @@ type Exporter struct {
 	// batch is the SDK's batch span processor that every process's
 	// tracer provider hands its spans to, and so the one exporter.
 	batch sdktrace.SpanProcessor
+	// queue reads the batch processor's own count of the spans its full
+	// queue dropped (watchedBatch).
+	queue *sdkmetric.ManualReader
 	// base is the resource every process's starts from, fallback the
 	// executable's name (see process.go).
 	base     *resource.Resource
@@ -161,7 +165,7 @@ func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, er
 		sources: map[string][]attribute.KeyValue{}, started: map[int]identity{},
 	}
 	otel.SetErrorHandler(&e.errs)
-	e.batch = sdktrace.NewBatchSpanProcessor(e.sent, batchOptions()...)
+	e.batch, e.queue = watchedBatch(e.sent, batchOptions()...)
 	e.tree.Begin = e.begin
 	e.tree.End = e.end
 	return e, nil
@@ -583,13 +587,14 @@ func newSpanID() oteltrace.SpanID {
 
 // Dropped counts, by reason, the spans that have not reached the
 // collector so far: "export_failed", those the collector did not take
-// (after the exporter's retries), and "refused", those that held a
-// string protobuf refuses. The spans the exporter's full queue dropped
-// are known at Close, which says how many.
+// (after the exporter's retries), "refused", those that held a string
+// protobuf refuses, and "queue_full", those the exporter's queue had no
+// room for. It may be called on any goroutine.
 func (e *Exporter) Dropped() map[string]uint64 {
 	return map[string]uint64{
 		"export_failed": uint64(e.sent.failed.Load()),
 		"refused":       uint64(e.sent.refused.Load()),
+		"queue_full":    queueFull(e.queue),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"maps"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"regexp"
 	"slices"
 	"strconv"
@@ -637,6 +638,19 @@ func TestCloseReports(t *testing.T) {
 					t.Errorf("%d spans received and %s lost, want %d in all", len(spans), m[1], tt.events)
 				}
 			}
+			// The metrics count what Close reports: the SDK's own count
+			// of the queue's drops, the exporter's of the rest.
+			wantDropped := map[string]uint64{"export_failed": 0, "refused": 0, "queue_full": 0}
+			switch {
+			case tt.hold:
+				n, _ := strconv.Atoi(m[1])
+				wantDropped["queue_full"] = uint64(n)
+			case tt.status != http.StatusOK:
+				wantDropped["export_failed"] = uint64(tt.events)
+			}
+			if got := e.Dropped(); !maps.Equal(got, wantDropped) {
+				t.Errorf("Dropped() = %v, want %v", got, wantDropped)
+			}
 		})
 	}
 }
@@ -869,5 +883,22 @@ func TestJoin(t *testing.T) {
 	}
 	if bytes.Equal(alone.TraceId, joined.TraceId) || len(alone.ParentSpanId) != 0 {
 		t.Errorf("main.serve with an invalid traceparent: trace %x, parent %x; want a trace of its own", alone.TraceId, alone.ParentSpanId)
+	}
+}
+
+// TestObservabilityNotInherited: the variable that turns on the SDK's
+// count of the queue's drops is set while New makes the processor, and
+// not after: the commands trace runs, which inherit its environment, must
+// not find it.
+func TestObservabilityNotInherited(t *testing.T) {
+	t.Setenv(observability, "")
+	os.Unsetenv(observability)
+	e, err := New(context.Background(), "http://127.0.0.1:1", "", "shop")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer e.Close(context.Background())
+	if v, ok := os.LookupEnv(observability); ok {
+		t.Errorf("after New, %s=%q, want it unset as before", observability, v)
 	}
 }

@@ -271,6 +271,7 @@ func TestMetricsSpans(t *testing.T) {
 			{"usdt_function_errors_total", `code_function_name="main.check"`, onHold},
 			{"usdt_spans_dropped_total", `reason="export_failed"`, 3*requests - onHold - 3*unsampled},
 			{"usdt_spans_dropped_total", `reason="refused"`, 0},
+			{"usdt_spans_dropped_total", `reason="queue_full"`, 0},
 		} {
 			query := fmt.Sprintf("%s{job=%q,%s}", q.metric, job, q.labels)
 			var got float64
