@@ -245,8 +245,9 @@ func TestMetricsSpans(t *testing.T) {
 	goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
 	addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
 	api := startPrometheus(t, addr)
-	// 200 requests, then a minute for Prometheus to scrape.
-	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-otlp", api+"/api/v1/otlp", "-service", "joined-e2e", "-metrics", addr, "--", bin, "200", "60s")
+	// 200 requests, then five minutes for Prometheus to scrape: the test
+	// ends it, and a trace that ended would leave the series stale.
+	tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-transport", "ring", "-otlp", api+"/api/v1/otlp", "-service", "joined-e2e", "-metrics", addr, "--", bin, "200", "300s")
 	// The spans go out every 200 ms, the metrics every 500 ms.
 	tr.Env = append(os.Environ(), "OTEL_BSP_SCHEDULE_DELAY=200",
 		"OTEL_EXPORTER_OTLP_METRICS_ENDPOINT="+api+"/api/v1/otlp/v1/metrics", "OTEL_METRIC_EXPORT_INTERVAL=500")
