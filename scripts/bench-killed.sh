@@ -41,10 +41,7 @@ mkdir -p "$OUT"
 # shellcheck source=scripts/fire-build.sh
 source "$root/scripts/fire-build.sh"
 
-echo "# building into $OUT" >&2
-build tree "$root"
-tool=$OUT/tree/usdt-toolexec
-fire=$OUT/tree/fire
+build_tree
 raw=$OUT/raw.txt
 : >"$raw"
 

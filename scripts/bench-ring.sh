@@ -59,10 +59,7 @@ mkdir -p "$OUT"
 # shellcheck source=scripts/fire-build.sh
 source "$root/scripts/fire-build.sh"
 
-echo "# building into $OUT" >&2
-build tree "$root"
-tool=$OUT/tree/usdt-toolexec
-fire=$OUT/tree/fire
+build_tree
 gcc -O2 -o "$OUT/cfire" "$src/fire.c"
 
 loopNs() { awk '$1 == "loop_ns" { print $2 }' "$@"; }

@@ -28,3 +28,13 @@ cache() {
 	printf 'package main\n\nimport (\n\t"errors"\n\t"sync"\n\t"time"\n)\n\n'
 	awk '/^\/\/ Cache is a map/ { on = 1 } on { print } on && /^func \(c \*Cache\) Get/ { get = 1 } get && /^}/ { exit }' "$root/examples/toolexec/main.go"
 }
+
+# build_tree builds the tools of this tree (root) and the fire program
+# with them into OUT/tree, saying so on stderr, and sets tool and fire to
+# the wrapper and the program.
+build_tree() {
+	echo "# building into $OUT" >&2
+	build tree "$root"
+	tool=$OUT/tree/usdt-toolexec
+	fire=$OUT/tree/fire
+}
