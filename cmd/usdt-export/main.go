@@ -104,7 +104,8 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	// names a metrics collector (-otlp's URL takes spans: Jaeger, for
 	// one, takes no metrics).
 	var pushed *otlp.Metrics
-	if x.Metrics != "" || spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
+	push := spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
+	if x.Metrics != "" || push {
 		var tally metrics.Tally
 		src := func() *metrics.Snapshot {
 			s := tally.Snapshot()
@@ -114,16 +115,13 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 			return s
 		}
 		if x.Metrics != "" {
-			srv, err := prom.Serve(x.Metrics, src)
+			srv, err := serveMetrics(x.Metrics, src, opt.Verbose, stderr)
 			if err != nil {
-				return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
+				return err
 			}
 			defer srv.Close()
-			if opt.Verbose {
-				fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
-			}
 		}
-		if spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != "" {
+		if push {
 			var err error
 			if pushed, err = otlp.NewMetrics(context.Background(), x.OTLP, x.Service, filepath.Base(bin), src); err != nil {
 				return err
@@ -176,10 +174,6 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	return err
 }
 
-// exportCounts traces with -stats, serving the counts for Prometheus
-// (-metrics) and pushing them as OTLP metrics (-otlp) while it runs, and
-// their last values at the end: the last scrape before trace exits sees
-// them, and the OTLP exporter pushes them as it stops.
 // countCall counts ev's call in tally, as -stats counts calls: an
 // automatic probe's at its exit, timed, or at its entry where its exit is
 // not traced, and a usdtgen probe's fire. An exit whose last result is an
@@ -199,18 +193,19 @@ func countCall(tally *metrics.Tally, ev *trace.Event) {
 	}
 }
 
+// exportCounts traces with -stats, serving the counts for Prometheus
+// (-metrics) and pushing them as OTLP metrics (-otlp) while it runs, and
+// their last values at the end: the last scrape before trace exits sees
+// them, and the OTLP exporter pushes them as it stops.
 func exportCounts(opt trace.Options, x tracecmd.Exports, service string, stderr io.Writer) error {
 	var snap atomic.Pointer[metrics.Snapshot]
 	opt.Counts = snap.Store
 	if x.Metrics != "" {
-		srv, err := prom.Serve(x.Metrics, snap.Load)
+		srv, err := serveMetrics(x.Metrics, snap.Load, opt.Verbose, stderr)
 		if err != nil {
-			return fmt.Errorf("-metrics %s: %w", x.Metrics, err)
+			return err
 		}
 		defer srv.Close()
-		if opt.Verbose {
-			fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
-		}
 	}
 	var pushed *otlp.Metrics
 	if x.OTLP != "" {
@@ -228,6 +223,19 @@ func exportCounts(opt trace.Options, x tracecmd.Exports, service string, stderr 
 
 // flush closes an OTLP exporter, within flushWithin, and reports to
 // stderr what it could not send.
+// serveMetrics serves src's metrics for Prometheus at addr (-metrics),
+// and with verbose says where.
+func serveMetrics(addr string, src prom.Source, verbose bool, stderr io.Writer) (*prom.Server, error) {
+	srv, err := prom.Serve(addr, src)
+	if err != nil {
+		return nil, fmt.Errorf("-metrics %s: %w", addr, err)
+	}
+	if verbose {
+		fmt.Fprintf(stderr, "usdt-toolexec trace: metrics at http://%s/metrics\n", srv.Addr())
+	}
+	return srv, nil
+}
+
 func flush(close func(context.Context) error, stderr io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), flushWithin)
 	defer cancel()

@@ -58,7 +58,11 @@ type Exemplar struct {
 
 // Bucket is the exported bucket of e's duration: its index in
 // BucketCounts.
-func (e Exemplar) Bucket() int { return exportedBucket(min(bits.Len64(e.Ns), 63)) }
+func (e Exemplar) Bucket() int { return exportedBucket(counterBucket(e.Ns)) }
+
+// counterBucket is the counter bucket of a duration of ns: its bit
+// length, the last bucket holding the longest.
+func counterBucket(ns uint64) int { return min(bits.Len64(ns), 63) }
 
 // Snapshot is the counts at one moment.
 type Snapshot struct {
@@ -213,7 +217,7 @@ func (t *Tally) Call(name string, timed bool, ns uint64, errResult, failed bool)
 		}
 		fn.Timed = true
 		fn.SumNs += ns
-		fn.Buckets[min(bits.Len64(ns), 63)]++
+		fn.Buckets[counterBucket(ns)]++
 	}
 	if errResult {
 		fn.CountsErrors = true
