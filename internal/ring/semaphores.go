@@ -397,7 +397,8 @@ func (s *Session) leaseRunOut() (bool, error) {
 }
 
 // PauseEnv names a step of a session's life at which the tracer stops
-// itself (SIGSTOP), for the tests that kill a tracer there: "listed"
+// itself (SIGSTOP), for the tests that kill a tracer there: one of
+// Steps, a state a Tracee enters or one of these inside it: "listed"
 // (Enable has written the list, no probe is on yet), "raised" (the
 // probes are on), "undoing" (Stop has begun to turn them off) and
 // "stopping" (Stop has turned them off, not yet the ring).

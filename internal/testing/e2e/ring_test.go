@@ -577,7 +577,8 @@ func killedTracerBesideBpftrace(t *testing.T, bt tracetest.Bpftrace, bin string)
 }
 
 // TestRingKilledAnyMoment kills a ring trace of -p with SIGKILL at each
-// step of its session (ring.PauseEnv stops it there first), and at 20
+// step of its session's life (ring.Steps: ring.PauseEnv stops it there
+// first), and at 20
 // random moments of its start and of its stop: every semaphore, both
 // halves of each probe's slot, is back to 0 within 2 s, turned off by
 // the tracer or by the program's lapsed lease, never both (a semaphore
@@ -594,8 +595,8 @@ func TestRingKilledAnyMoment(t *testing.T) {
 	ctl := ringAddress(t, bin)
 	free := func(t *testing.T) { ringFree(t, pid, ctl) }
 	off := func(t *testing.T, killed time.Time) { semaphoresOff(t, pid, sems, 4, killed) }
-	for _, step := range []string{"listed", "raised", "undoing", "stopping"} {
-		t.Run(step, func(t *testing.T) {
+	for _, step := range ring.Steps {
+		t.Run(step.Name, func(t *testing.T) {
 			free(t)
 			off(t, killAtStep(t, pid, sems, 4, step, args))
 		})
@@ -698,17 +699,17 @@ func semaphoresBack(t *testing.T, pid int, sems []uint64, size int, killed time.
 // session (ring.PauseEnv), after its SIGINT for Stop's steps, kills it
 // there and returns when. It logs what the semaphores at sems (words of
 // size bytes) of process pid were at that step.
-func killAtStep(t *testing.T, pid int, sems []uint64, size int, step string, args []string) time.Time {
+func killAtStep(t *testing.T, pid int, sems []uint64, size int, step ring.Step, args []string) time.Time {
 	t.Helper()
-	tr, stderr := startTrace(t, []string{ring.PauseEnv + "=" + step}, args...)
-	if step == "undoing" || step == "stopping" {
+	tr, stderr := startTrace(t, []string{ring.PauseEnv + "=" + step.Name}, args...)
+	if step.Detaching {
 		waitAttached(t, stderr)
 		tr.Process.Signal(os.Interrupt)
 	}
 	if !waitStopped(tr.Process.Pid, 10*time.Second*time.Duration(tracetest.TimeSlack)) {
-		t.Fatalf("the tracer did not stop at %s", step)
+		t.Fatalf("the tracer did not stop at %s", step.Name)
 	}
-	t.Logf("the semaphores at %s: %#x", step, readUints(t, pid, sems, size))
+	t.Logf("the semaphores at %s: %#x", step.Name, readUints(t, pid, sems, size))
 	tr.Process.Kill()
 	tr.Wait()
 	return time.Now()
@@ -716,8 +717,8 @@ func killAtStep(t *testing.T, pid int, sems []uint64, size int, step string, arg
 
 // TestRingKilledProvider kills a ring trace of usdtgen's probes, whose
 // 16-bit semaphores the tracer adds one to, where the program's writer
-// must take them back when the lease lapses (ListNarrow), and stops one
-// as usual: each semaphore is back to 0 within 2 s, never taken down
+// must take them back when the lease lapses (ListNarrow), at each step of
+// its session's life (ring.Steps), and stops one as usual: each semaphore is back to 0 within 2 s, never taken down
 // twice (0xffff).
 func TestRingKilledProvider(t *testing.T) {
 	requireRing(t)
@@ -731,8 +732,8 @@ func TestRingKilledProvider(t *testing.T) {
 	sems := semaphores(t, bin)
 	ctl := ringAddress(t, bin)
 	args := []string{"-v", "-transport", "ring", "-stats", "-p", strconv.Itoa(pid)}
-	for _, step := range []string{"raised", "undoing"} {
-		t.Run(step, func(t *testing.T) {
+	for _, step := range ring.Steps {
+		t.Run(step.Name, func(t *testing.T) {
 			ringFree(t, pid, ctl)
 			semaphoresOff(t, pid, sems, 2, killAtStep(t, pid, sems, 2, step, args))
 		})
