@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/testing/elftest"
+	"github.com/go-usdt/usdt/internal/testing/wrapperid"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 )
 
@@ -35,8 +36,16 @@ func TestSitesCrossBuilt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The wrapper's identity, in every cache key of the builds it wraps,
+	// is that of its instrumenting code: a change to the tracer alone
+	// leaves the examples' builds for both architectures, the standard
+	// library's included, cached.
+	id, err := wrapperid.LDFlag(root, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	toolexec := filepath.Join(t.TempDir(), "usdt-toolexec")
-	goBuild(t, root, nil, "-o", toolexec, "./cmd/usdt-toolexec")
+	goBuild(t, root, nil, id, "-o", toolexec, "./cmd/usdt-toolexec")
 	// provider.d's parameters, with the Go types of usdtgen's functions.
 	jobs := map[string][]string{
 		"jobs:job__enqueued": {"id int64", "kind string", "depth int32"},

@@ -3,6 +3,7 @@ package bench
 import (
 	"fmt"
 	"github.com/go-usdt/usdt/internal/testing/benchpair"
+	"github.com/go-usdt/usdt/internal/testing/wrapperid"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -289,8 +290,16 @@ func buildRoutes(t *testing.T) []buildRoute {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go command: %v", err)
 	}
+	// The wrapper's identity, in every cache key of the builds it wraps,
+	// is that of its instrumenting code: a change to the tracer alone
+	// leaves the builds of the routes through it, the standard library's
+	// included, cached.
+	id, err := wrapperid.LDFlag("../../..", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
 	toolexec := filepath.Join(t.TempDir(), "usdt-toolexec")
-	goCmd(t, nil, "build", "-o", toolexec, "../../../cmd/usdt-toolexec")
+	goCmd(t, nil, "build", id, "-o", toolexec, "../../../cmd/usdt-toolexec")
 	routes := []buildRoute{{"plan9", []string{"CGO_ENABLED=0"}, []string{"-toolexec=" + toolexec}}}
 	cc := strings.TrimSpace(goCmd(t, nil, "env", "CC"))
 	if _, err := exec.LookPath(strings.Fields(cc + " gcc")[0]); err != nil {

@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/testing/wrapperid"
 )
 
 // TestBuilds checks what the benchmarks rely on, in the builds that
@@ -27,9 +29,18 @@ func TestBuilds(t *testing.T) {
 	if _, err := exec.LookPath("go"); err != nil {
 		t.Skipf("no go command: %v", err)
 	}
+	// The wrapper's identity, in every cache key of the builds it wraps,
+	// is that of its instrumenting code: a change to the tracer alone
+	// leaves the builds with each rules file, the standard library's
+	// included, cached. It is computed in goCmd's environment, the
+	// wrapper's build's.
+	id, err := wrapperid.LDFlag("../../..", append(os.Environ(), "CGO_ENABLED=0"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	dir := t.TempDir()
 	toolexec := filepath.Join(dir, "usdt-toolexec")
-	goCmd(t, "build", "-o", toolexec, "../../../cmd/usdt-toolexec")
+	goCmd(t, "build", id, "-o", toolexec, "../../../cmd/usdt-toolexec")
 	for _, c := range []struct {
 		name, rules string
 		probes      []string
