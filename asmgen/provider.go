@@ -5,7 +5,7 @@ import (
 	"fmt"
 
 	"github.com/go-usdt/usdt/internal/probe"
-	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // ProviderProbe is a usdtgen probe that writes to the ring: its fire
@@ -41,7 +41,7 @@ const ProviderRegWords = 8
 
 // Plan9Provider writes the trampolines of a package's usdtgen probes.
 // list is the symbol of what the tracer finds them by, which Go declares
-// as a variable: ring.ProviderMagic, their count, then each probe's
+// as a variable: ringlayout.ProviderMagic, their count, then each probe's
 // semaphore, in the order of probes; a probe's records name its
 // semaphore's address. With defineRing it also declares the ring and its
 // writer, for a package whose other assembly does not.
@@ -72,13 +72,13 @@ func Plan9Provider(arch Arch, header, list string, rt Runtime, probes []Provider
 			if p.Words > 11 {
 				b.WriteString("\tMOVD R12, R15\n")
 			}
-			fmt.Fprintf(&b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE off\n", ringSym(), ring.Recording)
+			fmt.Fprintf(&b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE off\n", ringSym(), ringlayout.Recording)
 			fmt.Fprintf(&b, "\tMOVD $%d, R12\n\tMOVD %s+%d(SB), R13\n\tMOVD ZR, R14\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
 			fmt.Fprintf(&b, "\tBL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())
 			continue
 		}
 		fmt.Fprintf(&b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT|flagNOFRAME)
-		fmt.Fprintf(&b, "\tCMPQ %s(SB), $%d\n\tJNE off\n", ringSym(), ring.Recording)
+		fmt.Fprintf(&b, "\tCMPQ %s(SB), $%d\n\tJNE off\n", ringSym(), ringlayout.Recording)
 		fmt.Fprintf(&b, "\tMOVQ $%d, R12\n\tMOVQ %s+%d(SB), R13\n\tXORL DX, DX\n", uint64(p.Words)|p.Strings<<8, listName, 16+8*i)
 		fmt.Fprintf(&b, "\tCALL %s<ABIInternal>(SB)\noff:\n\tRET\n", recordSym())
 	}

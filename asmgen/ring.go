@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/probe"
-	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -33,19 +33,19 @@ const (
 // ringDecl declares the ring's buffer: every instrumented package does, and
 // the linker keeps one copy (DUPOK), as it keeps one of record. It is BSS,
 // and NOPTR so that the collector never scans it: a program never traced
-// through it touches none of its pages. With it goes ring.Where, the ring's
+// through it touches none of its pages. With it goes ringlayout.Where, the ring's
 // address behind a magic word, for tracers of stripped binaries.
 func ringDecl(b *bytes.Buffer) {
-	fmt.Fprintf(b, "\nGLOBL %s(SB), %d, $%d\n", ringSym(), flagDUPOK|flagNOPTR, ring.Size)
-	where := constName(ring.Where)
-	fmt.Fprintf(b, "DATA %[1]s+0(SB)/8, $%#[2]x\nDATA %[1]s+8(SB)/8, $%[3]s(SB)\nGLOBL %[1]s(SB), %[4]d, $16\n", where, uint64(ring.WhereMagic), ringSym(), flagDUPOK|flagNOPTR|flagRODATA)
+	fmt.Fprintf(b, "\nGLOBL %s(SB), %d, $%d\n", ringSym(), flagDUPOK|flagNOPTR, ringlayout.Size)
+	where := constName(ringlayout.Where)
+	fmt.Fprintf(b, "DATA %[1]s+0(SB)/8, $%#[2]x\nDATA %[1]s+8(SB)/8, $%[3]s(SB)\nGLOBL %[1]s(SB), %[4]d, $16\n", where, uint64(ringlayout.WhereMagic), ringSym(), flagDUPOK|flagNOPTR|flagRODATA)
 }
 
-func ringSym() string { return constName(ring.Symbol) }
+func ringSym() string { return constName(ringlayout.Symbol) }
 
 // recordSym is the writer's symbol: one for the program, which every
 // instrumented package's assembly defines (DUPOK) the same.
-func recordSym() string { return constName(ring.Writer) }
+func recordSym() string { return constName(ringlayout.Writer) }
 
 func constName(symbol string) string {
 	name, err := asmName(symbol)
@@ -70,11 +70,11 @@ func toRecord(b *bytes.Buffer, arch Arch, record, sites string, words int, strs 
 		toRecordARM64(b, record, sites, words, strs)
 		return
 	}
-	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, uint64(words)|strs<<8, siteTo(sites, "R13"), record)
+	fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ringlayout.Recording, uint64(words)|strs<<8, siteTo(sites, "R13"), record)
 }
 
 // ticksTo reads the time-stamp counter into reg (DX or AX), tagged
-// with ring.TicksTag. RDTSC, unfenced: a few cycles of reordering do not
+// with ringlayout.TicksTag. RDTSC, unfenced: a few cycles of reordering do not
 // show in a call's time, and the fence would double its cost.
 func ticksTo(reg string) string {
 	other := map[string]string{"DX": "AX", "AX": "DX"}[reg]
@@ -159,36 +159,36 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n\tMOVQ R12, AX\n\tANDQ $0xff, AX\n\tMOVQ AX, %d(SP)\n\tSHRQ $8, R12\n\tMOVQ R12, %d(SP)\n", recordSite, recordWords, recordStrings)
 	// The time in DX, of the tracer's clock: a time of the other clock
 	// (a call that began before the tracer changed it) is read again.
-	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n\tCMPQ %s+%d(SB), $%d\n\tJEQ tsc\n", recordGiven, ctl, ring.ClockAt, ring.Ticks)
+	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n\tCMPQ %s+%d(SB), $%d\n\tJEQ tsc\n", recordGiven, ctl, ringlayout.ClockAt, ringlayout.Ticks)
 	b.WriteString("\tTESTQ DX, DX\n\tJGT timed\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tMOVQ AX, DX\n\tJMP timed\n")
 	b.WriteString("tsc:\n\tTESTQ DX, DX\n\tJMI timed\n" + ticksTo("DX") + "timed:\n")
 	fmt.Fprintf(b, "\tMOVQ DX, %d(SP)\n", recordTime)
-	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ring.UntilAt)
+	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT expire\n", ctl, ringlayout.UntilAt)
 	pTo(b, rt, "done", "noslot")
 	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n", recordP)
-	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ring.ModeAt, ring.Counts)
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ringlayout.ModeAt, ringlayout.Counts)
 	// The record's size in CX: its words, then each string's length and
 	// bytes.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), CX\n\tLEAQ %d(CX), CX\n\tSHLQ $3, CX\n", recordWords, ring.RecordWords)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), CX\n\tLEAQ %d(CX), CX\n\tSHLQ $3, CX\n", recordWords, ringlayout.RecordWords)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ sized\n\tXORL R11, R11\nsize:\n\tBTQ R11, R12\n\tJCC sizenext\n", recordStrings)
 	wordTo(b, "R11", "SI", "size")
 	strlenTo(b, "sizelen")
 	fmt.Fprintf(b, "\tADDQ $15, DX\n\tANDQ $~7, DX\n\tADDQ DX, CX\nsizenext:\n\tINCQ R11\n\tCMPQ R11, %d(SP)\n\tJCS size\nsized:\n", recordWords)
 	// The value area's bytes, with the site's reads.
-	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tCMPQ %s+%d(SB), $0\n\tJEQ planned\n", recordArea, ctl, ring.PlansAt)
+	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tCMPQ %s+%d(SB), $0\n\tJEQ planned\n", recordArea, ctl, ringlayout.PlansAt)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
 	siteEntry(b, countRegs{site: "R10", table: "R9", hash: "R11", idx: "AX", entry: "SI"}, "plan", "planned")
 	fmt.Fprintf(b, "\tMOVQ SI, AX\n\tSHRQ $32, AX\n\tADDQ AX, CX\n\tMOVQ AX, %d(SP)\n\tMOVLQZX SI, SI\n\tLEAQ %s(SB), AX\n\tADDQ AX, SI\n\tMOVQ SI, %d(SP)\nplanned:\n", recordArea, ctl, recordPlan)
 	// The P's header in BX; room for the record below the tracer's tail?
-	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ring.HeaderSize), ctl, ring.HeadersAt)
-	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ring.HeadAt, ring.TailAt)
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\n", ctl, ring.SizeAt)
+	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ringlayout.HeaderSize), ctl, ringlayout.HeadersAt)
+	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ringlayout.HeadAt, ringlayout.TailAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\n", ctl, ringlayout.SizeAt)
 	// The buffer in R9, the mask in R8.
-	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ring.BuffersAt)
+	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ringlayout.BuffersAt)
 	// The site's address, the count of words and which are strings; the
 	// goroutine; the time; the thread (g.m.procid).
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
-	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n", recordWords, ring.CountShift, recordStrings, ring.StringsShift)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n\tMOVQ %d(SP), AX\n\tSHLQ $%d, AX\n\tORQ AX, R10\n", recordWords, ringlayout.CountShift, recordStrings, ringlayout.StringsShift)
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n", rt.Goid)
 	b.WriteString(ringWrite)
@@ -197,8 +197,8 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R10\n\tMOVQ %d(R10), R10\n", rt.P.GM, rt.P.Procid)
 	// The first record after a drop says so: the tracer cannot tell
 	// whose events went.
-	fmt.Fprintf(b, "\tMOVQ %d(BX), AX\n\tCMPQ AX, %d(BX)\n\tJEQ unbroken\n\tMOVQ AX, %[2]d(BX)\n\tBTSQ $%d, R10\nunbroken:\n", ring.LostAt, ring.LostSeenAt, ring.AfterLossBit)
-	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tCMPQ AX, %d(SP)\n\tJNE owntime\n\tBTSQ $%d, R10\nowntime:\n", recordGiven, recordTime, ring.CallerTimeBit)
+	fmt.Fprintf(b, "\tMOVQ %d(BX), AX\n\tCMPQ AX, %d(BX)\n\tJEQ unbroken\n\tMOVQ AX, %[2]d(BX)\n\tBTSQ $%d, R10\nunbroken:\n", ringlayout.LostAt, ringlayout.LostSeenAt, ringlayout.AfterLossBit)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tCMPQ AX, %d(SP)\n\tJNE owntime\n\tBTSQ $%d, R10\nowntime:\n", recordGiven, recordTime, ringlayout.CallerTimeBit)
 	b.WriteString(ringWrite)
 	// The words, from the registers the frame keeps, then from the
 	// caller's stack.
@@ -221,14 +221,14 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	b.WriteString(ringWrite)
 	fmt.Fprintf(b, "\tADDQ $8, SI\n\tDECQ DX\n\tJNE strcopy\nstrnext:\n\tINCQ CX\n\tCMPQ CX, %d(SP)\n\tJCS strings\n", recordWords)
 	valueReads(b)
-	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ring.HeadAt)
-	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ring.LostAt)
+	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ringlayout.HeadAt)
+	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ringlayout.LostAt)
 	countCalls(b)
-	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ring.NoSlotAt)
-	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ring.Recording, ring.Expiring, ctl, ring.OnAt)
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ring.ListLenAt, ring.ListAt)
+	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ringlayout.NoSlotAt)
+	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ringlayout.Recording, ringlayout.Expiring, ctl, ringlayout.OnAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ringlayout.ListLenAt, ringlayout.ListAt)
 	cleanList(b)
-	fmt.Fprintf(b, "off:\n\tMOVQ $0, %s+%d(SB)\n", ctl, ring.OnAt)
+	fmt.Fprintf(b, "off:\n\tMOVQ $0, %s+%d(SB)\n", ctl, ringlayout.OnAt)
 	b.WriteString("done:\n")
 	for i, r := range regs {
 		fmt.Fprintf(b, "\tMOVQ %d(SP), %s\n", 8*i, r)
@@ -238,16 +238,16 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 }
 
 // cleanList takes down the probes of the tracer's list, R12 entries
-// from R13 (see ring.ListNarrow): an automatic probe's flag, the high
+// from R13 (see ringlayout.ListNarrow): an automatic probe's flag, the high
 // half of its slot, is stored 0, as the tracer's Stop may store it too;
 // a 16-bit semaphore is taken down by one only when the writer moves
 // its entry from raised to not, unclaimed, by a compare-and-swap that a
 // tracer's claim fails.
 func cleanList(b *bytes.Buffer) {
 	b.WriteString("clean:\n\tMOVQ (R13), R10\n")
-	fmt.Fprintf(b, "\tBTQ $%d, R10\n\tJCS narrow\n\tMOVW $0, 2(R10)\n\tJMP cleannext\n", log2(ring.ListNarrow))
-	fmt.Fprintf(b, "narrow:\n\tMOVQ R10, R11\n\tSHRQ $48, R11\n\tCMPQ R11, $%d\n\tJNE cleannext\n", (ring.ListNarrow|ring.ListRaised)>>48)
-	fmt.Fprintf(b, "\tMOVQ R10, AX\n\tMOVQ R10, R11\n\tBTRQ $%d, R11\n\tLOCK\n\tCMPXCHGQ R11, (R13)\n\tJNE cleannext\n", log2(ring.ListRaised))
+	fmt.Fprintf(b, "\tBTQ $%d, R10\n\tJCS narrow\n\tMOVW $0, 2(R10)\n\tJMP cleannext\n", log2(ringlayout.ListNarrow))
+	fmt.Fprintf(b, "narrow:\n\tMOVQ R10, R11\n\tSHRQ $48, R11\n\tCMPQ R11, $%d\n\tJNE cleannext\n", (ringlayout.ListNarrow|ringlayout.ListRaised)>>48)
+	fmt.Fprintf(b, "\tMOVQ R10, AX\n\tMOVQ R10, R11\n\tBTRQ $%d, R11\n\tLOCK\n\tCMPXCHGQ R11, (R13)\n\tJNE cleannext\n", log2(ringlayout.ListRaised))
 	b.WriteString("\tSHLQ $16, R10\n\tSHRQ $16, R10\n\tLOCK\n\tDECW (R10)\n")
 	b.WriteString("cleannext:\n\tADDQ $8, R13\n\tDECQ R12\n\tJNE clean\n")
 }
@@ -255,15 +255,15 @@ func cleanList(b *bytes.Buffer) {
 // SinceSymbol is the function the fire functions call for the ns
 // elapsed since a call's start (Go: func(start int64) uint64), which
 // every package whose trampolines write to the ring defines (DUPOK).
-var SinceSymbol = ring.Since
+var SinceSymbol = ringlayout.Since
 
 // sinceFunc writes SinceSymbol: runtime.nanotime less the start, or, for
-// a start in ticks (ring.TicksTag: read by an entry's trampoline for a
+// a start in ticks (ringlayout.TicksTag: read by an entry's trampoline for a
 // ring trace that counts by the time-stamp counter), the ticks since, in
 // ns by the ring's TickNsAt. A fire function that times a call itself
 // (its exit copies a string) would otherwise subtract ticks from ns.
 func sinceFunc(b *bytes.Buffer, arch Arch) {
-	clockFunc(b, arch, ring.Since, 16,
+	clockFunc(b, arch, ringlayout.Since, 16,
 		"\tTESTQ AX, AX\n\tJMI ticks\n\tMOVQ AX, 0(SP)\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tSUBQ 0(SP), AX\n\tRET\n"+
 			"ticks:\n\tMOVQ AX, CX\n"+ticksTo("AX")+ticksToNs("CX", "ahead")+"\tRET\n",
 		"\tMOVD R0, 8(RSP)\n\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD 8(RSP), R1\n\tSUB R1, R0, R0\n\tRET\n")
@@ -271,15 +271,15 @@ func sinceFunc(b *bytes.Buffer, arch Arch) {
 
 // NowSymbol is the function the fire functions call for a call's start
 // (Go: func() int64), defined where SinceSymbol is.
-var NowSymbol = ring.Now
+var NowSymbol = ringlayout.Now
 
 // nowFunc writes NowSymbol: the ticks, tagged, while the ring's clock is
 // the time-stamp counter, for SinceSymbol to count from; else
 // runtime.nanotime, whose result is the caller's (a tail call). arm64's
 // ring never counts in ticks.
 func nowFunc(b *bytes.Buffer, arch Arch) {
-	clockFunc(b, arch, ring.Now, 0,
-		fmt.Sprintf("\tCMPQ %s+%d(SB), $%d\n\tJNE nanotime\n%s\tRET\nnanotime:\n\tJMP runtime·nanotime<ABIInternal>(SB)\n", ringSym(), ring.ClockAt, ring.Ticks, ticksTo("AX")),
+	clockFunc(b, arch, ringlayout.Now, 0,
+		fmt.Sprintf("\tCMPQ %s+%d(SB), $%d\n\tJNE nanotime\n%s\tRET\nnanotime:\n\tJMP runtime·nanotime<ABIInternal>(SB)\n", ringSym(), ringlayout.ClockAt, ringlayout.Ticks, ticksTo("AX")),
 		"\tB runtime·nanotime<ABIInternal>(SB)\n")
 }
 
@@ -298,7 +298,7 @@ func clockFunc(b *bytes.Buffer, arch Arch, symbol string, frame int, amd64, arm6
 // the thread has none, or to noSlot when the P has no buffer.
 func pTo(b *bytes.Buffer, rt Runtime, noP, noSlot string) {
 	fmt.Fprintf(b, "\tMOVQ %d(R14), R13\n\tMOVQ %d(R13), R13\n\tTESTQ R13, R13\n\tJEQ %s\n\tMOVLQZX %d(R13), R13\n", rt.P.GM, rt.P.MP, noP, rt.P.ID)
-	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC %s\n", ringSym(), ring.SlotsAt, noSlot)
+	fmt.Fprintf(b, "\tCMPQ R13, %s+%d(SB)\n\tJCC %s\n", ringSym(), ringlayout.SlotsAt, noSlot)
 }
 
 // countCalls writes record's counting, for a tracer that wants only
@@ -321,14 +321,14 @@ type countRegs struct {
 	p, entry, elapsed, tmp string
 }
 
-// siteEntry finds the site's entry in the tracer's table (ring.DataAt,
+// siteEntry finds the site's entry in the tracer's table (ringlayout.DataAt,
 // open addressing from the site's address / 8) and leaves its second
 // word in r.entry, or goes to missing. It takes r.table, r.hash, r.idx
 // and r.entry, which may be r.hash.
 func siteEntry(b *bytes.Buffer, r countRegs, label, missing string) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\tMOVQ %s, %s\n\tSHRQ $3, %[2]s\n\tLEAQ %s+%d(SB), %s\n", r.site, r.hash, ctl, ring.DataAt, r.table)
-	fmt.Fprintf(b, "%s:\n\tANDQ %s+%d(SB), %s\n\tMOVQ %[4]s, %[5]s\n\tSHLQ $4, %[5]s\n", label, ctl, ring.TableMaskAt, r.hash, r.idx)
+	fmt.Fprintf(b, "\tMOVQ %s, %s\n\tSHRQ $3, %[2]s\n\tLEAQ %s+%d(SB), %s\n", r.site, r.hash, ctl, ringlayout.DataAt, r.table)
+	fmt.Fprintf(b, "%s:\n\tANDQ %s+%d(SB), %s\n\tMOVQ %[4]s, %[5]s\n\tSHLQ $4, %[5]s\n", label, ctl, ringlayout.TableMaskAt, r.hash, r.idx)
 	fmt.Fprintf(b, "\tCMPQ (%[1]s)(%[2]s*1), %[3]s\n\tJEQ %[4]sfound\n\tCMPQ (%[1]s)(%[2]s*1), $0\n\tJEQ %[5]s\n\tINCQ %[6]s\n\tJMP %[4]s\n", r.table, r.idx, r.site, label, missing, r.hash)
 	fmt.Fprintf(b, "%sfound:\n\tMOVQ 8(%s)(%s*1), %s\n", label, r.table, r.idx, r.entry)
 }
@@ -340,7 +340,7 @@ func siteEntry(b *bytes.Buffer, r countRegs, label, missing string) {
 // counts one. It takes r.tmp.
 func siteCounters(b *bytes.Buffer, r countRegs) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), BX\n\tIMULQ %s, BX\n\tADDQ %[1]s+%[4]d(SB), BX\n", ctl, ring.CountersSizeAt, r.p, ring.CountersAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), BX\n\tIMULQ %s, BX\n\tADDQ %[1]s+%[4]d(SB), BX\n", ctl, ringlayout.CountersSizeAt, r.p, ringlayout.CountersAt)
 	fmt.Fprintf(b, "\tLEAQ %s(SB), %s\n\tADDQ %[2]s, BX\n\tMOVQ %s, %[2]s\n\tSHRQ $1, %[2]s\n\tLEAQ (BX)(%[2]s*8), BX\n", ctl, r.tmp, r.entry)
 }
 
@@ -351,17 +351,17 @@ func siteCounters(b *bytes.Buffer, r countRegs) {
 func addCount(b *bytes.Buffer, r countRegs, label, done string) {
 	fmt.Fprintf(b, "\tTESTQ $1, %s\n\tJNE %selapsed\n\tINCQ (BX)\n\tJMP %s\n", r.entry, label, done)
 	fmt.Fprintf(b, "%[1]selapsed:\n\tADDQ %[2]s, (BX)\n\tXORL DX, DX\n\tTESTQ %[2]s, %[2]s\n\tJEQ %[1]sbucket\n\tBSRQ %[2]s, DX\n\tINCQ DX\n", label, r.elapsed)
-	fmt.Fprintf(b, "%sbucket:\n\tCALL %s<ABIInternal>(SB)\n", label, constName(ring.Bucket))
+	fmt.Fprintf(b, "%sbucket:\n\tCALL %s<ABIInternal>(SB)\n", label, constName(ringlayout.Bucket))
 }
 
-// bucketFunc writes ring.Bucket, which adds one to bucket DX (at most
-// ring.HistBuckets-1: a larger DX is that bucket) of the site's
+// bucketFunc writes ringlayout.Bucket, which adds one to bucket DX (at most
+// ringlayout.HistBuckets-1: a larger DX is that bucket) of the site's
 // counters at BX, behind their total: a tree of a compare for each bit
 // of DX, down to an increment at a constant offset for each bucket.
 // It goes with record, DUPOK as record is.
 func bucketFunc(b *bytes.Buffer) {
-	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", constName(ring.Bucket), flagDUPOK|flagNOSPLIT|flagNOFRAME)
-	bucketTree(b, 0, ring.HistBuckets)
+	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", constName(ringlayout.Bucket), flagDUPOK|flagNOSPLIT|flagNOFRAME)
+	bucketTree(b, 0, ringlayout.HistBuckets)
 }
 
 // bucketTree writes the tree for the buckets from lo up to hi: the lower
@@ -391,39 +391,39 @@ const sysProcessVMReadv = 310
 // header a data race tore, which the probed function need never touch,
 // so it is read by process_vm_readv of the process itself, which fails
 // (EFAULT) where a load would fault. Those reads are gathered, as
-// iovecs in the P's batch (ring.BatchAt), and read by one system call
+// iovecs in the P's batch (ringlayout.BatchAt), and read by one system call
 // when a read needs their bytes for its source (OpFlush) or the reads
 // end: a plan's reads of one level of its values cost one call, not
 // one each. A read that failed sets its bit in the area's status word
 // (values.StatusSize). The head (DI) is kept while REP MOVSB and STOSQ
 // take DI, SI and CX.
 func valueReads(b *bytes.Buffer) {
-	where := constName(ring.Where)
+	where := constName(ringlayout.Where)
 	fmt.Fprintf(b, "values:\n\tMOVQ %d(SP), R12\n\tTESTQ R12, R12\n\tJEQ publish\n\tMOVQ DI, %d(SP)\n\tMOVQ $0, %d(SP)\n", recordArea, recordHead, recordBatch)
 	// The scratch area in R11, zeroed. The ring's address is read from
-	// ring.Where, which this keeps in the executable.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tMOVQ %s+8(SB), AX\n\tADDQ $%d, AX\n\tADDQ AX, R11\n", recordP, log2(ring.AreaMax), where, ring.ScratchAt)
+	// ringlayout.Where, which this keeps in the executable.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R11\n\tSHLQ $%d, R11\n\tMOVQ %s+8(SB), AX\n\tADDQ $%d, AX\n\tADDQ AX, R11\n", recordP, log2(ringlayout.AreaMax), where, ringlayout.ScratchAt)
 	b.WriteString("\tMOVQ R11, DI\n\tMOVQ R12, CX\n\tSHRQ $3, CX\n\tXORL AX, AX\n\tREP; STOSQ\n")
 	// The reads from R13, ended by one From none; each's bytes in CX
 	// and source in SI. The gathered reads first, at the end and where
 	// this one's source is among their bytes.
-	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ %d(SP), $0\n\tJEQ gathered\n", recordPlan, ring.OpFrom, recordBatch)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ flush\n\tCMPB %d(R13), $0\n\tJNE flush\ngathered:\n", values.FromNone, ring.OpFlush)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", values.FromNone, ring.OpMax)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", values.FromArg, ring.OpArg)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ %d(SP), $0\n\tJEQ gathered\n", recordPlan, ringlayout.OpFrom, recordBatch)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ flush\n\tCMPB %d(R13), $0\n\tJNE flush\ngathered:\n", values.FromNone, ringlayout.OpFlush)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", values.FromNone, ringlayout.OpMax)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", values.FromArg, ringlayout.OpArg)
 	wordTo(b, "DX", "SI", "readarg")
 	b.WriteString("\tJMP readcopy\n")
-	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ring.OpSrc, values.FromSlice)
-	fmt.Fprintf(b, "\tMOVQ 8(R11)(DX*1), AX\n\tMOVWQZX %d(R13), DX\n\tIMULQ DX, AX\n\tCMPQ AX, CX\n\tJCC readcopy\n\tMOVQ AX, CX\n", ring.OpElem)
-	fmt.Fprintf(b, "readcopy:\n\tTESTQ SI, SI\n\tJEQ readnext\n\tTESTQ CX, CX\n\tJEQ readnext\n\tMOVWQZX %d(R13), DI\n\tADDQ R11, DI\n", ring.OpDst)
-	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJEQ gather\n\tREP; MOVSB\n\tJMP readnext\n", ring.OpHeld)
+	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ringlayout.OpSrc, values.FromSlice)
+	fmt.Fprintf(b, "\tMOVQ 8(R11)(DX*1), AX\n\tMOVWQZX %d(R13), DX\n\tIMULQ DX, AX\n\tCMPQ AX, CX\n\tJCC readcopy\n\tMOVQ AX, CX\n", ringlayout.OpElem)
+	fmt.Fprintf(b, "readcopy:\n\tTESTQ SI, SI\n\tJEQ readnext\n\tTESTQ CX, CX\n\tJEQ readnext\n\tMOVWQZX %d(R13), DI\n\tADDQ R11, DI\n", ringlayout.OpDst)
+	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJEQ gather\n\tREP; MOVSB\n\tJMP readnext\n", ringlayout.OpHeld)
 	// Any other read joins the batch: the area's bytes, the process's,
 	// and the op.
 	b.WriteString("gather:\n")
 	batchTo(b, "R10")
-	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $4, AX\n\tMOVQ DI, (R10)(AX*1)\n\tMOVQ CX, 8(R10)(AX*1)\n\tMOVQ SI, %d(R10)(AX*1)\n\tMOVQ CX, %d(R10)(AX*1)\n", recordBatch, ring.BatchRemote, ring.BatchRemote+8)
-	fmt.Fprintf(b, "\tSHRQ $1, AX\n\tMOVQ R13, %d(R10)(AX*1)\n\tINCQ %d(SP)\n", ring.BatchOps, recordBatch)
-	fmt.Fprintf(b, "readnext:\n\tADDQ $%d, R13\n\tJMP read\n", ring.OpSize)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tSHLQ $4, AX\n\tMOVQ DI, (R10)(AX*1)\n\tMOVQ CX, 8(R10)(AX*1)\n\tMOVQ SI, %d(R10)(AX*1)\n\tMOVQ CX, %d(R10)(AX*1)\n", recordBatch, ringlayout.BatchRemote, ringlayout.BatchRemote+8)
+	fmt.Fprintf(b, "\tSHRQ $1, AX\n\tMOVQ R13, %d(R10)(AX*1)\n\tINCQ %d(SP)\n", ringlayout.BatchOps, recordBatch)
+	fmt.Fprintf(b, "readnext:\n\tADDQ $%d, R13\n\tJMP read\n", ringlayout.OpSize)
 	flushBatch(b)
 	// The area onto the record.
 	fmt.Fprintf(b, "readsdone:\n\tMOVQ %d(SP), DI\n\tMOVQ R11, SI\n\tSHRQ $3, R12\narea:\n\tMOVQ (SI), R10\n", recordHead)
@@ -431,9 +431,9 @@ func valueReads(b *bytes.Buffer) {
 	b.WriteString("\tADDQ $8, SI\n\tDECQ R12\n\tJNE area\n")
 }
 
-// batchTo puts the address of the P's batch (ring.BatchAt) in reg.
+// batchTo puts the address of the P's batch (ringlayout.BatchAt) in reg.
 func batchTo(b *bytes.Buffer, reg string) {
-	fmt.Fprintf(b, "\tMOVQ %[1]d(SP), %[2]s\n\tSHLQ $%[3]d, %[2]s\n\tADDQ %[4]s+8(SB), %[2]s\n\tADDQ $%[5]d, %[2]s\n", recordP, reg, log2(ring.BatchSize), constName(ring.Where), ring.BatchAt)
+	fmt.Fprintf(b, "\tMOVQ %[1]d(SP), %[2]s\n\tSHLQ $%[3]d, %[2]s\n\tADDQ %[4]s+8(SB), %[2]s\n\tADDQ $%[5]d, %[2]s\n", recordP, reg, log2(ringlayout.BatchSize), constName(ringlayout.Where), ringlayout.BatchAt)
 }
 
 // flushBatch reads the gathered reads, from the batch's start on, with
@@ -448,9 +448,9 @@ func flushBatch(b *bytes.Buffer) {
 	fmt.Fprintf(b, "flush:\n\tMOVQ $0, %d(SP)\n", recordBatchAt)
 	b.WriteString("flushcall:\n")
 	batchTo(b, "R10")
-	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tMOVQ %d(SP), DX\n\tSUBQ AX, DX\n\tSHLQ $4, AX\n\tLEAQ (R10)(AX*1), SI\n\tLEAQ %d(R10)(AX*1), R10\n", recordBatchAt, recordBatch, ring.BatchRemote)
+	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\n\tMOVQ %d(SP), DX\n\tSUBQ AX, DX\n\tSHLQ $4, AX\n\tLEAQ (R10)(AX*1), SI\n\tLEAQ %d(R10)(AX*1), R10\n", recordBatchAt, recordBatch, ringlayout.BatchRemote)
 	fmt.Fprintf(b, "\tMOVQ R8, %d(SP)\n\tMOVQ R9, %d(SP)\n\tMOVQ R11, %d(SP)\n", recordSaved, recordSaved+8, recordSaved+16)
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tMOVQ DX, R8\n\tXORL R9, R9\n\tMOVL $%d, AX\n\tSYSCALL\n", ringSym(), ring.PidAt, sysProcessVMReadv)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), DI\n\tMOVQ DX, R8\n\tXORL R9, R9\n\tMOVL $%d, AX\n\tSYSCALL\n", ringSym(), ringlayout.PidAt, sysProcessVMReadv)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R8\n\tMOVQ %d(SP), R9\n\tMOVQ %d(SP), R11\n", recordSaved, recordSaved+8, recordSaved+16)
 	// The bytes moved in DX (none on an error), the read at hand in AX,
 	// its length in SI.
@@ -459,8 +459,8 @@ func flushBatch(b *bytes.Buffer) {
 	fmt.Fprintf(b, "\tMOVQ %d(SP), AX\nwalk:\n\tCMPQ AX, %d(SP)\n\tJCC flushed\n\tMOVQ AX, CX\n\tSHLQ $4, CX\n\tMOVQ 8(R10)(CX*1), SI\n", recordBatchAt, recordBatch)
 	b.WriteString("\tCMPQ DX, SI\n\tJCS stopped\n\tSUBQ SI, DX\n\tINCQ AX\n\tJMP walk\n")
 	// Stopped in read AX, having moved DX of its bytes.
-	fmt.Fprintf(b, "stopped:\n\tMOVQ AX, CX\n\tSHLQ $3, CX\n\tMOVQ %d(R10)(CX*1), SI\n\tCMPB %d(SI), $0\n\tJEQ readfail\n\tTESTQ DX, DX\n\tJNE resume\n", ring.BatchOps, ring.OpGuess)
-	fmt.Fprintf(b, "readfail:\n\tSUBQ %d(SP), SI\n\tSHRQ $%d, SI\n\tBTSL SI, (R11)\n", recordPlan, log2(ring.OpSize))
+	fmt.Fprintf(b, "stopped:\n\tMOVQ AX, CX\n\tSHLQ $3, CX\n\tMOVQ %d(R10)(CX*1), SI\n\tCMPB %d(SI), $0\n\tJEQ readfail\n\tTESTQ DX, DX\n\tJNE resume\n", ringlayout.BatchOps, ringlayout.OpGuess)
+	fmt.Fprintf(b, "readfail:\n\tSUBQ %d(SP), SI\n\tSHRQ $%d, SI\n\tBTSL SI, (R11)\n", recordPlan, log2(ringlayout.OpSize))
 	fmt.Fprintf(b, "resume:\n\tINCQ AX\n\tMOVQ AX, %d(SP)\n\tCMPQ AX, %d(SP)\n\tJCS flushcall\n", recordBatchAt, recordBatch)
 	fmt.Fprintf(b, "flushed:\n\tMOVQ $0, %d(SP)\n\tJMP read\n", recordBatch)
 }

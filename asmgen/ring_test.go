@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // TestBucketTree follows the bucket function's compares and jumps for
@@ -23,8 +23,8 @@ func TestBucketTree(t *testing.T) {
 			labels[name] = i
 		}
 	}
-	for dx := 0; dx < ring.HistBuckets+3; dx++ {
-		want := fmt.Sprintf("INCQ %d(BX)", 8*(1+min(dx, ring.HistBuckets-1)))
+	for dx := 0; dx < ringlayout.HistBuckets+3; dx++ {
+		want := fmt.Sprintf("INCQ %d(BX)", 8*(1+min(dx, ringlayout.HistBuckets-1)))
 		got, than := "", -1
 		for pc, steps := 0, 0; got == "" && pc < len(lines) && steps < len(lines); steps++ {
 			in := strings.TrimSpace(lines[pc])

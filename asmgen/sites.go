@@ -9,7 +9,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
-	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // Symbols names what Plan9Sites defines for a package, in Go's notation
@@ -195,7 +195,7 @@ const (
 // With record, a trampoline passes its count of words in R12, and since
 // writes the event to the ring, with the time it read, while a ring
 // tracer records; a start time the ring's record read in ticks
-// (ring.TicksTag) is timed in ticks. On amd64 it counts a call itself
+// (ringlayout.TicksTag) is timed in ticks. On amd64 it counts a call itself
 // while the tracer counts at the exits (countTicks), and saves the other
 // registers only on the way to record.
 func since(b *bytes.Buffer, arch Arch, name, sites string, rt Runtime, record string) {
@@ -256,9 +256,9 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, rt Runtime, record st
 	fmt.Fprintf(b, "\t%s %d(%s), %s\n", mov, first, sp, regs[0])
 	switch {
 	case record != "" && arch == ARM64:
-		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE fire\n\tMOVD %d(RSP), R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tBL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, sites, record)
+		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBNE fire\n\tMOVD %d(RSP), R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tBL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ringlayout.Recording, words, sites, record)
 	case record != "":
-		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n%s\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ring.Recording, words, siteTo(sites, "R13"), record)
+		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJNE fire\n\tMOVQ %d(SP), R12\n%s\tCALL %s<ABIInternal>(SB)\nfire:\n", ringSym(), ringlayout.Recording, words, siteTo(sites, "R13"), record)
 	}
 	// The site's address goes in the target register next: it is free.
 	fmt.Fprintf(b, "\t%s $%#x, %s\n\t%[1]s %[3]s, %d(%s)\n", mov, uint64(SinceMark), a.target, mark, sp)
@@ -266,7 +266,7 @@ func since(b *bytes.Buffer, arch Arch, name, sites string, rt Runtime, record st
 	fmt.Fprintf(b, "\t%s %s, %d(%s)\n\tRET\n", mov, zero, mark, sp)
 }
 
-// ticksSince is since's way for a start time in ticks (ring.TicksTag set:
+// ticksSince is since's way for a start time in ticks (ringlayout.TicksTag set:
 // the entry's trampoline read the time-stamp counter for a tracer that
 // counts) that countTicks left to record: the time elapsed since, in ns
 // by the ring's TickNsAt, goes in AX and the time in DX, as record takes
@@ -278,7 +278,7 @@ func ticksSince(b *bytes.Buffer, start string) {
 
 // countTicks is since's counting of a call whose start (BX, kept at
 // start too) is in ticks while the tracer counts every call at its exit
-// (ring.EntryTicksAt): record would save every register again and check
+// (ringlayout.EntryTicksAt): record would save every register again and check
 // what since knows. It takes only the registers that hold no argument of
 // the site (AX, BX, DX, R12 and R13), so since saves none of the others.
 // It finds the site's counters before it reads the counter, which then
@@ -288,13 +288,13 @@ func ticksSince(b *bytes.Buffer, start string) {
 // the lease run out) goes to slow, which calls record.
 func countTicks(b *bytes.Buffer, rt Runtime, sites, start string) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\tTESTQ BX, BX\n\tJPL slow\n\tCMPQ %s+%d(SB), $1\n\tJNE slow\n\tCMPQ %[1]s+%[3]d(SB), $%d\n\tJNE slow\n", ctl, ring.EntryTicksAt, ring.OnAt, ring.Recording)
+	fmt.Fprintf(b, "\tTESTQ BX, BX\n\tJPL slow\n\tCMPQ %s+%d(SB), $1\n\tJNE slow\n\tCMPQ %[1]s+%[3]d(SB), $%d\n\tJNE slow\n", ctl, ringlayout.EntryTicksAt, ringlayout.OnAt, ringlayout.Recording)
 	pTo(b, rt, "slow", "slow")
 	fmt.Fprintf(b, "\tLEAQ %s(SB), R12\n\tLEAQ (R12)(AX*8), R12\n", sites)
 	siteEntry(b, countRegs{site: "R12", table: "BX", hash: "DX", idx: "AX", entry: "DX"}, "lookup", "slow")
 	siteCounters(b, countRegs{p: "R13", entry: "DX", tmp: "AX"})
 	b.WriteString("\tMOVQ DX, R13\n" + ticksTo("DX"))
-	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT slow\n\tMOVQ DX, AX\n%s", ctl, ring.UntilAt, ticksToNs(start, "countahead"))
+	fmt.Fprintf(b, "\tCMPQ DX, %s+%d(SB)\n\tJGT slow\n\tMOVQ DX, AX\n%s", ctl, ringlayout.UntilAt, ticksToNs(start, "countahead"))
 	addCount(b, countRegs{entry: "R13", elapsed: "AX"}, "count", "counted")
 	b.WriteString("counted:\n\tMOVQ AX, BX\n")
 }
@@ -304,7 +304,7 @@ func countTicks(b *bytes.Buffer, rt Runtime, sites, start string) {
 // ahead. A counter a little behind on another CPU gives 0, not 2^64
 // ticks.
 func ticksToNs(start, ahead string) string {
-	return fmt.Sprintf("\tSUBQ %[1]s, AX\n\tJPL %[4]s\n\tXORL AX, AX\n%[4]s:\n\tMULQ %[2]s+%[3]d(SB)\n\tSHRQ $32, DX, AX\n", start, ringSym(), ring.TickNsAt, ahead)
+	return fmt.Sprintf("\tSUBQ %[1]s, AX\n\tJPL %[4]s\n\tXORL AX, AX\n%[4]s:\n\tMULQ %[2]s+%[3]d(SB)\n\tSHRQ $32, DX, AX\n", start, ringSym(), ringlayout.TickNsAt, ahead)
 }
 
 // now writes a trampoline with ClockNow: it calls the site, then the clock,
@@ -316,7 +316,7 @@ func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, recor
 	fmt.Fprintf(b, "\nTEXT %s<ABIInternal>(SB), %d, $0\n", name, flagNOSPLIT)
 	if record != "" && arch == ARM64 {
 		// The clock is never ticks here (see recordFuncARM64).
-		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBEQ ring\n", ringSym(), ring.Recording)
+		fmt.Fprintf(b, "\tMOVD %s(SB), R12\n\tCMP $%d, R12\n\tBEQ ring\n", ringSym(), ringlayout.Recording)
 		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 		b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
 		fmt.Fprintf(b, "ring:\n\tMOVD $%d, R12\n\tMOVD $%s(SB), R13\n\tADD R0<<3, R13, R13\n\tMOVD ZR, R14\n\tBL %s<ABIInternal>(SB)\n", words, sites, record)
@@ -325,15 +325,15 @@ func now(b *bytes.Buffer, arch Arch, name, sites string, goidOffset int64, recor
 		return
 	}
 	if record != "" {
-		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJEQ ring\n", ringSym(), ring.Recording)
+		fmt.Fprintf(b, "\tCMPQ %s(SB), $%d\n\tJEQ ring\n", ringSym(), ringlayout.Recording)
 	}
 	b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 	b.WriteString("\tCALL runtime·nanotime<ABIInternal>(SB)\n\tRET\n")
 	if record != "" {
 		// A tracer that counts calls at their exits in ticks wants only
-		// the time of the entry (ring.EntryTicksAt). The site keeps DX:
+		// the time of the entry (ringlayout.EntryTicksAt). The site keeps DX:
 		// it is a NOP, and a uprobe restores every register.
-		fmt.Fprintf(b, "ring:\n\tCMPQ %s+%d(SB), $1\n\tJNE record\n\tMOVQ AX, R12\n%s\tMOVQ R12, AX\n\tJMP site\n", ringSym(), ring.EntryTicksAt, ticksTo("DX"))
+		fmt.Fprintf(b, "ring:\n\tCMPQ %s+%d(SB), $1\n\tJNE record\n\tMOVQ AX, R12\n%s\tMOVQ R12, AX\n\tJMP site\n", ringSym(), ringlayout.EntryTicksAt, ticksTo("DX"))
 		fmt.Fprintf(b, "record:\n\tMOVQ $%d, R12\n%s\tXORL DX, DX\n\tCALL %s<ABIInternal>(SB)\nsite:\n", words, siteTo(sites, "R13"), record)
 		b.WriteString(toSite(arch, sites, goidOffset, "CALL"))
 		b.WriteString("\tMOVQ DX, AX\n\tRET\n")

@@ -13,7 +13,7 @@
 // cgo's _Cfunc_ with it. A fire function of another shape, or with more
 // arguments than the ring's writer takes in registers, is left alone:
 // only BPF traces its probe, and the tracer knows by the list of
-// semaphores this package adds (ring.ProviderMagic).
+// semaphores this package adds (ringlayout.ProviderMagic).
 package providerring
 
 import (
@@ -28,7 +28,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/asmgen"
-	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"github.com/go-usdt/usdt/internal/srcedit"
 )
 
@@ -456,7 +456,7 @@ func trampDecl(name, symbol string, f *file, types []ast.Expr) string {
 func declFile(pkg, list string, sems, decls []string) []byte {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "%spackage %s\n\nimport usdtunsafe \"unsafe\"\n\n", notice, pkg)
-	fmt.Fprintf(&b, "//go:linkname usdtRingProviders %s\nvar usdtRingProviders = struct {\n\tmagic, n uint64\n\tsems     [%d]usdtunsafe.Pointer\n}{%#x, %d, [%d]usdtunsafe.Pointer{", list, len(sems), uint64(ring.ProviderMagic), len(sems), len(sems))
+	fmt.Fprintf(&b, "//go:linkname usdtRingProviders %s\nvar usdtRingProviders = struct {\n\tmagic, n uint64\n\tsems     [%d]usdtunsafe.Pointer\n}{%#x, %d, [%d]usdtunsafe.Pointer{", list, len(sems), uint64(ringlayout.ProviderMagic), len(sems), len(sems))
 	for i, s := range sems {
 		if i > 0 {
 			b.WriteString(", ")

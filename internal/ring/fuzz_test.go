@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"testing"
 	"unsafe"
@@ -14,9 +15,9 @@ import (
 // and the semaphores' list.
 func selfSession(tb testing.TB, withBuffers bool) (*Session, []byte) {
 	tb.Helper()
-	n := ListAt + 8*1024
+	n := ringlayout.ListAt + 8*1024
 	if withBuffers {
-		n = BuffersAt + 4096
+		n = ringlayout.BuffersAt + 4096
 	}
 	ctl := make([]byte, n)
 	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
@@ -32,7 +33,7 @@ func selfSession(tb testing.TB, withBuffers bool) (*Session, []byte) {
 // process, as a binary with a ring has them, which Open checks.
 func whereFor(ctl uint64) uint64 {
 	where := make([]byte, 16)
-	binary.LittleEndian.PutUint64(where, WhereMagic)
+	binary.LittleEndian.PutUint64(where, ringlayout.WhereMagic)
 	binary.LittleEndian.PutUint64(where[8:], ctl)
 	sink = append(sink, where)
 	return uint64(uintptr(unsafe.Pointer(&where[0])))
@@ -50,12 +51,14 @@ func whereFor(ctl uint64) uint64 {
 // words and str, as TestParse has them): words, C strings, a value area.
 func FuzzTake(f *testing.F) {
 	const site = 0x4a1660 // a site with a value area of 16 bytes
-	header := func(count int, strs uint64) uint64 { return site | uint64(count)<<CountShift | strs<<StringsShift }
+	header := func(count int, strs uint64) uint64 {
+		return site | uint64(count)<<ringlayout.CountShift | strs<<ringlayout.StringsShift
+	}
 	recs := [][]byte{
 		words(header(0, 0)|8, 7, 100, 55),
 		words(header(2, 0)|8, 7, 101, 55, 3, 4),
-		append(words(header(2, 0b10)|8, 8, 102, 56|1<<AfterLossBit, 3, 0xc000), str("key31")...),
-		append(words(header(1, 0), 7, 103, 55|1<<CallerTimeBit, 0xc000), words(5, 6)...),
+		append(words(header(2, 0b10)|8, 8, 102, 56|1<<ringlayout.AfterLossBit, 3, 0xc000), str("key31")...),
+		append(words(header(1, 0), 7, 103, 55|1<<ringlayout.CallerTimeBit, 0xc000), words(5, 6)...),
 		append(append(words(header(1, 1), 9, 104, 57, 0xc000), str("ab")...), words(5, 6)...),
 	}
 	var all []byte
@@ -71,13 +74,13 @@ func FuzzTake(f *testing.F) {
 
 	s, ctl := selfSession(f, true)
 	s.areas = map[uint64]int{site: 16}
-	buf := ctl[BuffersAt:]
+	buf := ctl[ringlayout.BuffersAt:]
 	f.Fuzz(func(t *testing.T, data []byte, tail, head, lost uint64) {
 		clear(buf)
 		copy(buf, data)
-		hdr := ctl[HeadersAt:]
-		binary.LittleEndian.PutUint64(hdr[HeadAt:], head)
-		binary.LittleEndian.PutUint64(hdr[LostAt:], lost)
+		hdr := ctl[ringlayout.HeadersAt:]
+		binary.LittleEndian.PutUint64(hdr[ringlayout.HeadAt:], head)
+		binary.LittleEndian.PutUint64(hdr[ringlayout.LostAt:], lost)
 		s.tails[0], s.losses = tail, losses{}
 		b, _, err := s.Take(true)
 		if err != nil || b == nil {

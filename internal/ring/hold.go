@@ -15,6 +15,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"golang.org/x/sys/unix"
 )
 
@@ -226,7 +227,7 @@ func (h *Hold) Ignore() {
 // job-stopped trace's leases last a day.
 func (h *Hold) Lease(pid int, ctl uint64) {
 	b := make([]byte, 8)
-	binary.LittleEndian.PutUint64(b, ctl+UntilAt)
+	binary.LittleEndian.PutUint64(b, ctl+ringlayout.UntilAt)
 	h.tellHolder(msg{kind: mLease, pid: int32(pid), text: string(b)})
 }
 

@@ -16,6 +16,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"golang.org/x/sys/unix"
 )
 
@@ -204,7 +205,7 @@ func (h *holder) expire() {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	b := make([]byte, 8)
-	binary.LittleEndian.PutUint64(b, TicksTag)
+	binary.LittleEndian.PutUint64(b, ringlayout.TicksTag)
 	me := strconv.Itoa(os.Getpid())
 	for pid, addr := range h.leases {
 		// Only a process this holder still traces: it has neither

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/layout"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -28,7 +29,9 @@ func str(s string) []byte {
 
 func TestParse(t *testing.T) {
 	const site = 0x4a1660
-	header := func(count int, strs uint64) uint64 { return site | uint64(count)<<CountShift | strs<<StringsShift }
+	header := func(count int, strs uint64) uint64 {
+		return site | uint64(count)<<ringlayout.CountShift | strs<<ringlayout.StringsShift
+	}
 	tests := []struct {
 		name    string
 		buf     []byte

@@ -3,6 +3,7 @@ package ring
 import (
 	"debug/elf"
 	"encoding/binary"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // maxProviderProbes bounds a list's count, so that a word that happens
@@ -19,7 +20,7 @@ const maxProviderProbes = 1 << 16
 func ProviderSemaphores(f *elf.File) map[uint64]bool {
 	sems := map[uint64]bool{}
 	le := binary.LittleEndian
-	findMagic(f, ProviderMagic, func(b []byte, i int) bool {
+	findMagic(f, ringlayout.ProviderMagic, func(b []byte, i int) bool {
 		if i+16 > len(b) {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"golang.org/x/sys/unix"
 )
 
@@ -50,14 +51,14 @@ func (s *Session) Enable(sems []Semaphore) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	first := len(s.list)
-	if first+len(sems) > MaxList {
-		return fmt.Errorf("%d semaphores to turn on, the ring's list holds %d", first+len(sems), MaxList)
+	if first+len(sems) > ringlayout.MaxList {
+		return fmt.Errorf("%d semaphores to turn on, the ring's list holds %d", first+len(sems), ringlayout.MaxList)
 	}
 	if first == 0 {
 		// The ring records from here on: its mode and clock are set
 		// (Preparing), and a probe that fires may now find the lease
 		// run out and take down what the list names.
-		if err := s.setWord(OnAt, Recording); err != nil {
+		if err := s.setWord(ringlayout.OnAt, ringlayout.Recording); err != nil {
 			return err
 		}
 	}
@@ -65,17 +66,17 @@ func (s *Session) Enable(sems []Semaphore) error {
 	var wide []uint64
 	var narrow []int
 	for i, sem := range sems {
-		e := sem.Addr & ListAddr
+		e := sem.Addr & ringlayout.ListAddr
 		if sem.Wide {
 			wide = append(wide, e)
 		} else {
-			e |= ListNarrow
+			e |= ringlayout.ListNarrow
 			narrow = append(narrow, first+i)
 		}
 		binary.LittleEndian.PutUint64(list[8*i:], e)
 		s.list = append(s.list, e)
 	}
-	if err := errors.Join(s.write(ListAt+uint64(8*first), list), s.setWord(ListLenAt, uint64(len(s.list)))); err != nil {
+	if err := errors.Join(s.write(ringlayout.ListAt+uint64(8*first), list), s.setWord(ringlayout.ListLenAt, uint64(len(s.list)))); err != nil {
 		s.list = s.list[:first]
 		return err
 	}
@@ -85,7 +86,7 @@ func (s *Session) Enable(sems []Semaphore) error {
 	if err != nil {
 		return err
 	}
-	if on, err := s.word(OnAt); err != nil || on != Recording {
+	if on, err := s.word(ringlayout.OnAt); err != nil || on != ringlayout.Recording {
 		// The program took down what was up when its lease lapsed;
 		// what went up after, this tracer takes down.
 		return errors.Join(err, s.undo(), fmt.Errorf("process %d turned its probes off: this tracer did not renew its lease within %v", s.pid, Lease))
@@ -99,7 +100,7 @@ func (s *Session) Stop() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	defer func() { s.list = nil }()
-	if owner, err := s.word(OwnerAt); err != nil || owner != s.token {
+	if owner, err := s.word(ringlayout.OwnerAt); err != nil || owner != s.token {
 		// Gone, or another tracer took the ring over, this one's
 		// probes down (takeOver).
 		return nil
@@ -114,19 +115,19 @@ func (s *Session) Stop() error {
 // them down as that tracer's Stop would, with the same guarantee that
 // one side alone does, and reports whether the ring is still busy.
 func (s *Session) takeOver() (busy bool, err error) {
-	on, err := s.word(OnAt)
-	if err != nil || on != Recording {
+	on, err := s.word(ringlayout.OnAt)
+	if err != nil || on != ringlayout.Recording {
 		return true, err
 	}
 	if stale, err := s.leaseRunOut(); err != nil || !stale {
 		return true, err
 	}
-	n, err := s.word(ListLenAt)
+	n, err := s.word(ringlayout.ListLenAt)
 	if err != nil {
 		return true, err
 	}
-	list := make([]byte, 8*min(n, MaxList))
-	if err := s.read(s.ctl+ListAt, list); err != nil {
+	list := make([]byte, 8*min(n, ringlayout.MaxList))
+	if err := s.read(s.ctl+ringlayout.ListAt, list); err != nil {
 		return true, err
 	}
 	s.list = make([]uint64, len(list)/8)
@@ -143,12 +144,12 @@ func (s *Session) takeOver() (busy bool, err error) {
 
 // stop is Stop, for a session whose ring this tracer owns.
 func (s *Session) stop() error {
-	on, err := s.word(OnAt)
-	if err == nil && on == Preparing {
+	on, err := s.word(ringlayout.OnAt)
+	if err == nil && on == ringlayout.Preparing {
 		// Nothing on yet.
-		return errors.Join(s.setWord(ListLenAt, 0), s.setWord(OnAt, 0))
+		return errors.Join(s.setWord(ringlayout.ListLenAt, 0), s.setWord(ringlayout.OnAt, 0))
 	}
-	if err != nil || on != Recording {
+	if err != nil || on != ringlayout.Recording {
 		// Gone, or the program took its probes down itself.
 		return nil
 	}
@@ -159,18 +160,18 @@ func (s *Session) stop() error {
 	// The ring off, unless a writer is taking the probes down: this
 	// tracer's byte in the on word fails every writer's compare-and-swap
 	// from here on, and the word read back says whether one won before.
-	if werr := s.writeEach([]uint64{s.ctl + StoppingAt}, []byte{1}); werr != nil {
+	if werr := s.writeEach([]uint64{s.ctl + ringlayout.StoppingAt}, []byte{1}); werr != nil {
 		return errors.Join(err, werr)
 	}
 	pause("stopping")
-	on, rerr := s.word(OnAt)
+	on, rerr := s.word(ringlayout.OnAt)
 	switch {
 	case rerr != nil:
 		return errors.Join(err, rerr)
-	case on&0xff == Expiring:
+	case on&0xff == ringlayout.Expiring:
 		// The writer ends by turning the ring off, this byte with it.
 		for end := time.Now().Add(Lease); on != 0 && time.Now().Before(end); time.Sleep(time.Millisecond) {
-			on, rerr = s.word(OnAt)
+			on, rerr = s.word(ringlayout.OnAt)
 			if rerr != nil {
 				return errors.Join(err, rerr)
 			}
@@ -179,7 +180,7 @@ func (s *Session) stop() error {
 	case on == 0:
 		return err // a writer finished after this byte
 	}
-	return errors.Join(err, s.setWord(ListLenAt, 0), s.setWord(OnAt, 0))
+	return errors.Join(err, s.setWord(ringlayout.ListLenAt, 0), s.setWord(ringlayout.OnAt, 0))
 }
 
 // undo takes down every probe the session turned on: the flags, and
@@ -191,7 +192,7 @@ func (s *Session) undo() error {
 	var wide []uint64
 	var narrow []int
 	for i, e := range s.list {
-		if e&ListNarrow == 0 {
+		if e&ringlayout.ListNarrow == 0 {
 			wide = append(wide, e)
 		} else {
 			narrow = append(narrow, i)
@@ -206,19 +207,19 @@ func (s *Session) undo() error {
 	}
 	claims := make([]uint64, len(narrow))
 	for i, k := range narrow {
-		claims[i] = s.ctl + ListAt + uint64(8*k) + 7
+		claims[i] = s.ctl + ringlayout.ListAt + uint64(8*k) + 7
 	}
-	if cerr := s.writeEach(claims, []byte{ListClaimed >> 56}); cerr != nil {
+	if cerr := s.writeEach(claims, []byte{ringlayout.ListClaimed >> 56}); cerr != nil {
 		return errors.Join(err, cerr)
 	}
 	list := make([]byte, 8*len(s.list))
-	if rerr := s.read(s.ctl+ListAt, list); rerr != nil {
+	if rerr := s.read(s.ctl+ringlayout.ListAt, list); rerr != nil {
 		return errors.Join(err, rerr)
 	}
 	var raised []uint64
 	for _, k := range narrow {
-		if e := binary.LittleEndian.Uint64(list[8*k:]); e&ListRaised != 0 && e&ListClaimed != 0 {
-			raised = append(raised, e&ListAddr)
+		if e := binary.LittleEndian.Uint64(list[8*k:]); e&ringlayout.ListRaised != 0 && e&ringlayout.ListClaimed != 0 {
+			raised = append(raised, e&ringlayout.ListAddr)
 		}
 	}
 	return errors.Join(err, s.addSemaphores(raised, 0xffff, nil))
@@ -242,8 +243,8 @@ func (s *Session) raise(narrow []int) error {
 	addrs := make([]uint64, len(narrow))
 	marks := make([]uint64, len(narrow))
 	for i, k := range narrow {
-		addrs[i] = s.list[k] & ListAddr
-		marks[i] = s.ctl + ListAt + uint64(8*k) + 6
+		addrs[i] = s.list[k] & ringlayout.ListAddr
+		marks[i] = s.ctl + ringlayout.ListAt + uint64(8*k) + 6
 	}
 	return s.addSemaphores(addrs, 1, marks)
 }
@@ -320,7 +321,7 @@ func (s *Session) addSemaphores(addrs []uint64, d uint16, marks []uint64) error 
 					continue
 				}
 				binary.LittleEndian.PutUint16(w[3*i:], vals[i])
-				w[3*i+2] = byte((ListNarrow | ListRaised) >> 48)
+				w[3*i+2] = byte((ringlayout.ListNarrow | ringlayout.ListRaised) >> 48)
 				remote[2*i] = unix.RemoteIovec{Base: uintptr(a), Len: 2}
 				remote[2*i+1] = unix.RemoteIovec{Base: uintptr(marks[at+i]), Len: 1}
 			}
@@ -346,7 +347,7 @@ func (s *Session) addSemaphores(addrs []uint64, d uint16, marks []uint64) error 
 				continue
 			}
 			if marks != nil {
-				if _, err := s.mem.WriteAt([]byte{byte((ListNarrow | ListRaised) >> 48)}, int64(marks[at+i])); err != nil {
+				if _, err := s.mem.WriteAt([]byte{byte((ringlayout.ListNarrow | ringlayout.ListRaised) >> 48)}, int64(marks[at+i])); err != nil {
 					errs = errors.Join(errs, s.memError(err))
 				}
 			}
@@ -372,8 +373,8 @@ func (s *Session) addSemaphore(addr uint64, d uint16) error {
 // Stop, its probes already down, or before it turned any on) and its
 // lease has run out.
 func (s *Session) busy() (bool, error) {
-	on, err := s.word(OnAt)
-	if err != nil || on != Stopping && on != Preparing {
+	on, err := s.word(ringlayout.OnAt)
+	if err != nil || on != ringlayout.Stopping && on != ringlayout.Preparing {
 		return on != 0, err
 	}
 	stale, err := s.leaseRunOut()
@@ -382,16 +383,16 @@ func (s *Session) busy() (bool, error) {
 
 // leaseRunOut reports whether the ring's lease has run out.
 func (s *Session) leaseRunOut() (bool, error) {
-	until, err := s.word(UntilAt)
+	until, err := s.word(ringlayout.UntilAt)
 	if err != nil {
 		return false, err
 	}
 	now := uint64(monotonic())
-	if until&TicksTag != 0 {
+	if until&ringlayout.TicksTag != 0 {
 		if readTicks == nil {
 			return false, nil
 		}
-		now = readTicks() | TicksTag
+		now = readTicks() | ringlayout.TicksTag
 	}
 	return now > until, nil
 }

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"sync/atomic"
 	"testing"
@@ -57,13 +58,13 @@ func (p *probes) check(t *testing.T, when string, flag uint32, narrow uint16) {
 // turns the ring off. It reports whether it won the ring.
 func writerExpires(ctl []byte, p *probes) bool {
 	word := func(off int) *uint64 { return (*uint64)(unsafe.Pointer(&ctl[off])) }
-	if !atomic.CompareAndSwapUint64(word(OnAt), Recording, Expiring) {
+	if !atomic.CompareAndSwapUint64(word(ringlayout.OnAt), ringlayout.Recording, ringlayout.Expiring) {
 		return false
 	}
-	for i := range int(atomic.LoadUint64(word(ListLenAt))) {
-		entry := word(ListAt + 8*i)
+	for i := range int(atomic.LoadUint64(word(ringlayout.ListLenAt))) {
+		entry := word(ringlayout.ListAt + 8*i)
 		e := atomic.LoadUint64(entry)
-		if e&ListNarrow == 0 {
+		if e&ringlayout.ListNarrow == 0 {
 			for k := range p.slots {
 				if uint64(uintptr(unsafe.Pointer(&p.slots[k]))) == e {
 					p.slots[k] &= 0xffff
@@ -71,11 +72,11 @@ func writerExpires(ctl []byte, p *probes) bool {
 			}
 			continue
 		}
-		if e>>48 == (ListNarrow|ListRaised)>>48 && atomic.CompareAndSwapUint64(entry, e, e&^ListRaised) {
-			*p.byAddr[e&ListAddr]--
+		if e>>48 == (ringlayout.ListNarrow|ringlayout.ListRaised)>>48 && atomic.CompareAndSwapUint64(entry, e, e&^ringlayout.ListRaised) {
+			*p.byAddr[e&ringlayout.ListAddr]--
 		}
 	}
-	atomic.StoreUint64(word(OnAt), 0)
+	atomic.StoreUint64(word(ringlayout.OnAt), 0)
 	return true
 }
 
@@ -90,8 +91,8 @@ func TestEnableStop(t *testing.T) {
 	}
 	p.check(t, "enabled", 1, 1)
 	for i, e := range s.list {
-		got := binary.LittleEndian.Uint64(ctl[ListAt+8*i:])
-		if want := e | ListRaised*(e&ListNarrow>>48); got != want {
+		got := binary.LittleEndian.Uint64(ctl[ringlayout.ListAt+8*i:])
+		if want := e | ringlayout.ListRaised*(e&ringlayout.ListNarrow>>48); got != want {
 			t.Errorf("list entry %d is %#x, want %#x", i, got, want)
 		}
 	}
@@ -99,7 +100,7 @@ func TestEnableStop(t *testing.T) {
 		t.Fatal(err)
 	}
 	p.check(t, "stopped", 0, 0)
-	if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != 0 {
+	if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != 0 {
 		t.Errorf("the ring is on (%#x) after Stop", on)
 	}
 }
@@ -132,7 +133,7 @@ func TestLapseAtEachStep(t *testing.T) {
 				t.Errorf("the writer took the ring: %v, want %v", won, want)
 			}
 			p.check(t, "after the lapse and Stop", 0, 0)
-			if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != 0 {
+			if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != 0 {
 				t.Errorf("the ring is on (%#x)", on)
 			}
 		})
@@ -143,16 +144,16 @@ func TestLapseAtEachStep(t *testing.T) {
 // Stopping, or killed between Open and Enable left Preparing: refused
 // while that tracer's lease runs, taken once it has run out.
 func TestOpenAfterStopping(t *testing.T) {
-	for _, on := range []uint64{Stopping, Preparing} {
+	for _, on := range []uint64{ringlayout.Stopping, ringlayout.Preparing} {
 		_, ctl := selfSession(t, false)
 		addr := uint64(uintptr(unsafe.Pointer(&ctl[0])))
-		binary.LittleEndian.PutUint64(ctl[OnAt:], on)
-		binary.LittleEndian.PutUint64(ctl[UntilAt:], uint64(monotonic()+Lease.Nanoseconds()))
+		binary.LittleEndian.PutUint64(ctl[ringlayout.OnAt:], on)
+		binary.LittleEndian.PutUint64(ctl[ringlayout.UntilAt:], uint64(monotonic()+Lease.Nanoseconds()))
 		if s, err := Open(os.Getpid(), addr, whereFor(addr), 1, 4096); err == nil {
 			s.Close()
 			t.Fatalf("on %#x: opened a ring whose tracer's lease runs", on)
 		}
-		binary.LittleEndian.PutUint64(ctl[UntilAt:], uint64(monotonic()-1))
+		binary.LittleEndian.PutUint64(ctl[ringlayout.UntilAt:], uint64(monotonic()-1))
 		s, err := Open(os.Getpid(), addr, whereFor(addr), 1, 4096)
 		if err != nil {
 			t.Fatalf("a ring left %#x, its lease run out: %v", on, err)
@@ -166,20 +167,20 @@ func TestOpenAfterStopping(t *testing.T) {
 // switches its clock; a session stopped before Enable leaves it off.
 func TestPreparing(t *testing.T) {
 	s, ctl := selfSession(t, false)
-	if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != Preparing {
-		t.Fatalf("after Open the ring is %#x, want Preparing (%#x)", on, Preparing)
+	if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != ringlayout.Preparing {
+		t.Fatalf("after Open the ring is %#x, want Preparing (%#x)", on, ringlayout.Preparing)
 	}
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != 0 {
+	if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != 0 {
 		t.Fatalf("stopped before Enable, the ring is %#x, want off", on)
 	}
 	s, ctl = selfSession(t, false)
 	if err := s.Enable(newProbes(1).semaphores()); err != nil {
 		t.Fatal(err)
 	}
-	if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != Recording {
+	if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != ringlayout.Recording {
 		t.Fatalf("after Enable the ring is %#x, want Recording", on)
 	}
 	if err := s.Stop(); err != nil {
@@ -202,7 +203,7 @@ func TestTakeOver(t *testing.T) {
 		s.Close()
 		t.Fatal("opened a ring whose tracer's lease runs")
 	}
-	binary.LittleEndian.PutUint64(ctl[UntilAt:], uint64(monotonic()-1))
+	binary.LittleEndian.PutUint64(ctl[ringlayout.UntilAt:], uint64(monotonic()-1))
 	if busy, err := InUse(os.Getpid(), addr); err != nil || busy {
 		t.Errorf("a ring on past its lease is in use: %v, %v", busy, err)
 	}

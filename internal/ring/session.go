@@ -21,6 +21,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
@@ -39,7 +40,7 @@ func DefaultSize() int { return SizeFor(runtime.NumCPU()) }
 // GOMAXPROCS while traced, and Grow gives its new Ps buffers.
 func SizeFor(procs int) int {
 	size := 32 << 20
-	for size > 4096 && size*max(2*procs, 8) > DataMax {
+	for size > 4096 && size*max(2*procs, 8) > ringlayout.DataMax {
 		size /= 2
 	}
 	return size
@@ -55,11 +56,11 @@ func Address(f *elf.File) (addr, where uint64, ok bool) {
 	var sym uint64
 	syms, _ := f.Symbols()
 	for _, s := range syms {
-		if s.Name == Symbol && s.Size >= Size {
+		if s.Name == ringlayout.Symbol && s.Size >= ringlayout.Size {
 			sym = s.Value
 		}
 	}
-	findMagicAt(f, WhereMagic, func(b []byte, i int, secAddr uint64) bool {
+	findMagicAt(f, ringlayout.WhereMagic, func(b []byte, i int, secAddr uint64) bool {
 		where = secAddr + uint64(i)
 		if sym != 0 {
 			// The layout is this tracer's. The address beside the
@@ -123,7 +124,7 @@ func findMagicAt(f *elf.File, magic uint64, found func(b []byte, at int, addr ui
 // zero-filled section of f, as the ring's do.
 func inBSS(f *elf.File, addr uint64) bool {
 	for _, sec := range f.Sections {
-		if sec.Type == elf.SHT_NOBITS && sec.Flags&elf.SHF_ALLOC != 0 && addr >= sec.Addr && addr-sec.Addr+Size <= sec.Size {
+		if sec.Type == elf.SHT_NOBITS && sec.Flags&elf.SHF_ALLOC != 0 && addr >= sec.Addr && addr-sec.Addr+ringlayout.Size <= sec.Size {
 			return true
 		}
 	}
@@ -198,8 +199,8 @@ type Session struct {
 // reads and writes of the ring then go through the memory of the process
 // as Open found it: after an exec, or its exit, they fail (ErrExited).
 func Open(pid int, ctl, where uint64, slots, size int) (*Session, error) {
-	if slots < 1 || slots > MaxSlots || size < 4096 || size&(size-1) != 0 || slots*size > DataMax {
-		return nil, fmt.Errorf("a ring of %d buffers of %d bytes does not fit: %d buffers of at most %d bytes in all, each a power of two", slots, size, MaxSlots, DataMax)
+	if slots < 1 || slots > ringlayout.MaxSlots || size < 4096 || size&(size-1) != 0 || slots*size > ringlayout.DataMax {
+		return nil, fmt.Errorf("a ring of %d buffers of %d bytes does not fit: %d buffers of at most %d bytes in all, each a power of two", slots, size, ringlayout.MaxSlots, ringlayout.DataMax)
 	}
 	mem, err := os.OpenFile(fmt.Sprintf("/proc/%d/mem", pid), os.O_RDWR, 0)
 	if err != nil {
@@ -223,21 +224,21 @@ func Open(pid int, ctl, where uint64, slots, size int) (*Session, error) {
 		return nil, fmt.Errorf("process %d: another tracer records through its ring", pid)
 	}
 	// Every P's header, for those Grow may add.
-	hdrs := make([]byte, MaxSlots*HeaderSize)
+	hdrs := make([]byte, ringlayout.MaxSlots*ringlayout.HeaderSize)
 	err = errors.Join(
-		s.write(HeadersAt, hdrs),
-		s.setWord(SlotsAt, uint64(slots)),
-		s.setWord(SizeAt, uint64(size)),
-		s.setWord(NoSlotAt, 0),
-		s.setWord(ListLenAt, 0),
-		s.setWord(ModeAt, Events),
-		s.setWord(PlansAt, 0),
-		s.setWord(EntryTicksAt, 0),
-		s.setWord(PidAt, uint64(innerPid(pid))),
-		s.setWord(ClockAt, Monotonic),
+		s.write(ringlayout.HeadersAt, hdrs),
+		s.setWord(ringlayout.SlotsAt, uint64(slots)),
+		s.setWord(ringlayout.SizeAt, uint64(size)),
+		s.setWord(ringlayout.NoSlotAt, 0),
+		s.setWord(ringlayout.ListLenAt, 0),
+		s.setWord(ringlayout.ModeAt, ringlayout.Events),
+		s.setWord(ringlayout.PlansAt, 0),
+		s.setWord(ringlayout.EntryTicksAt, 0),
+		s.setWord(ringlayout.PidAt, uint64(innerPid(pid))),
+		s.setWord(ringlayout.ClockAt, ringlayout.Monotonic),
 		s.Renew(),
-		s.setWord(OwnerAt, s.token),
-		s.setWord(OnAt, Preparing),
+		s.setWord(ringlayout.OwnerAt, s.token),
+		s.setWord(ringlayout.OnAt, ringlayout.Preparing),
 	)
 	if err != nil {
 		mem.Close()
@@ -258,7 +259,7 @@ func (s *Session) Same() error {
 	// The magic, with the layout's version, where the executable has
 	// it. (The address beside it is the ring's link-time one in a
 	// position-independent executable, which is not relocated.)
-	if magic := binary.LittleEndian.Uint64(b[:]); magic != WhereMagic {
+	if magic := binary.LittleEndian.Uint64(b[:]); magic != ringlayout.WhereMagic {
 		return fmt.Errorf("process %d does not have this executable's ring where the executable has it (%#x): it runs another executable", s.pid, s.ctl)
 	}
 	return nil
@@ -278,8 +279,8 @@ func InUse(pid int, ctl uint64) (bool, error) {
 		return busy, err
 	}
 	// A ring on past its tracer's lease is one that Open takes over.
-	on, err := s.word(OnAt)
-	if err != nil || on != Recording {
+	on, err := s.word(ringlayout.OnAt)
+	if err != nil || on != ringlayout.Recording {
 		return true, err
 	}
 	stale, err := s.leaseRunOut()
@@ -301,33 +302,33 @@ func (s *Session) Plan(plans []SitePlan) error {
 	}
 	table, mask := newTable(len(plans))
 	var reads []byte
-	readsAt := uint64(DataAt + len(table))
+	readsAt := uint64(ringlayout.DataAt + len(table))
 	shared := map[string]uint64{}
 	s.areas = make(map[uint64]int, len(plans))
 	for _, p := range plans {
-		enc := make([]byte, OpSize*(len(p.Ops)+1))
+		enc := make([]byte, ringlayout.OpSize*(len(p.Ops)+1))
 		area := 0
 		flush := flushes(p.Ops)
 		for i, op := range p.Ops {
-			o := enc[OpSize*i:]
-			o[OpFrom], o[OpArg] = byte(op.From), op.Arg
-			binary.LittleEndian.PutUint16(o[OpSrc:], op.Src)
-			binary.LittleEndian.PutUint16(o[OpDst:], op.Dst)
-			binary.LittleEndian.PutUint16(o[OpMax:], op.Max)
-			binary.LittleEndian.PutUint16(o[OpElem:], op.Elem)
+			o := enc[ringlayout.OpSize*i:]
+			o[ringlayout.OpFrom], o[ringlayout.OpArg] = byte(op.From), op.Arg
+			binary.LittleEndian.PutUint16(o[ringlayout.OpSrc:], op.Src)
+			binary.LittleEndian.PutUint16(o[ringlayout.OpDst:], op.Dst)
+			binary.LittleEndian.PutUint16(o[ringlayout.OpMax:], op.Max)
+			binary.LittleEndian.PutUint16(o[ringlayout.OpElem:], op.Elem)
 			if op.Guess {
-				o[OpGuess] = 1
+				o[ringlayout.OpGuess] = 1
 			}
 			if op.Held {
-				o[OpHeld] = 1
+				o[ringlayout.OpHeld] = 1
 			}
 			if flush[i] {
-				o[OpFlush] = 1
+				o[ringlayout.OpFlush] = 1
 			}
 			area = max(area, int(op.Dst)+int(op.Max))
 		}
 		area = (area + 7) &^ 7
-		if area == 0 || area > AreaMax {
+		if area == 0 || area > ringlayout.AreaMax {
 			continue
 		}
 		at, ok := shared[string(enc)]
@@ -339,14 +340,14 @@ func (s *Session) Plan(plans []SitePlan) error {
 		table.put(p.Addr, mask, at|uint64(area)<<32)
 		s.areas[p.Addr] = area
 	}
-	if readsAt+uint64(len(reads)) > BatchAt {
-		return fmt.Errorf("the value reads of %d sites take %d bytes, more than the ring's %d: trace fewer functions, or -transport bpf", len(plans), len(table)+len(reads), BatchAt-DataAt)
+	if readsAt+uint64(len(reads)) > ringlayout.BatchAt {
+		return fmt.Errorf("the value reads of %d sites take %d bytes, more than the ring's %d: trace fewer functions, or -transport bpf", len(plans), len(table)+len(reads), ringlayout.BatchAt-ringlayout.DataAt)
 	}
 	return errors.Join(
-		s.write(DataAt, table),
+		s.write(ringlayout.DataAt, table),
 		s.write(readsAt, reads),
-		s.setWord(TableMaskAt, mask),
-		s.setWord(PlansAt, 1),
+		s.setWord(ringlayout.TableMaskAt, mask),
+		s.setWord(ringlayout.PlansAt, 1),
 	)
 }
 
@@ -392,19 +393,19 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 		}
 		table.put(site.Addr, mask, v)
 	}
-	counters := (DataAt + uint64(len(table)) + 63) &^ 63
+	counters := (ringlayout.DataAt + uint64(len(table)) + 63) &^ 63
 	size := uint64(8*n+63) &^ 63
-	if counters+uint64(s.slots)*size > Size {
-		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-DataAt, Size-DataAt)
+	if counters+uint64(s.slots)*size > ringlayout.Size {
+		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes, more than the ring's %d", len(sites), n, s.slots, counters+uint64(s.slots)*size-ringlayout.DataAt, ringlayout.Size-ringlayout.DataAt)
 	}
 	s.counters, s.countersSize, s.nCounters = counters, size, n
 	err := errors.Join(
-		s.write(DataAt, table),
+		s.write(ringlayout.DataAt, table),
 		s.write(counters, make([]byte, uint64(s.slots)*size)),
-		s.setWord(TableMaskAt, mask),
-		s.setWord(CountersAt, counters),
-		s.setWord(CountersSizeAt, size),
-		s.setWord(ModeAt, Counts),
+		s.setWord(ringlayout.TableMaskAt, mask),
+		s.setWord(ringlayout.CountersAt, counters),
+		s.setWord(ringlayout.CountersSizeAt, size),
+		s.setWord(ringlayout.ModeAt, ringlayout.Counts),
 	)
 	if err != nil || !stableTicks() {
 		return err
@@ -414,10 +415,10 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 	// kvm-clock, and the calls are timed twice each. The lease goes
 	// into ticks last: a writer compares it with the clock ClockAt says.
 	tickNs := calibrate(10 * time.Millisecond)
-	err = errors.Join(s.setWord(TickNsAt, tickNs), s.setWord(ClockAt, Ticks))
+	err = errors.Join(s.setWord(ringlayout.TickNsAt, tickNs), s.setWord(ringlayout.ClockAt, ringlayout.Ticks))
 	s.tickNs.Store(tickNs)
 	if atExits {
-		err = errors.Join(err, s.setWord(EntryTicksAt, 1))
+		err = errors.Join(err, s.setWord(ringlayout.EntryTicksAt, 1))
 	}
 	return errors.Join(err, s.Renew())
 }
@@ -457,14 +458,14 @@ func (s *Session) Extend(d time.Duration) error {
 	enabled := len(s.list) > 0
 	s.mu.Unlock()
 	if enabled {
-		on, err := s.word(OnAt)
-		if err == nil && on == Recording {
+		on, err := s.word(ringlayout.OnAt)
+		if err == nil && on == ringlayout.Recording {
 			var owner uint64
-			if owner, err = s.word(OwnerAt); err == nil && owner != s.token {
+			if owner, err = s.word(ringlayout.OwnerAt); err == nil && owner != s.token {
 				return fmt.Errorf("process %d: another tracer took its ring over: this tracer did not renew its lease within %v", s.pid, Lease)
 			}
 		}
-		if err != nil || on != Recording {
+		if err != nil || on != ringlayout.Recording {
 			return errors.Join(err, fmt.Errorf("process %d turned its probes off: this tracer did not renew its lease within %v", s.pid, Lease))
 		}
 	}
@@ -474,9 +475,9 @@ func (s *Session) Extend(d time.Duration) error {
 // until has the lease run out d from now.
 func (s *Session) until(d time.Duration) error {
 	if tickNs := s.tickNs.Load(); tickNs != 0 {
-		return s.setWord(UntilAt, (readTicks()+uint64(float64(d.Nanoseconds())*(1<<32)/float64(tickNs)))|TicksTag)
+		return s.setWord(ringlayout.UntilAt, (readTicks()+uint64(float64(d.Nanoseconds())*(1<<32)/float64(tickNs)))|ringlayout.TicksTag)
 	}
-	return s.setWord(UntilAt, uint64(monotonic()+d.Nanoseconds()))
+	return s.setWord(ringlayout.UntilAt, uint64(monotonic()+d.Nanoseconds()))
 }
 
 // Pid is the process the session traces.
@@ -540,11 +541,11 @@ func (s *Session) Size() int { return int(s.size) }
 // the ring's count of slots, written last, takes it in: the new Ps'
 // headers are zero since Open, their counters zeroed before.
 func (s *Session) Grow(procs int) (int, error) {
-	room := DataMax / int(s.size)
+	room := ringlayout.DataMax / int(s.size)
 	if s.countersSize != 0 {
-		room = int((Size - s.counters) / s.countersSize)
+		room = int((ringlayout.Size - s.counters) / s.countersSize)
 	}
-	n := min(procs, room, MaxSlots)
+	n := min(procs, room, ringlayout.MaxSlots)
 	if n <= s.slots {
 		return s.slots, nil
 	}
@@ -554,7 +555,7 @@ func (s *Session) Grow(procs int) (int, error) {
 			return s.slots, err
 		}
 	}
-	if err := s.setWord(SlotsAt, uint64(n)); err != nil {
+	if err := s.setWord(ringlayout.SlotsAt, uint64(n)); err != nil {
 		return s.slots, err
 	}
 	noSlot := s.dropped[s.slots]
@@ -577,14 +578,14 @@ func (s *Session) Uint32(addr uint64) (uint32, error) {
 
 // NoSlot returns the events dropped so far because their P had no
 // buffer: GOMAXPROCS raised past the ring's room, or not yet grown to.
-func (s *Session) NoSlot() (uint64, error) { return s.word(NoSlotAt) }
+func (s *Session) NoSlot() (uint64, error) { return s.word(ringlayout.NoSlotAt) }
 
 // Lost returns the events dropped so far: buffers full, or Ps without
 // one (GOMAXPROCS raised past the slots).
 func (s *Session) Lost() (uint64, error) {
-	n, err := s.word(NoSlotAt)
+	n, err := s.word(ringlayout.NoSlotAt)
 	for i := range s.slots {
-		l, lerr := s.word(HeadersAt + uint64(i*HeaderSize) + LostAt)
+		l, lerr := s.word(ringlayout.HeadersAt + uint64(i*ringlayout.HeaderSize) + ringlayout.LostAt)
 		n += l
 		err = errors.Join(err, lerr)
 	}
@@ -646,11 +647,11 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 		until = monotonic() - HoldBack.Nanoseconds()
 	}
 	now := monotonic()
-	hdrs := make([]byte, s.slots*HeaderSize)
-	if err := s.read(s.ctl+HeadersAt, hdrs); err != nil {
+	hdrs := make([]byte, s.slots*ringlayout.HeaderSize)
+	if err := s.read(s.ctl+ringlayout.HeadersAt, hdrs); err != nil {
 		return nil, busy, err
 	}
-	noSlot, err := s.word(NoSlotAt)
+	noSlot, err := s.word(ringlayout.NoSlotAt)
 	if err != nil {
 		return nil, busy, err
 	}
@@ -662,7 +663,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	for i := range s.slots + 1 {
 		n := noSlot
 		if i < s.slots {
-			n = binary.LittleEndian.Uint64(hdrs[i*HeaderSize+LostAt:])
+			n = binary.LittleEndian.Uint64(hdrs[i*ringlayout.HeaderSize+ringlayout.LostAt:])
 		}
 		if n != s.dropped[i] {
 			s.dropped[i] = n
@@ -679,7 +680,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	share := uint64(max(takeLimit/s.slots, minShare))
 	total := uint64(0)
 	for i := range s.slots {
-		head := binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
+		head := binary.LittleEndian.Uint64(hdrs[i*ringlayout.HeaderSize+ringlayout.HeadAt:])
 		tail := s.tails[i]
 		if head-tail > s.size || head < tail {
 			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (head %d, tail %d)", s.pid, i, head, tail)
@@ -709,7 +710,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 			continue
 		}
 		buf := b.buf[at : at+int(n)]
-		base := s.ctl + BuffersAt + uint64(i)*s.size
+		base := s.ctl + ringlayout.BuffersAt + uint64(i)*s.size
 		off := s.tails[i] & (s.size - 1)
 		first := min(n, s.size-off)
 		if err := s.read(base+off, buf[:first]); err != nil {
@@ -727,7 +728,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	// of each P cut at its share (a share holds hundreds of records).
 	var rec Record
 	for i := range s.slots {
-		if heads[i] == binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:]) {
+		if heads[i] == binary.LittleEndian.Uint64(hdrs[i*ringlayout.HeaderSize+ringlayout.HeadAt:]) {
 			continue
 		}
 		last := int64(math.MinInt64)
@@ -745,7 +746,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	}
 	for i := range s.slots {
 		buf := b.buf[starts[i]:starts[i+1]]
-		cut := heads[i] != binary.LittleEndian.Uint64(hdrs[i*HeaderSize+HeadAt:])
+		cut := heads[i] != binary.LittleEndian.Uint64(hdrs[i*ringlayout.HeaderSize+ringlayout.HeadAt:])
 		for k := 0; k < len(buf); {
 			size, ok := parse(buf[k:], &rec, s.areas)
 			if !ok && cut {
@@ -771,7 +772,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 			continue
 		}
 		s.tails[i] += done[i]
-		if err := s.setWord(HeadersAt+uint64(i*HeaderSize)+TailAt, s.tails[i]); err != nil {
+		if err := s.setWord(ringlayout.HeadersAt+uint64(i*ringlayout.HeaderSize)+ringlayout.TailAt, s.tails[i]); err != nil {
 			return nil, busy, err
 		}
 	}
@@ -798,25 +799,25 @@ func (s *Session) Deliver(b *Batch, fn func(*Record)) {
 // size; ok is false when buf ends before it does. areas holds the bytes
 // of each site's value area.
 func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
-	if len(buf) < 8*RecordWords {
+	if len(buf) < 8*ringlayout.RecordWords {
 		return 0, false
 	}
 	w0 := binary.LittleEndian.Uint64(buf)
-	count := int(w0 >> CountShift & 0xf)
-	strs := w0 >> StringsShift
-	size = 8 * (RecordWords + count)
+	count := int(w0 >> ringlayout.CountShift & 0xf)
+	strs := w0 >> ringlayout.StringsShift
+	size = 8 * (ringlayout.RecordWords + count)
 	if size > len(buf) {
 		return 0, false
 	}
-	rec.Site = w0 & (1<<CountShift - 1)
+	rec.Site = w0 & (1<<ringlayout.CountShift - 1)
 	rec.Goroutine = binary.LittleEndian.Uint64(buf[8:])
 	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
 	thread := binary.LittleEndian.Uint64(buf[24:])
-	rec.Thread, rec.AfterLoss, rec.CallerTime = uint32(thread), thread>>AfterLossBit&1 != 0, thread>>CallerTimeBit&1 != 0
+	rec.Thread, rec.AfterLoss, rec.CallerTime = uint32(thread), thread>>ringlayout.AfterLossBit&1 != 0, thread>>ringlayout.CallerTimeBit&1 != 0
 	rec.Words = rec.Words[:0]
 	rec.Strings = rec.Strings[:0]
 	for k := range count {
-		rec.Words = append(rec.Words, binary.LittleEndian.Uint64(buf[8*(RecordWords+k):]))
+		rec.Words = append(rec.Words, binary.LittleEndian.Uint64(buf[8*(ringlayout.RecordWords+k):]))
 		rec.Strings = append(rec.Strings, nil)
 	}
 	for k := range count {

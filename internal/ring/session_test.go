@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"sync"
 	"testing"
@@ -24,7 +25,7 @@ func TestStopWhileRenewing(t *testing.T) {
 	if err := s.Enable(addrs); err != nil {
 		t.Fatal(err)
 	}
-	if got := binary.LittleEndian.Uint64(ctl[ListLenAt:]); got != nSems {
+	if got := binary.LittleEndian.Uint64(ctl[ringlayout.ListLenAt:]); got != nSems {
 		t.Fatalf("the ring lists %d semaphores, want %d", got, nSems)
 	}
 	var wg sync.WaitGroup
@@ -44,7 +45,7 @@ func TestStopWhileRenewing(t *testing.T) {
 			t.Fatalf("semaphore %d is %d after Stop, want 0", i, n)
 		}
 	}
-	if on := binary.LittleEndian.Uint64(ctl[OnAt:]); on != 0 {
+	if on := binary.LittleEndian.Uint64(ctl[ringlayout.OnAt:]); on != 0 {
 		t.Errorf("the ring is on (%d) after Stop", on)
 	}
 	sink = append(sink, sems)
@@ -62,7 +63,7 @@ func TestTakeShares(t *testing.T) {
 	const recSize, perP = 32, 20
 	takeLimit, minShare = 4*recSize, 2*recSize
 	defer func() { takeLimit, minShare = TakeMax, 1<<20 }()
-	ctl := make([]byte, BuffersAt+2*4096)
+	ctl := make([]byte, ringlayout.BuffersAt+2*4096)
 	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
 	s, err := Open(os.Getpid(), at, whereFor(at), 2, 4096)
 	if err != nil {
@@ -70,13 +71,13 @@ func TestTakeShares(t *testing.T) {
 	}
 	defer func() { s.Close(); sink = append(sink, ctl) }()
 	for p := range 2 {
-		buf := ctl[BuffersAt+p*4096:]
+		buf := ctl[ringlayout.BuffersAt+p*4096:]
 		for i := range perP {
 			// The site, the goroutine, the time, the thread.
 			r := words(0x4a1660, uint64(p+1), uint64(2*i+p+1), 55)
 			copy(buf[i*recSize:], r)
 		}
-		binary.LittleEndian.PutUint64(ctl[HeadersAt+p*HeaderSize+HeadAt:], perP*recSize)
+		binary.LittleEndian.PutUint64(ctl[ringlayout.HeadersAt+p*ringlayout.HeaderSize+ringlayout.HeadAt:], perP*recSize)
 	}
 	var times []int64
 	for take := 0; ; take++ {

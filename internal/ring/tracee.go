@@ -4,6 +4,7 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"runtime"
 	"strconv"
@@ -249,7 +250,7 @@ func (t *Tracee) FollowProcs() (procs, got int) {
 		return 0, 0
 	}
 	v, err := t.Uint32(t.procsAt)
-	n := min(int(int32(v)), MaxSlots)
+	n := min(int(int32(v)), ringlayout.MaxSlots)
 	if err != nil || n <= t.Slots() {
 		return 0, 0
 	}
@@ -268,7 +269,7 @@ func SlotsFor(procs, size int) (slots, bytes int) {
 	if size == 0 {
 		size = SizeFor(procs)
 	}
-	return min(MaxSlots, max(procs, 8), DataMax/size), size
+	return min(ringlayout.MaxSlots, max(procs, 8), ringlayout.DataMax/size), size
 }
 
 // Procs returns the GOMAXPROCS of process pid, which runs the executable
@@ -283,7 +284,7 @@ func Procs(pid int, ef *elf.File, bias uint64) int {
 		for kv := range strings.SplitSeq(string(env), "\x00") {
 			if v, ok := strings.CutPrefix(kv, "GOMAXPROCS="); ok {
 				if n, err := strconv.Atoi(v); err == nil && n > 0 {
-					return min(n, MaxSlots)
+					return min(n, ringlayout.MaxSlots)
 				}
 			}
 		}
@@ -307,7 +308,7 @@ func runningProcs(pid int, ef *elf.File, bias uint64) int {
 	if _, err := mem.ReadAt(b[:], int64(at+bias)); err != nil {
 		return 0
 	}
-	return max(0, min(int(int32(binary.LittleEndian.Uint32(b[:]))), MaxSlots))
+	return max(0, min(int(int32(binary.LittleEndian.Uint32(b[:]))), ringlayout.MaxSlots))
 }
 
 // ProcsAddr is where the executable ef has runtime.gomaxprocs, at link

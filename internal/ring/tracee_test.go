@@ -13,6 +13,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"golang.org/x/sys/unix"
 )
 
@@ -78,10 +79,10 @@ func runTestProgram() {
 	// A sibling, not a parent, traces it: under Yama's ptrace_scope 1
 	// the program names any process its tracer.
 	unix.Prctl(unix.PR_SET_PTRACER, unix.PR_SET_PTRACER_ANY, 0, 0, 0)
-	ctl := make([]byte, DataAt+1<<16)
+	ctl := make([]byte, ringlayout.DataAt+1<<16)
 	where := make([]byte, 16)
 	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
-	binary.LittleEndian.PutUint64(where, WhereMagic)
+	binary.LittleEndian.PutUint64(where, ringlayout.WhereMagic)
 	binary.LittleEndian.PutUint64(where[8:], at)
 	wide := make([]uint32, nWide)
 	narrow := make([]uint16, nNarrow)

@@ -3,6 +3,7 @@ package ring
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"testing"
 	"unsafe"
@@ -13,17 +14,17 @@ import (
 // executable's memory would: Open takes only the first, and writes
 // nothing to the ring otherwise.
 func TestOpenChecksWhere(t *testing.T) {
-	ctl := make([]byte, ListAt+8*1024)
+	ctl := make([]byte, ringlayout.ListAt+8*1024)
 	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
 	for _, tt := range []struct {
 		name        string
 		magic, addr uint64
 		ok          bool
 	}{
-		{"this layout", WhereMagic, at, true},
-		{"no address", WhereMagic, 0, true},
+		{"this layout", ringlayout.WhereMagic, at, true},
+		{"no address", ringlayout.WhereMagic, 0, true},
 		{"older layout", whereMagic1, at, false},
-		{"link-time address", WhereMagic, at - 4096, true},
+		{"link-time address", ringlayout.WhereMagic, at - 4096, true},
 		{"no ring", 0, 0, false},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

@@ -103,7 +103,7 @@ func (d *decoder) decode(b []byte) *Event {
 		}
 		if s.exit && len(vals) > 0 {
 			ev.Elapsed, vals = time.Duration(vals[0].uint()), vals[1:]
-			// A negative start is in ticks (ring.TicksTag), read for
+			// A negative start is in ticks (ringlayout.TicksTag), read for
 			// a ring trace that counted while this call began.
 			if start := int64(le.Uint64(b[bpfprog.RecStart:])); start > 0 {
 				ev.Start = time.Unix(0, start+int64(d.mono))

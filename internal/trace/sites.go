@@ -53,7 +53,7 @@ type site struct {
 	// transport turns the probe on by; 0 for a probe without one.
 	sem uint64
 	// providerRing says that s is a usdtgen probe that writes to the
-	// ring, its records named by its semaphore (see ring.ProviderMagic).
+	// ring, its records named by its semaphore (see ringlayout.ProviderMagic).
 	providerRing bool
 	// nopPair says the site is a nopPair, which atNop5 may attach to at
 	// offset+1.

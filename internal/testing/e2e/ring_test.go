@@ -21,6 +21,7 @@ import (
 	"time"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/ringlayout"
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
@@ -1257,7 +1258,7 @@ func TestRingStale(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	magic := binary.LittleEndian.AppendUint64(nil, ring.WhereMagic)
+	magic := binary.LittleEndian.AppendUint64(nil, ringlayout.WhereMagic)
 	if n := bytes.Count(data, magic); n != 1 {
 		t.Fatalf("%d copies of the ring's magic in the binary, want 1", n)
 	}

@@ -29,8 +29,9 @@ func TestIdentity(t *testing.T) {
 	}{
 		{"internal/trace/ring.go", false},
 		{"internal/export/otlp/otlp.go", false},
+		{"internal/ring/session.go", false},
 		{"rewrite/rewrite.go", true},
-		{"internal/ring/layout.go", true},
+		{"internal/ringlayout/layout.go", true},
 		{"cmd/usdt-toolexec/main.go", true},
 	} {
 		t.Run(tc.file, func(t *testing.T) {

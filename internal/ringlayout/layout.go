@@ -1,9 +1,8 @@
-// Package ring is the in-process transport: while a tracer records this
-// way, an enabled probe's trampoline writes its event into a buffer in
-// the program's own memory, one per P, and returns, with no trap. The
-// tracer finds the buffer by its symbol (or Where), turns the probes on
-// and reads the events through /proc/PID/mem, as the user who owns the
-// process: no BPF, no tracefs, no perf events.
+// Package ringlayout is the layout of the in-process ring (package ring):
+// what asmgen's writers, compiled into the program, and the tracer's side
+// in package ring both read and write. It is part of the instrumenter,
+// as the tracer's side is not: a change to the tracer alone leaves the
+// wrapper's identity, and so every instrumented build, as it was.
 //
 // The buffer is one zero-filled (BSS) symbol, Symbol, that every
 // instrumented package's assembly declares (DUPOK, so the linker keeps
@@ -73,7 +72,7 @@
 // string, a word of its length and its bytes in whole words, then for a
 // site with value reads the value area they filled, as many bytes as the
 // table says. A record may wrap around its buffer's end.
-package ring
+package ringlayout
 
 import "github.com/go-usdt/usdt/internal/values"
 
@@ -90,12 +89,6 @@ const (
 	// ring of another version: its writer reads the plans, fills the
 	// areas and takes the probes down otherwise.
 	WhereMagic = 0x336e72544453557f
-	// whereMagic1 is the first layout's, "\x7fUSDTrng", whose writer
-	// read values with plain loads; whereMagic2, "\x7fUSDTrn2", the
-	// second's, whose tracer and writer both took every semaphore down
-	// by one.
-	whereMagic1 = 0x676e72544453557f
-	whereMagic2 = 0x326e72544453557f
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
 	// Since is the code a fire function calls for the time elapsed since
