@@ -123,7 +123,6 @@ type Target struct {
 // is in its life.
 type Tracee struct {
 	*Session
-	state   State
 	procsAt uint64
 	// procsTold says that FollowProcs reported a ring without room for
 	// every P.
@@ -160,7 +159,6 @@ func Attach(t Target) (*Tracee, error) {
 			s.Stop()
 		}
 		s.Close()
-		tr.state = Closed
 		return nil, err
 	}
 	if t.Prepare != nil {
@@ -199,13 +197,7 @@ func Attach(t Target) (*Tracee, error) {
 }
 
 // enter moves the Tracee to state, where PauseEnv may stop the tracer.
-func (t *Tracee) enter(state State) {
-	t.state = state
-	pause(state.String())
-}
-
-// State is where the Tracee is in its life.
-func (t *Tracee) State() State { return t.state }
+func (t *Tracee) enter(state State) { pause(state.String()) }
 
 // Lapsed is closed when a renewal of the lease failed: the program
 // turned its probes off, since this tracer was stopped or starved past
@@ -237,7 +229,6 @@ func (t *Tracee) Detach() error {
 // is gone.
 func (t *Tracee) Close() error {
 	t.EndRenewals()
-	t.state = Closed
 	return t.Session.Close()
 }
 
@@ -272,12 +263,13 @@ func SlotsFor(procs, size int) (slots, bytes int) {
 	return min(ringlayout.MaxSlots, max(procs, 8), ringlayout.DataMax/size), size
 }
 
-// Procs returns the GOMAXPROCS of process pid, which runs the executable
-// ef at bias: its runtime.gomaxprocs; before its runtime has set it (a
-// command stopped at its exec), or where the executable has no symbols,
-// its environment's GOMAXPROCS, or this machine's CPUs.
-func Procs(pid int, ef *elf.File, bias uint64) int {
-	if n := runningProcs(pid, ef, bias); n > 0 {
+// Procs returns the GOMAXPROCS of process pid: its runtime.gomaxprocs,
+// at procsAt in its memory (ProcsAddr plus the load bias; 0 where the
+// executable has no symbols); before its runtime has set it (a command
+// stopped at its exec), or without procsAt, its environment's GOMAXPROCS,
+// or this machine's CPUs.
+func Procs(pid int, procsAt uint64) int {
+	if n := runningProcs(pid, procsAt); n > 0 {
 		return n
 	}
 	if env, err := os.ReadFile(fmt.Sprintf("/proc/%d/environ", pid)); err == nil {
@@ -292,10 +284,9 @@ func Procs(pid int, ef *elf.File, bias uint64) int {
 	return runtime.NumCPU()
 }
 
-// runningProcs reads runtime.gomaxprocs of process pid, 0 where it
+// runningProcs reads runtime.gomaxprocs of process pid at at, 0 where it
 // cannot.
-func runningProcs(pid int, ef *elf.File, bias uint64) int {
-	at := ProcsAddr(ef)
+func runningProcs(pid int, at uint64) int {
 	if at == 0 {
 		return 0
 	}
@@ -305,7 +296,7 @@ func runningProcs(pid int, ef *elf.File, bias uint64) int {
 	}
 	defer mem.Close()
 	var b [4]byte
-	if _, err := mem.ReadAt(b[:], int64(at+bias)); err != nil {
+	if _, err := mem.ReadAt(b[:], int64(at)); err != nil {
 		return 0
 	}
 	return max(0, min(int(int32(binary.LittleEndian.Uint32(b[:]))), ringlayout.MaxSlots))

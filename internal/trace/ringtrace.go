@@ -153,24 +153,25 @@ func (t *ringTrace) attach(pid int, resume func() error) (*ringSession, error) {
 	if err != nil {
 		return nil, err
 	}
+	var procsAt uint64
+	if at := ring.ProcsAddr(ef); at != 0 {
+		procsAt = at + bias
+	}
 	// A buffer for each of the program's Ps, as many as its GOMAXPROCS,
 	// which may be more than this machine's CPUs, or fewer.
-	slots, size := ring.SlotsFor(ring.Procs(pid, ef, bias), t.opt.Buffer)
+	slots, size := ring.SlotsFor(ring.Procs(pid, procsAt), t.opt.Buffer)
 	sems := make([]ring.Semaphore, len(t.sems))
 	for i, sem := range t.sems {
 		sems[i] = ring.Semaphore{Addr: sem.Addr + bias, Wide: sem.Wide}
 	}
 	target := ring.Target{
-		Pid: pid, Ctl: t.ctl + bias, Where: where + bias,
+		Pid: pid, Ctl: t.ctl + bias, Where: where + bias, ProcsAt: procsAt,
 		Slots: slots, Size: size, Sems: sems,
 		Runs:    func() bool { runs, _ := runsExe(pid, t.opt.exe); return runs },
 		Prepare: func(s *ring.Session) error { return t.prepare(s, bias) },
 		Resume:  resume,
 		Leases:  t.leases,
 		Hold:    t.hold,
-	}
-	if at := ring.ProcsAddr(ef); at != 0 {
-		target.ProcsAt = at + bias
 	}
 	tr, err := ring.Attach(target)
 	if err != nil {
