@@ -277,12 +277,11 @@ func TestTraceeKilledAtEveryStep(t *testing.T) {
 // waitStop waits up to d for process pid to be stopped (state T).
 func waitStop(pid int, d time.Duration) bool {
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
+		state, ok := StatusField(fmt.Sprintf("/proc/%d/status", pid), "State")
+		if !ok {
 			return false
 		}
-		// The state follows the command's name in parentheses.
-		if i := strings.LastIndexByte(string(b), ')'); i > 0 && i+2 < len(b) && b[i+2] == 'T' {
+		if strings.HasPrefix(state, "T") {
 			return true
 		}
 	}
