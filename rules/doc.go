@@ -14,7 +14,8 @@
 //	    args: true                        # pass arguments and results; default true
 //	    unwind: false                     # true: exit probes fire on panics too; default false
 //	    inline: probe                     # keep: leave functions the compiler inlines unprobed; default probe
-//	    sites: code                       # notes: leave the functions as compiled, notes on their own code; default code
+//	    sites: code                       # notes: leave the functions as compiled, notes on their own code;
+//	                                      # switch: leave them as compiled, with traced copies beside them; default code
 //	    attributes:                       # span attributes: Go expressions; default none
 //	      order.path: "r.URL.Path"
 //	    context: "msg.Headers[\"traceparent\"]"  # the W3C traceparent the calls join; default none
@@ -63,6 +64,20 @@
 // are left out (see internal/regabi). A function the compiler inlines
 // fires only where a call of it was not inlined. unwind, attributes and
 // context need code, and are errors with sites notes.
+//
+// With sites switch the function is left exactly as the compiler makes
+// it too, inlining included, and the executable also holds a traced copy
+// of it, named as rewrite names the copy of a function it splits
+// (F_usdtTraced; m_usdtTraced for a method M, on the same receiver),
+// with the same signature and receiver and the probes of sites code.
+// Nothing calls the copy: a switch at run time will jump from the
+// function's entry into it, and until then its probes never fire.
+// Everything sites code allows (unwind, attributes, context) applies to
+// the copy. A function that cannot be copied (a generic one, one with a
+// directive other than //go:noinline, //go:norace or //go:nocheckptr, one
+// that calls recover or declares a type, one whose copy's name is taken)
+// is probed as sites code probes it, inline included, and usdt-toolexec
+// says so.
 //
 // attributes maps names to Go expressions over the function's receiver
 // and parameters, which the entry probe passes after the arguments while

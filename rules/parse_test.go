@@ -105,6 +105,12 @@ rules:
     inline: keep
   - package: example.com/tree
     sites: notes
+  - package: example.com/cache
+    sites: switch
+    unwind: true
+    attributes:
+      cache.key: "key"
+    context: "parent"
 `
 	_, err := Parse("f.yml", []byte(src))
 	// "common" is not a key: anchors must hang off a valid key.
@@ -123,6 +129,8 @@ rules:
 		{Index: 1, Pos: Pos{File: "f.yml", Line: 10, Col: 5}, Package: "example.com/cart", Func: "*",
 			Exclude: []string{"HandleDebug", "*.String", "init"}, Entry: true, Exit: true, Args: true, KeepInlined: true},
 		{Index: 2, Pos: Pos{File: "f.yml", Line: 15, Col: 5}, Package: "example.com/tree", Func: "*", Entry: true, Exit: true, Args: true, Notes: true},
+		// sites: switch allows what sites: code does: its copy is code.
+		{Index: 3, Pos: Pos{File: "f.yml", Line: 17, Col: 5}, Package: "example.com/cache", Func: "*", Entry: true, Exit: true, Args: true, Unwind: true, Switch: true},
 	}
 	if rs.Provider != "shop" || len(rs.Rules) != len(want) {
 		t.Fatalf("got %+v", rs)
@@ -137,7 +145,7 @@ rules:
 func equalRule(a, b Rule) bool {
 	return a.Index == b.Index && a.Pos == b.Pos && a.Package == b.Package && a.Func == b.Func &&
 		strings.Join(a.Exclude, "\x00") == strings.Join(b.Exclude, "\x00") &&
-		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.KeepInlined == b.KeepInlined && a.Notes == b.Notes
+		a.Entry == b.Entry && a.Exit == b.Exit && a.Args == b.Args && a.Unwind == b.Unwind && a.KeepInlined == b.KeepInlined && a.Notes == b.Notes && a.Switch == b.Switch
 }
 
 func TestParseHash(t *testing.T) {

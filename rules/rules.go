@@ -47,6 +47,11 @@ type Rule struct {
 	// (sites: notes), which cost nothing untraced, instead of code spliced
 	// into it.
 	Notes bool
+	// Switch leaves the functions exactly as the compiler makes them too,
+	// and adds beside each a traced copy with the probes of sites: code,
+	// which nothing calls (sites: switch): a switch at run time jumps
+	// from the function's entry into its copy.
+	Switch bool
 	// Attributes are added to the entry probe, after the arguments.
 	Attributes []Attribute
 	// Context, when its Expr is set, yields the W3C traceparent that the
@@ -136,7 +141,7 @@ const providerHint = "USDT provider names are letters, digits and _, not startin
 
 const inlineHint = `inline is "probe" (functions the compiler inlines are probed all the same, the default) or "keep" (they stay as written, unprobed)`
 
-const sitesHint = `sites is "code" (probes spliced into the function: a test of a semaphore untraced, the call's elapsed time at exit, the in-process ring) or "notes" (the function as the compiler made it, with notes at its first instruction and its returns: nothing untraced, a slower fire, no elapsed time)`
+const sitesHint = `sites is "code" (probes spliced into the function: a test of a semaphore untraced, the call's elapsed time at exit, the in-process ring), "notes" (the function as the compiler made it, with notes at its first instruction and its returns: nothing untraced, a slower fire, no elapsed time) or "switch" (the function as the compiler made it, and beside it a traced copy with the probes of "code", to switch to at run time)`
 
 const minimalHint = `a rules file needs at least: rules: [{package: "example.com/mod/..."}]`
 
@@ -311,6 +316,8 @@ func (p *parser) rule(item *yaml.Node, r *Rule) {
 			case "notes":
 				r.Notes = true
 				notes = k
+			case "switch":
+				r.Switch = true
 			default:
 				p.errorf(v, sitesHint, "invalid sites %q", s)
 			}
