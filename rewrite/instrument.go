@@ -71,6 +71,10 @@ type generator struct {
 	// notesOnly are the note-only probes (sites: notes), which have no
 	// stub and go in a table of their own.
 	notesOnly []probe.Probe
+	// switched are the traced copies of the functions sites: switch
+	// leaves as written, as Go expressions of the package (see
+	// copiesFile).
+	switched []string
 }
 
 func newGenerator(pkg *types.Package, real func(*types.Package) *types.Package, provider string, files []*file) *generator {
@@ -207,13 +211,16 @@ type instrumented struct {
 // A function the compiler inlines as written (inlinable) is split too, so
 // that what it inlines is its body and the test: the traced copy's call
 // costs the inliner less than the probes would (see callHelper).
-func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, inlinable bool) instrumented {
+//
+// A switched function (sites: switch, see switchable) gets the traced
+// copy alone: fd is not edited at all, and nothing calls the copy.
+func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, obj *types.Func, rule *rules.Rule, inlinable, switched bool) instrumented {
 	sig := obj.Type().(*types.Signature)
 	off := func(p token.Pos) int { return fset.Position(p).Offset }
 	name := funcName(fd)
-	fn := Func{Name: name}
+	fn := Func{Name: name, Switch: switched}
 	var sigEdits, resultEdits []splice
-	split := inlinable && g.copyable(fd) || rule.Exit && g.splittable(f, fd)
+	split := switched || inlinable && g.copyable(fd) || rule.Exit && g.splittable(f, fd)
 
 	// nameFields gives every parameter of a list a usable name: unnamed
 	// and blank ones get prefix+index. Go forbids mixing named and
@@ -416,8 +423,55 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	text := func(n ast.Node, edits []splice) string {
 		return applySplices(f.src, off(n.Pos()), off(n.End()), edits)
 	}
-	tracedName := g.tracedName(fd, sig)
+	var tracedName string
+	if switched {
+		// Reserved by switchable: always the first name.
+		tracedName = autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, 0)
+	} else {
+		tracedName = g.tracedName(fd, sig)
+	}
 	fn.Traced = tracedName
+	var edits []splice
+	if !switched {
+		edits = g.callTraced(fd, sig, tracedName, text, recv, params, inlinable, sigEdits,
+			splice{At: off(fd.Body.Lbrace) + 1, Text: gate})
+	}
+
+	// The copy goes at the end of the file; line directives give its
+	// declaration and its body the original's positions, in the file
+	// named last (the original's, also in files cgo or cover rewrote).
+	var b strings.Builder
+	b.WriteString("\n")
+	for _, d := range directives(fd) {
+		if d != "//go:noinline" {
+			b.WriteString("\n" + d)
+		}
+	}
+	fnPos := fset.Position(fd.Pos())
+	fmt.Fprintf(&b, "\n/*line :%d:%d*/func ", fnPos.Line, fnPos.Column)
+	if fd.Recv != nil {
+		b.WriteString(text(fd.Recv, sigEdits) + " ")
+	}
+	b.WriteString(tracedName)
+	if fd.Type.TypeParams != nil {
+		b.WriteString(text(fd.Type.TypeParams, nil))
+	}
+	b.WriteString(text(fd.Type.Params, sigEdits))
+	if fd.Type.Results != nil {
+		b.WriteString(" " + text(fd.Type.Results, resultEdits))
+	}
+	lbrace := fset.Position(fd.Body.Lbrace)
+	fmt.Fprintf(&b, " /*line :%d:%d*/{%s%s", lbrace.Line, lbrace.Column, probes, opening)
+	b.WriteString(applySplices(f.src, off(fd.Body.Lbrace)+1, off(fd.Body.Rbrace)+1, bodyEdits))
+	return instrumented{fn: fn, edits: edits, traced: b.String()}
+}
+
+// callTraced returns the edits of the split function fd that make it call
+// its traced copy, tracedName, behind the semaphore's test: its
+// parameters' names (sigEdits), and gate, the test at the start of the
+// body, completed with the call. text is fd's source of a node with edits
+// applied.
+func (g *generator) callTraced(fd *ast.FuncDecl, sig *types.Signature, tracedName string, text func(ast.Node, []splice) string, recv, params []value, inlinable bool, sigEdits []splice, gate splice) []splice {
 	var args []string
 	for _, v := range params {
 		args = append(args, v.name)
@@ -458,35 +512,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	} else {
 		call += "; return"
 	}
-	edits := append(sigEdits, splice{At: off(fd.Body.Lbrace) + 1, Text: gate + call + " }; "})
-
-	// The copy goes at the end of the file; line directives give its
-	// declaration and its body the original's positions, in the file
-	// named last (the original's, also in files cgo or cover rewrote).
-	var b strings.Builder
-	b.WriteString("\n")
-	for _, d := range directives(fd) {
-		if d != "//go:noinline" {
-			b.WriteString("\n" + d)
-		}
-	}
-	fnPos := fset.Position(fd.Pos())
-	fmt.Fprintf(&b, "\n/*line :%d:%d*/func ", fnPos.Line, fnPos.Column)
-	if fd.Recv != nil {
-		b.WriteString(text(fd.Recv, sigEdits) + " ")
-	}
-	b.WriteString(tracedName)
-	if fd.Type.TypeParams != nil {
-		b.WriteString(text(fd.Type.TypeParams, nil))
-	}
-	b.WriteString(text(fd.Type.Params, sigEdits))
-	if fd.Type.Results != nil {
-		b.WriteString(" " + text(fd.Type.Results, resultEdits))
-	}
-	lbrace := fset.Position(fd.Body.Lbrace)
-	fmt.Fprintf(&b, " /*line :%d:%d*/{%s%s", lbrace.Line, lbrace.Column, probes, opening)
-	b.WriteString(applySplices(f.src, off(fd.Body.Lbrace)+1, off(fd.Body.Rbrace)+1, bodyEdits))
-	return instrumented{fn: fn, edits: edits, traced: b.String()}
+	gate.Text += call + " }; "
+	return append(sigEdits, gate)
 }
 
 // shadowsReceiverType reports whether a name that fd declares (receiver,
@@ -751,42 +778,48 @@ func (g *generator) splittable(f *file, fd *ast.FuncDecl) bool {
 // copyable reports whether fd's body can be copied into a second function
 // unchanged in meaning.
 func (g *generator) copyable(fd *ast.FuncDecl) bool {
+	return uncopyable(fd) == ""
+}
+
+// uncopyable says why fd's body cannot be copied into a second function
+// unchanged in meaning, or returns "".
+func uncopyable(fd *ast.FuncDecl) string {
 	for _, d := range directives(fd) {
 		// noinline keeps the untraced function out of line, where the
 		// split still saves the deferred call's setup; the others name
 		// one function (linkname) or say what the copy cannot honour.
 		if d != "//go:noinline" && d != "//go:norace" && d != "//go:nocheckptr" {
-			return false
+			return "it has the directive " + strings.Fields(d)[0] + ", which a copy cannot honour"
 		}
 	}
 	if tp := fd.Type.TypeParams; tp != nil {
 		for _, field := range tp.List {
 			for _, id := range field.Names {
 				if id.Name == "_" {
-					return false // cannot be passed on
+					return "a type parameter is blank, and cannot be passed on"
 				}
 			}
 		}
 	}
-	ok := true
+	why := ""
 	ast.Inspect(fd.Body, func(n ast.Node) bool {
 		switch n := n.(type) {
 		case *ast.GenDecl:
 			// A type declared in the body would be two types, and
 			// values of it from the two copies would differ.
 			if n.Tok == token.TYPE {
-				ok = false
+				why = "it declares a type, which its copy would declare again as another type"
 			}
 		case *ast.CallExpr:
 			// recover stops a panic only when the deferred function
 			// calls it itself, not when the copy it calls does.
 			if isIdent(n.Fun, "recover") {
-				ok = false
+				why = "it calls recover, which stops a panic only in the function deferred itself"
 			}
 		}
-		return ok
+		return why == ""
 	})
-	return ok
+	return why
 }
 
 // costlyCall reports whether call may cost the inliner 57 (a call it does
@@ -873,21 +906,30 @@ func directives(fd *ast.FuncDecl) []string {
 func (g *generator) tracedName(fd *ast.FuncDecl, sig *types.Signature) string {
 	for i := 0; ; i++ {
 		name := autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, i)
-		var taken types.Object
-		if sig.Recv() != nil {
-			taken, _, _ = types.LookupFieldOrMethod(sig.Recv().Type(), true, g.pkg, name)
-		} else {
-			taken = g.pkg.Scope().Lookup(name)
-		}
-		key := name
-		if sig.Recv() != nil {
-			key = recvTypeName(fd.Recv.List[0].Type) + "." + name
-		}
-		if taken == nil && !g.traced[key] && !g.idents[name] {
-			g.traced[key] = true
+		if g.takeTracedName(fd, sig, name) {
 			return name
 		}
 	}
+}
+
+// takeTracedName reserves name for fd's traced copy, and reports false
+// when it is taken.
+func (g *generator) takeTracedName(fd *ast.FuncDecl, sig *types.Signature, name string) bool {
+	var taken types.Object
+	if sig.Recv() != nil {
+		taken, _, _ = types.LookupFieldOrMethod(sig.Recv().Type(), true, g.pkg, name)
+	} else {
+		taken = g.pkg.Scope().Lookup(name)
+	}
+	key := name
+	if sig.Recv() != nil {
+		key = recvTypeName(fd.Recv.List[0].Type) + "." + name
+	}
+	if taken != nil || g.traced[key] || g.idents[name] {
+		return false
+	}
+	g.traced[key] = true
+	return true
 }
 
 // pass converts values to probe arguments, keeping room for the goroutine

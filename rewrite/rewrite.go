@@ -99,6 +99,12 @@ type Func struct {
 	// probe): it stays inlinable if it is split (Traced) and its cost
 	// plus ProbedInlineCost fits the inliner's budget.
 	Probed *inlining.Decision
+	// Switch says the function is left exactly as written, its probes in
+	// its traced copy (Traced), which nothing calls (sites: switch; see
+	// switchable). NoSwitch says why a function whose rule says sites:
+	// switch has no such copy, and is probed as sites: code probes it.
+	Switch   bool
+	NoSwitch string
 }
 
 // ProbedInlineCost is about what a split function's probes cost the
@@ -178,7 +184,9 @@ func Package(cfg Config) (*Result, error) {
 		if !probeCode(files[len(files)-1]) {
 			for _, fd := range funcs(f) {
 				if rule, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
-					if rule.Notes {
+					if rule.Notes || rule.Switch && unswitchable(fd) == "" {
+						// Left as written: a switched function's copy
+						// is never inlined, being never called.
 						notes++
 					} else {
 						selected = append(selected, namePos(fset, fd))
@@ -254,18 +262,31 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 				res.Funcs = append(res.Funcs, fn)
 				continue
 			}
+			noSwitch := ""
+			if rule.Switch {
+				if noSwitch = g.switchable(fd, obj); noSwitch == "" {
+					in := g.instrument(fset, f, fd, obj, rule, false, true)
+					if in.err != nil {
+						return nil, false, in.err
+					}
+					in.fn.Rule = rule.Pos
+					res.Funcs = append(res.Funcs, in.fn)
+					edits = append(edits, splice{At: len(f.src), Text: in.traced})
+					continue
+				}
+			}
 			d, inlinable := inlined[namePos(fset, fd)]
 			inlinable = inlinable && d.Inlinable
 			if inlinable && rule.KeepInlined {
-				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d, Rule: rule.Pos})
+				res.Funcs = append(res.Funcs, Func{Name: funcName(fd), Inlined: &d, Rule: rule.Pos, NoSwitch: noSwitch})
 				g.keptInlined(fd, obj, cfg)
 				continue
 			}
-			in := g.instrument(fset, f, fd, obj, rule, inlinable)
+			in := g.instrument(fset, f, fd, obj, rule, inlinable, false)
 			if in.err != nil {
 				return nil, false, in.err
 			}
-			in.fn.Rule = rule.Pos
+			in.fn.Rule, in.fn.NoSwitch = rule.Pos, noSwitch
 			if inlinable {
 				in.fn.Probed = &d
 			}
@@ -309,6 +330,13 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 		res.Sources[path] = append([]byte("//line "+path+":1:1\n"), src...)
 		res.Files = append(res.Files, path)
 		res.Asm = asm
+	}
+	if len(g.switched) > 0 {
+		// Last in the compiler's file order, as the notes' file: its
+		// init numbers after the package's own (init.0 stays init.0).
+		path := filepath.Join(cfg.OutDir, "usdt_switch_copies.go")
+		res.Sources[path] = append([]byte("//line "+path+":1:1\n"), g.copiesFile()...)
+		res.Files = append(res.Files, path)
 	}
 	if !code {
 		return res, false, nil

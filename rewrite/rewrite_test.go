@@ -3,6 +3,9 @@ package rewrite_test
 import (
 	"bytes"
 	"flag"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,9 +23,17 @@ var update = flag.Bool("update", false, "rewrite golden files")
 // each architecture and compares the rewritten file, the generated Go
 // file and the assembly with the golden files, then compiles them with
 // the toolchain's compile and asm. The goldens hold the probe table in a
-// form no Go release changes (see table_test.go).
+// form no Go release changes (see table_test.go). testdata/switch does
+// the same with sites: switch, whose functions the rewritten file holds
+// as they are, their traced copies at its end.
 func TestGolden(t *testing.T) {
-	dir, err := filepath.Abs(filepath.Join("testdata", "split"))
+	for _, name := range []string{"split", "switch"} {
+		t.Run(name, func(t *testing.T) { testGolden(t, name) })
+	}
+}
+
+func testGolden(t *testing.T, name string) {
+	dir, err := filepath.Abs(filepath.Join("testdata", name))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,8 +55,8 @@ func TestGolden(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if res == nil || len(res.Files) != 2 {
-				t.Fatalf("Package returned %+v, want a rewritten file and a generated one", res)
+			if res == nil || len(res.Files) < 2 {
+				t.Fatalf("Package returned %+v, want a rewritten file and generated ones", res)
 			}
 			tab := readTable(t, res.Asm)
 			got := map[string][]byte{"usdt_auto_probes_" + arch + ".s": tab.releaseFree(t, res.Asm)}
@@ -134,6 +145,76 @@ func TestGoReceiver(t *testing.T) {
 	} {
 		if got := rewrite.GoReceiver(tt.decl); got != tt.want {
 			t.Errorf("%s: %q, want %q", tt.decl, got, tt.want)
+		}
+	}
+}
+
+// TestSwitch checks what testdata/switch's functions get: those whose rule
+// says sites: switch are left as they are, byte for byte, each with a
+// traced copy of the first name; those that cannot be copied are probed
+// as sites: code probes them, and say why.
+func TestSwitch(t *testing.T) {
+	dir := filepath.Join("testdata", "switch")
+	r, err := rules.Load(filepath.Join(dir, "rules.yml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	input := filepath.Join(dir, "input.go")
+	res, err := rewrite.Package(rewrite.Config{ImportPath: "example.com/shop", Files: []string{input}, GOARCH: "amd64", Rules: r, GoidOffset: 152, OutDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	switched := map[string]string{"Cart.Add": "add_usdtTraced", "Cart.Len": "len_usdtTraced", "Total": "Total_usdtTraced", "Fee": "Fee_usdtTraced", "Discount": "Discount_usdtTraced"}
+	noSwitch := map[string]string{"Safe": "it calls recover", "Max": "it is generic", "Taken": "the package already uses the name of its copy, Taken_usdtTraced"}
+	for _, fn := range res.Funcs {
+		switch {
+		case fn.Switch:
+			if switched[fn.Name] == "" || fn.Traced != switched[fn.Name] || fn.NoSwitch != "" {
+				t.Errorf("%s: switched, copy %q (NoSwitch %q)", fn.Name, fn.Traced, fn.NoSwitch)
+			}
+			delete(switched, fn.Name)
+		case fn.NoSwitch != "":
+			if want := noSwitch[fn.Name]; want == "" || !strings.HasPrefix(fn.NoSwitch, want) || fn.Entry == "" {
+				t.Errorf("%s: not switched: %q, probes %q %q; want %q and probes", fn.Name, fn.NoSwitch, fn.Entry, fn.Exit, want)
+			}
+			delete(noSwitch, fn.Name)
+		case fn.Name != "Checkout":
+			t.Errorf("%s: neither switched nor said why not: %+v", fn.Name, fn)
+		}
+	}
+	if len(switched) > 0 || len(noSwitch) > 0 {
+		t.Errorf("functions missing: switched %v, not %v", switched, noSwitch)
+	}
+	// Each switched function's declaration is in the rewritten file as
+	// it is in the input.
+	src, err := os.ReadFile(input)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rewritten []byte
+	for path, b := range res.Sources {
+		if strings.HasPrefix(filepath.Base(path), "usdt_rewritten_") {
+			rewritten = b
+		}
+	}
+	decls := func(src []byte) map[string]string {
+		fset := token.NewFileSet()
+		f, err := parser.ParseFile(fset, "", src, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		texts := map[string]string{}
+		for _, d := range f.Decls {
+			if fd, ok := d.(*ast.FuncDecl); ok {
+				texts[fd.Name.Name] = string(src[fset.Position(fd.Pos()).Offset:fset.Position(fd.End()).Offset])
+			}
+		}
+		return texts
+	}
+	was, is := decls(src), decls(rewritten)
+	for _, name := range []string{"Add", "Len", "Total", "Fee", "Discount"} {
+		if was[name] == "" || is[name] != was[name] {
+			t.Errorf("%s was\n%s\nand is\n%s", name, was[name], is[name])
 		}
 	}
 }

@@ -213,7 +213,10 @@ func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite
 			} else if d != nil {
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: loses its inlining: the compiler inlines it as written (cost %d of %d), and its probes cost more than the rest of the budget; inline: keep in its rule (%s) keeps it as written, unprobed\n", pkg, fn.Name, d.Cost, rewrite.InlineBudget, fn.Rule)
 			}
-			if fn.Traced != "" {
+			switch {
+			case fn.Switch:
+				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: as written (sites: switch): the probes are in %s, which nothing calls until a switch at run time\n", pkg, fn.Name, fn.Traced)
+			case fn.Traced != "":
 				fmt.Fprintf(inv.Stderr, "usdt-toolexec: %s.%s: split: the probes are in %s, which it calls only while traced\n", pkg, fn.Name, fn.Traced)
 			}
 			if fn.Deferred != "" {
@@ -231,11 +234,16 @@ func (inv Invocation) instrument(cfg rewrite.Config, matchPath string) (*rewrite
 // no probes, with why and the rule's place, -v or not: a rule is the
 // user's list of the functions to probe. Those that inline: keep leaves
 // as written are the user's choice: without verbose, one line counts
-// them, for each rule.
+// them, for each rule. So does it name, -v or not, the functions whose
+// rule says sites: switch and that are probed as sites: code probes
+// them instead: the user asked for them as written.
 func unprobed(w io.Writer, pkg string, funcs []rewrite.Func, verbose bool) {
 	kept := map[rules.Pos]int{}
 	var order []rules.Pos
 	for _, fn := range funcs {
+		if fn.NoSwitch != "" {
+			fmt.Fprintf(w, "usdt-toolexec: %s.%s: no traced copy for sites: switch: %s; its probes are spliced into it, as with sites: code (the rule at %s)\n", pkg, fn.Name, fn.NoSwitch, fn.Rule)
+		}
 		switch {
 		case fn.Unprobed != "":
 			fmt.Fprintf(w, "usdt-toolexec: %s.%s: not probed: %s (the rule at %s)\n", pkg, fn.Name, fn.Unprobed, fn.Rule)

@@ -1,0 +1,98 @@
+package rewrite
+
+import (
+	"fmt"
+	"go/ast"
+	"go/types"
+	"strings"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+)
+
+// A function whose rule says sites: switch is left exactly as written,
+// so that the compiler makes of it what the plain build makes, inlining
+// included, and gets beside it the traced copy that a split function
+// calls while traced (see instrument), with the probes sites: code
+// gives: the copy's signature and receiver are the function's (only
+// the names of blank and unnamed parameters and results differ), so
+// that Go's register ABI passes the arguments to either alike. Nothing
+// calls the copy: a switch at run time will write a jump at the
+// function's entry into its copy, and until then the copy's probes never
+// fire, whoever traces. So that the linker keeps the copies, which no
+// code reaches, a generated file (copiesFile) holds them in a variable
+// that its init stores the address of.
+//
+// The switch finds the pairs by the linker's symbol names alone, as
+// .gopclntab keeps them in stripped executables too: the function
+// pkg.F, pkg.T.M or pkg.(*T).M, and its copy, in the same package and on
+// the same receiver, named by autoprobe.TracedName(name, method, 0):
+// pkg.F_usdtTraced, pkg.T.m_usdtTraced, pkg.(*T).m_usdtTraced; a
+// function's closures are pkg.F.func1 and its copy's
+// pkg.F_usdtTraced.func1. A switched function's copy always has that
+// first name: where the package already uses it, the function is probed
+// as sites: code probes it instead (see switchable), so that no numbered
+// copy (F_usdtTraced1, which autoprobe.TracedOf takes back to
+// F_usdtTraced) leaves the pair to be guessed. The names do not say which
+// functions are switched: a function that sites: code split has a copy
+// of that name too, which the function itself calls behind the
+// semaphore's test; the probe table says which functions have probes.
+
+// unswitchable says why fd, whose rule says sites: switch, gets no traced
+// copy, as far as its syntax tells, or returns "".
+func unswitchable(fd *ast.FuncDecl) string {
+	if fd.Type.TypeParams != nil || genericReceiver(fd) {
+		return "it is generic: its instantiations share code by shape, under other names"
+	}
+	return uncopyable(fd)
+}
+
+// genericReceiver reports whether fd is a method of a generic type.
+func genericReceiver(fd *ast.FuncDecl) bool {
+	return fd.Recv != nil && len(fd.Recv.List) > 0 && strings.HasSuffix(goReceiver(fd), "[...]")
+}
+
+// switchable says why fd, whose rule says sites: switch, gets no traced
+// copy, or returns "" and reserves the copy's name.
+func (g *generator) switchable(fd *ast.FuncDecl, obj *types.Func) string {
+	if why := unswitchable(fd); why != "" {
+		return why
+	}
+	sig := obj.Type().(*types.Signature)
+	name := autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, 0)
+	if !g.takeTracedName(fd, sig, name) {
+		return fmt.Sprintf("the package already uses the name of its copy, %s", name)
+	}
+	copy := name
+	if fd.Recv != nil {
+		typ := recvTypeName(fd.Recv.List[0].Type)
+		if strings.HasPrefix(goReceiver(fd), "*") {
+			typ = "(*" + typ + ")"
+		}
+		copy = typ + "." + name
+	}
+	g.switched = append(g.switched, copy)
+	return ""
+}
+
+// copiesFile returns the Go file that keeps the switched functions'
+// copies in the executable: a variable holding each copy, a function
+// value or a method expression, which the linker keeps, with what it
+// refers to, only while reachable code refers to it. The package's init
+// stores its address, once.
+func (g *generator) copiesFile() []byte {
+	copies, kept := g.id("Copies"), g.id("CopiesKept")
+	return fmt.Appendf(nil, notice+`package %s
+
+// %[2]s holds the traced copies of the functions
+// that sites: switch leaves as written: nothing calls them until a
+// switch at run time jumps into one, and this variable, whose address
+// init stores, keeps them in the executable.
+var %[2]s = [...]interface{}{
+	%[4]s,
+}
+
+var %[3]s *[%[5]d]interface{}
+
+func init() { %[3]s = &%[2]s }
+`, g.pkg.Name(), copies, kept, strings.Join(g.switched, ",\n\t"), len(g.switched))
+}
