@@ -170,7 +170,7 @@ func Package(cfg Config) (*Result, error) {
 	fset := token.NewFileSet()
 	var files []*file
 	var selected []inlining.Pos
-	notes := 0
+	asWritten := 0
 	for _, path := range cfg.Files {
 		src, err := os.ReadFile(path)
 		if err != nil {
@@ -185,9 +185,9 @@ func Package(cfg Config) (*Result, error) {
 			for _, fd := range funcs(f) {
 				if rule, ok := cfg.Rules.Match(cfg.MatchPath, funcName(fd)); ok {
 					if rule.Notes || rule.Switch && unswitchable(fd) == "" {
-						// Left as written: a switched function's copy
-						// is never inlined, being never called.
-						notes++
+						// Left as written; a switched function's copy,
+						// which nothing calls, is inlined nowhere.
+						asWritten++
 					} else {
 						selected = append(selected, namePos(fset, fd))
 					}
@@ -195,11 +195,11 @@ func Package(cfg Config) (*Result, error) {
 			}
 		}
 	}
-	if len(selected) == 0 && notes == 0 {
+	if len(selected) == 0 && asWritten == 0 {
 		return nil, nil
 	}
-	// A note-only probe changes no code, so its function's inlining stays
-	// as it is without asking.
+	// A note-only probe, or a switched function's copy, changes no code
+	// of its function, whose inlining stays as it is without asking.
 	var inlined map[inlining.Pos]inlining.Decision
 	if cfg.Inlined != nil && len(selected) > 0 {
 		inlined = cfg.Inlined(selected)

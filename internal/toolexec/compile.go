@@ -242,7 +242,7 @@ func unprobed(w io.Writer, pkg string, funcs []rewrite.Func, verbose bool) {
 	var order []rules.Pos
 	for _, fn := range funcs {
 		if fn.NoSwitch != "" {
-			fmt.Fprintf(w, "usdt-toolexec: %s.%s: no traced copy for sites: switch: %s; its probes are spliced into it, as with sites: code (the rule at %s)\n", pkg, fn.Name, fn.NoSwitch, fn.Rule)
+			fmt.Fprintf(w, "usdt-toolexec: %s.%s: no traced copy for sites: switch: %s; it is instrumented as with sites: code (the rule at %s)\n", pkg, fn.Name, fn.NoSwitch, fn.Rule)
 		}
 		switch {
 		case fn.Unprobed != "":

@@ -30,14 +30,14 @@ func TestUnprobed(t *testing.T) {
 	}{
 		{false, []string{
 			"usdt-toolexec: example.com/p.Map: not probed: it is generic: its instantiations share code by shape, under other names (the rule at rules.yml:3:5)",
-			"usdt-toolexec: example.com/p.Safe: no traced copy for sites: switch: it calls recover, which stops a panic only in the function deferred itself; its probes are spliced into it, as with sites: code (the rule at rules.yml:3:5)",
+			"usdt-toolexec: example.com/p.Safe: no traced copy for sites: switch: it calls recover, which stops a panic only in the function deferred itself; it is instrumented as with sites: code (the rule at rules.yml:3:5)",
 			"usdt-toolexec: example.com/p: 2 functions not probed: the compiler inlines them, and inline: keep in the rule at rules.yml:9:5 keeps them as written (-v names them)",
 		}},
 		{true, []string{
 			"usdt-toolexec: example.com/p.Map: not probed: it is generic: its instantiations share code by shape, under other names (the rule at rules.yml:3:5)",
 			"usdt-toolexec: example.com/p.small: not probed: the compiler inlines it (cost 6 of 80), and inline: keep in its rule (rules.yml:9:5) keeps it as written",
 			"usdt-toolexec: example.com/p.tiny: not probed: the compiler inlines it (cost 2 of 80), and inline: keep in its rule (rules.yml:9:5) keeps it as written",
-			"usdt-toolexec: example.com/p.Safe: no traced copy for sites: switch: it calls recover, which stops a panic only in the function deferred itself; its probes are spliced into it, as with sites: code (the rule at rules.yml:3:5)",
+			"usdt-toolexec: example.com/p.Safe: no traced copy for sites: switch: it calls recover, which stops a panic only in the function deferred itself; it is instrumented as with sites: code (the rule at rules.yml:3:5)",
 		}},
 	} {
 		var b strings.Builder
