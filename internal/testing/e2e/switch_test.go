@@ -19,7 +19,8 @@ import (
 // on a pointer and one on a value (both kept out of line), recursion
 // (fib), a closure (sum), a function the compiler inlines everywhere
 // (small, which neither build keeps), and main. done, whose rule says
-// sites: code, is the control: its probes fire.
+// sites: code, is the control: its probes fire. maxOf, which done calls,
+// is generic, and has its probes as code.
 const switchSrc = `package main
 
 import (
@@ -56,8 +57,17 @@ func sum(xs ...int) (n int) {
 
 func small(x int) int { return x*2 + 1 }
 
+// maxOf is generic: it gets no copy, and is probed as sites: code
+// probes it.
+func maxOf[T int | float64](a, b T) T {
+	if a > b {
+		return a
+	}
+	return b
+}
+
 //go:noinline
-func done(n int) { _ = n }
+func done(n int) { _ = maxOf(n, 0) }
 
 func main() {
 	s := &Store{m: map[string]int{}}
@@ -84,7 +94,7 @@ var switched = map[string]string{
 }
 
 // TestSwitch builds switchSrc plain and with a rule that says sites:
-// switch: each function the rule selects has the plain build's
+// switch: each function the rule selects but maxOf has the plain build's
 // instructions, and its traced copy is in the executable (symbol table
 // and .gopclntab) though nothing calls it; the program prints and exits
 // as the plain one. Traced through the in-process ring, the program runs
@@ -101,8 +111,9 @@ func TestSwitch(t *testing.T) {
 	plain, bin := filepath.Join(dir, "plain"), filepath.Join(dir, "switch")
 	goCmd(t, dir, buildEnv(), "build", "-o", plain, ".")
 	out := goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
-	if strings.Contains(out, "no traced copy") {
-		t.Errorf("the build says a function has no traced copy:\n%s", out)
+	// Without -v, the build names the one function it could not copy.
+	if n := strings.Count(out, "no traced copy"); n != 1 || !strings.Contains(out, "main.maxOf: no traced copy for sites: switch: it is generic") {
+		t.Errorf("the build does not say, once, that maxOf has no traced copy:\n%s", out)
 	}
 
 	for fn := range switched {
