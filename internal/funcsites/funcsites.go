@@ -61,7 +61,7 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 	s := Sites{Entry: addr}
 	checked := false
 	for off, n := 0, 0; off < len(code); n++ {
-		inst, err := decodeAMD64(code[off:])
+		inst, err := DecodeAMD64(code[off:])
 		if err != nil {
 			// The decoder knows no VEX instruction, which Go emits
 			// for GOAMD64=v3 (ANDN, SHLX, ...): none is a return or
@@ -87,11 +87,11 @@ func findAMD64(addr uint64, code []byte) (Sites, error) {
 	return s, nil
 }
 
-// decodeAMD64 is x86asm.Decode in 64-bit mode, whose decoding of a VEX
+// DecodeAMD64 is x86asm.Decode in 64-bit mode, whose decoding of a VEX
 // instruction cut short by the code's end panics (golang.org/x/arch
 // v0.30.0: index out of range, FuzzFind's seed vex-cut-short): damaged
 // code is an error.
-func decodeAMD64(code []byte) (inst x86asm.Inst, err error) {
+func DecodeAMD64(code []byte) (inst x86asm.Inst, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("undecodable (%v)", r)
@@ -273,6 +273,15 @@ func pclnMagic(magic uint32) bool {
 		return true
 	}
 	return false
+}
+
+// Range returns where the function named name starts and ends, and
+// whether the executable has it. Read from a symbol table, the end is
+// that of its last instruction; from .gopclntab, it is the next
+// function's start, padding included.
+func (s *Symbols) Range(name string) (start, end uint64, ok bool) {
+	r, ok := s.funcs[name]
+	return r[0], r[1], ok
 }
 
 // maxFuncSize bounds the code Find reads of a function, which a damaged

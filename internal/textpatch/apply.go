@@ -1,0 +1,195 @@
+package textpatch
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"runtime"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Options bound Switch and Restore.
+type Options struct {
+	// Wait is how long a thread may take to stop: 1 s when 0.
+	Wait time.Duration
+	// Tries is how many times the program is stopped for the patches
+	// that a thread was inside of: 20 when 0, 1 ms apart.
+	Tries int
+	// pause, in tests, runs between the steps of a write (see Steps).
+	pause func(step string)
+}
+
+// Steps are the moments inside one stop of the program, in order, at
+// which a tracer may die: the tests kill one at each.
+var Steps = []string{"stopped", "one written", "all written"}
+
+// An Outcome is what became of one patch.
+type Outcome int
+
+const (
+	Switched        Outcome = iota + 1
+	Restored                // the plain function's bytes are back
+	AlreadySwitched         // by another tracer, whose switch it stays
+	AlreadyRestored
+	Busy    // a thread stayed inside the bytes at every try
+	Changed // the bytes are neither the plain nor the switched ones
+)
+
+var outcomes = [...]string{Switched: "switched", Restored: "restored", AlreadySwitched: "already switched", AlreadyRestored: "already restored", Busy: "busy", Changed: "changed"}
+
+func (o Outcome) String() string {
+	if o > 0 && int(o) < len(outcomes) {
+		return outcomes[o]
+	}
+	return "outcome(" + strconv.Itoa(int(o)) + ")"
+}
+
+// A Result is one patch's outcome, with why for Busy and Changed.
+type Result struct {
+	Outcome Outcome
+	Why     string
+}
+
+// A Report says what Switch or Restore did.
+type Report struct {
+	Results []Result // one per patch, in order
+	// Stops is how many times the program was stopped, and Longest the
+	// longest stop, from the first seize to the last thread let go.
+	Stops   int
+	Longest time.Duration
+	Threads int // in the last stop
+}
+
+// Switch writes the patches into process pid: each function then runs
+// its Target. It needs what ptrace needs: the process is this user's
+// (and Yama allows it), or this process has CAP_SYS_PTRACE.
+func Switch(pid int, patches []Patch, opt Options) (Report, error) {
+	return write(pid, patches, true, opt)
+}
+
+// Restore takes back the patches Switch wrote (those it reported
+// Switched): each function then runs its own code again.
+func Restore(pid int, patches []Patch, opt Options) (Report, error) {
+	return write(pid, patches, false, opt)
+}
+
+func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
+	if opt.Wait == 0 {
+		opt.Wait = time.Second
+	}
+	if opt.Tries == 0 {
+		opt.Tries = 20
+	}
+	pause := opt.pause
+	if pause == nil {
+		pause = func(string) {}
+	}
+	rep := Report{Results: make([]Result, len(patches))}
+	mem, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		return rep, fmt.Errorf("process %d: %w", pid, err)
+	}
+	defer mem.Close()
+	// ptrace's requests come from the thread that seized.
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	todo := make([]int, len(patches))
+	for i := range todo {
+		todo[i] = i
+	}
+	for try := 0; len(todo) > 0; try++ {
+		if try == opt.Tries {
+			for _, i := range todo {
+				rep.Results[i] = Result{Busy, fmt.Sprintf("a thread was inside the bytes at each of %d tries", opt.Tries)}
+			}
+			break
+		}
+		if try > 0 {
+			time.Sleep(time.Millisecond)
+		}
+		start := time.Now()
+		w, err := stop(pid, opt.Wait)
+		if err != nil {
+			return rep, err
+		}
+		rep.Stops++
+		rep.Threads = len(w.threads)
+		pause("stopped")
+		var busy []int
+		for _, i := range todo {
+			p := &patches[i]
+			if w.inside(p) {
+				busy = append(busy, i)
+				continue
+			}
+			rep.Results[i] = apply(mem, p, on, pause)
+		}
+		w.resume()
+		rep.Longest = max(rep.Longest, time.Since(start))
+		todo = busy
+	}
+	return rep, nil
+}
+
+// inside reports whether a stopped thread's next instruction starts
+// inside the bytes of one of p's writes. It never does (see Write): the
+// check guards against a plan that breaks that promise.
+func (w *world) inside(p *Patch) bool {
+	for _, t := range w.threads {
+		for _, wr := range p.Writes {
+			if t.pc > wr.At && t.pc < wr.At+uint64(len(wr.New)) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// apply makes one patch's writes into a stopped process's memory, mem:
+// in order to switch, in the reverse order to restore. A patch that a
+// tracer killed between two writes left half done is finished.
+func apply(mem *os.File, p *Patch, on bool, pause func(string)) Result {
+	writes := slices.Clone(p.Writes)
+	if !on {
+		slices.Reverse(writes)
+	}
+	var todo []Write
+	for _, w := range writes {
+		cur := make([]byte, len(w.New))
+		if _, err := mem.ReadAt(cur, int64(w.At)); err != nil {
+			return Result{Changed, fmt.Sprintf("read %#x: %v", w.At, err)}
+		}
+		from, to := w.Old, w.New
+		if !on {
+			from, to = w.New, w.Old
+		}
+		switch {
+		case bytes.Equal(cur, to):
+		case bytes.Equal(cur, from):
+			todo = append(todo, Write{At: w.At, Old: from, New: to})
+		default:
+			return Result{Changed, fmt.Sprintf("the bytes at %#x are % x, neither the function's (% x) nor the switch's (% x): another tool wrote them", w.At, cur, w.Old, w.New)}
+		}
+	}
+	if len(todo) == 0 {
+		if on {
+			return Result{Outcome: AlreadySwitched}
+		}
+		return Result{Outcome: AlreadyRestored}
+	}
+	for i, w := range todo {
+		if _, err := mem.WriteAt(w.New, int64(w.At)); err != nil {
+			return Result{Changed, fmt.Sprintf("write %#x: %v", w.At, err)}
+		}
+		if i+1 < len(todo) {
+			pause("one written")
+		}
+	}
+	pause("all written")
+	if on {
+		return Result{Outcome: Switched}
+	}
+	return Result{Outcome: Restored}
+}
