@@ -284,6 +284,15 @@ func (s *Symbols) Range(name string) (start, end uint64, ok bool) {
 	return r[0], r[1], ok
 }
 
+// Names returns the names of every function, in no order.
+func (s *Symbols) Names() []string {
+	names := make([]string, 0, len(s.funcs))
+	for name := range s.funcs {
+		names = append(names, name)
+	}
+	return names
+}
+
 // maxFuncSize bounds the code Find reads of a function, which a damaged
 // binary's symbol may make any size: Go's largest are some hundreds of
 // KB.

@@ -448,6 +448,11 @@ func privilegedExec(tid int) (string, bool) {
 	return name, true
 }
 
+// GainsPrivileges reports whether running file would gain privileges
+// (setuid, setgid, file capabilities) that a process this one ptraces
+// would not get: this process lacks CAP_SYS_PTRACE.
+func GainsPrivileges(file string) bool { return privileged(file) && !capable() }
+
 // privileged reports whether the executable file gains privileges when
 // it runs: setuid, setgid, or file capabilities.
 func privileged(file string) bool {

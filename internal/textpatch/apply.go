@@ -75,6 +75,22 @@ func Restore(pid int, patches []Patch, opt Options) (Report, error) {
 	return write(pid, patches, false, opt)
 }
 
+// SwitchHeld writes the patches into process pid, which this thread
+// holds stopped, with its only thread, as a tracer holds a process it
+// seized at its exec.
+func SwitchHeld(pid int, patches []Patch) (Report, error) {
+	rep := Report{Results: make([]Result, len(patches)), Stops: 1, Threads: 1}
+	mem, err := os.OpenFile("/proc/"+strconv.Itoa(pid)+"/mem", os.O_RDWR, 0)
+	if err != nil {
+		return rep, fmt.Errorf("process %d: %w", pid, err)
+	}
+	defer mem.Close()
+	for i := range patches {
+		rep.Results[i] = apply(mem, &patches[i], true, func(string) {})
+	}
+	return rep, nil
+}
+
 func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 	if opt.Wait == 0 {
 		opt.Wait = time.Second

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 
+	"golang.org/x/arch/arm64/arm64asm"
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/go-usdt/usdt/internal/funcsites"
@@ -20,6 +21,19 @@ type Patch struct {
 	Func, To      string
 	Entry, Target uint64
 	Writes        []Write
+}
+
+// Moved returns p for a process that loaded the executable bias bytes
+// above its link-time addresses (a position-independent one): every
+// jump is relative, so only the addresses move.
+func (p Patch) Moved(bias uint64) Patch {
+	p.Entry += bias
+	p.Target += bias
+	p.Writes = slices.Clone(p.Writes)
+	for i := range p.Writes {
+		p.Writes[i].At += bias
+	}
+	return p
 }
 
 // A Write is one instruction's change. None starts a new instruction
@@ -59,6 +73,9 @@ func NewPlanner(f *elf.File) (*Planner, error) {
 	}
 	return p, nil
 }
+
+// Funcs returns the names of the executable's functions, in no order.
+func (p *Planner) Funcs() []string { return p.syms.Names() }
 
 // Errors Plan returns, wrapped with the details.
 var (
@@ -189,7 +206,9 @@ func (p *Planner) planAMD64(pt *Patch, code []byte) error {
 	if callee != p.morestack || callee == 0 {
 		return fmt.Errorf("its stack growth calls %#x, not runtime.morestack_noctxt (%#x)", callee, p.morestack)
 	}
-	// No branch of the function lands inside a write.
+	// No branch of the function lands inside a write, and none goes to
+	// the target: a function that calls its traced copy itself (split by
+	// sites: code) is no plain function.
 	for off := 0; off < len(code); {
 		inst, err := funcsites.DecodeAMD64(code[off:])
 		if err != nil {
@@ -200,6 +219,9 @@ func (p *Planner) planAMD64(pt *Patch, code []byte) error {
 				t := off + inst.Len + int(rel)
 				if t > call && t < call+5 || t == cmpEnd-1 {
 					return fmt.Errorf("its instruction at +%#x (%v) branches to +%#x, inside a write", off, inst, t)
+				}
+				if pt.Entry+uint64(t) == pt.Target {
+					return fmt.Errorf("it calls %s itself", pt.To)
 				}
 			}
 		}
@@ -248,6 +270,13 @@ func planARM64(pt *Patch, code []byte) error {
 	const brkMask, brk = 0xffe0001f, 0xd4200000 // BRK #imm
 	if w := binary.LittleEndian.Uint32(code); w&brkMask == brk {
 		return fmt.Errorf("its first instruction is a breakpoint (%#08x)", w)
+	}
+	for off := 0; off+4 <= len(code); off += 4 {
+		if inst, err := arm64asm.Decode(code[off:]); err == nil && (inst.Op == arm64asm.BL || inst.Op == arm64asm.B) {
+			if rel, ok := inst.Args[0].(arm64asm.PCRel); ok && pt.Entry+uint64(off)+uint64(int64(rel)) == pt.Target {
+				return fmt.Errorf("it calls %s itself", pt.To)
+			}
+		}
 	}
 	delta := int64(pt.Target) - int64(pt.Entry)
 	if delta%4 != 0 || delta < -(1<<27) || delta >= 1<<27 {
