@@ -16,8 +16,8 @@ import (
 // gives: the copy's signature and receiver are the function's (only
 // the names of blank and unnamed parameters and results differ), so
 // that Go's register ABI passes the arguments to either alike. Nothing
-// calls the copy: a switch at run time will write a jump at the
-// function's entry into its copy, and until then the copy's probes never
+// calls the copy: a switch at run time (internal/textpatch) sends the
+// function's calls into its copy, and until then the copy's probes never
 // fire, whoever traces. So that the linker keeps the copies, which no
 // code reaches, a generated file (copiesFile) holds them in a variable
 // that its init stores the address of.

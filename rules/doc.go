@@ -70,8 +70,9 @@
 // of it, named as rewrite names the copy of a function it splits
 // (F_usdtTraced; m_usdtTraced for a method M, on the same receiver),
 // with the same signature and receiver and the probes of sites code.
-// Nothing calls the copy: a switch at run time will jump from the
-// function's entry into it, and until then its probes never fire.
+// Nothing calls the copy: usdt-toolexec switch sends the function's
+// calls to it at run time (see internal/textpatch), and until then its
+// probes never fire.
 // Everything sites code allows (unwind, attributes, context) applies to
 // the copy. A function that cannot be copied (a generic one, one with a
 // directive other than //go:noinline, //go:norace or //go:nocheckptr, one

@@ -24,6 +24,7 @@
 //	usdt-toolexec list BINARY   # every probe, like tplist
 //	usdt-toolexec bt BINARY [PATTERN...]   # a latency bpftrace script
 //	usdt-toolexec trace ...     # a tracer: usdt-toolexec trace -h
+//	usdt-toolexec switch ...    # switch functions to their traced copies
 package main
 
 import (
@@ -36,6 +37,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/inspect"
+	"github.com/go-usdt/usdt/internal/switchcmd"
 	"github.com/go-usdt/usdt/internal/toolexec"
 	"github.com/go-usdt/usdt/internal/trace"
 	"github.com/go-usdt/usdt/internal/tracecmd"
@@ -61,6 +63,10 @@ const usage = `usage:
                               # count calls in the kernel, or send calls as
                               # OpenTelemetry spans, or write a pprof
                               # profile of them
+  usdt-toolexec switch [-v] (-p PID | PATTERN... -- CMD ARGS) [PATTERN...]
+                              # switch the functions built with sites:
+                              # switch to their traced copies, for
+                              # bpftrace, perf and bcc
 
 The first form, for the tool added by go get -tool, runs the go command
 with -toolexec set to this wrapper and its flags (-toolexec='go tool
@@ -102,6 +108,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 				}
 				return trace.Run(opt)
 			})
+		case "switch":
+			return switchcmd.Run(args[1:], stdout, stderr)
 		case "-h", "-help", "--help", "help":
 			fmt.Fprint(stdout, usage)
 			return 0

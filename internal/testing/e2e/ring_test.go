@@ -1124,7 +1124,14 @@ func countAddsOnce(bt tracetest.Bpftrace, bin string, pid int) (ran bool, err er
 // ring or not.
 func countAdds(t *testing.T, bt tracetest.Bpftrace, bin string) (*exec.Cmd, *bufio.Reader, *strings.Builder) {
 	t.Helper()
-	bpf := bt.Command(t.Context(), "", "-e", fmt.Sprintf(`BEGIN { printf("attached\n"); } usdt:%s:ring:exit__main__add { @calls = count(); }`, bin))
+	return startBpftrace(t, bt, fmt.Sprintf(`usdt:%s:ring:exit__main__add { @calls = count(); }`, bin))
+}
+
+// startBpftrace starts bt running script, and returns it once attached
+// (it prints "attached" in BEGIN), with its stdout and stderr.
+func startBpftrace(t *testing.T, bt tracetest.Bpftrace, script string) (*exec.Cmd, *bufio.Reader, *strings.Builder) {
+	t.Helper()
+	bpf := bt.Command(t.Context(), "", "-e", `BEGIN { printf("attached\n"); } `+script)
 	bpfOut, err := bpf.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -1,11 +1,15 @@
 package e2e
 
 import (
+	"bufio"
 	"debug/elf"
 	"fmt"
+	"io"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,6 +17,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/funcsites"
+	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
 // switchSrc has a function of each kind sites: switch copies: a method
@@ -24,6 +29,7 @@ import (
 const switchSrc = `package main
 
 import (
+	"bufio"
 	"fmt"
 	"os"
 )
@@ -70,6 +76,15 @@ func maxOf[T int | float64](a, b T) T {
 func done(n int) { _ = maxOf(n, 0) }
 
 func main() {
+	if len(os.Args) > 1 && os.Args[1] == "-wait" {
+		// A line in, fib(10) out, until the input ends.
+		fmt.Println("ready")
+		in := bufio.NewScanner(os.Stdin)
+		for in.Scan() {
+			fmt.Println(fib(10))
+		}
+		return
+	}
 	s := &Store{m: map[string]int{}}
 	for i := range 200 {
 		s.Put(fmt.Sprint(i), fib(i%15)+small(i))
@@ -98,8 +113,9 @@ var switched = map[string]string{
 // instructions, and its traced copy is in the executable (symbol table
 // and .gopclntab) though nothing calls it; the program prints and exits
 // as the plain one. Traced through the in-process ring, the program runs
-// as well, and only the control's probes record: nothing switches a
-// function to its copy yet, so the copies' probes, enabled, never fire.
+// as well, and only the control's probes record: trace does not switch
+// functions to their copies, so the copies' probes, enabled, never fire.
+// usdt-toolexec switch does (testSwitchCommand).
 func TestSwitch(t *testing.T) {
 	if guestDir != "" {
 		t.Skip("builds with the go command")
@@ -167,6 +183,7 @@ func TestSwitch(t *testing.T) {
 		t.Errorf("the program printed %q and exited with %v, plain %q and %v", got, err, want, wantErr)
 	}
 
+	t.Run("switch", func(t *testing.T) { testSwitchCommand(t, bin, string(want)) })
 	t.Run("ring", func(t *testing.T) {
 		requireRing(t)
 		stdout, stderr, err := usdtTrace(t, "-transport", "ring", "--", bin)
@@ -183,6 +200,107 @@ func TestSwitch(t *testing.T) {
 				t.Errorf("trace recorded %s, which nothing switched to its copy:\n%s", fn, stdout)
 			}
 		}
+	})
+}
+
+// switchedBySwitch are the functions of switchSrc that usdt-toolexec
+// switch switches, on amd64: sum, whose closure the compiler inlines,
+// is frameless, and has no stack check to switch through.
+var switchedBySwitch = map[string]bool{"main.(*Store).Put": true, "main.Store.Get": true, "main.fib": true, "main.main": true}
+
+// fibCalls is how many calls fib(n) makes, itself included.
+func fibCalls(n int) int {
+	if n < 2 {
+		return 1
+	}
+	return 1 + fibCalls(n-1) + fibCalls(n-2)
+}
+
+// testSwitchCommand runs bin, built with sites: switch, under
+// usdt-toolexec switch: the command in its place (its output and exit
+// status), and a running process (-p), with bpftrace counting the calls
+// of the switched functions by their copies' notes: each call once while
+// they are switched, none before or after.
+func testSwitchCommand(t *testing.T, bin, want string) {
+	tool := filepath.Join(toolsDir, "usdt-toolexec")
+	t.Run("-- CMD", func(t *testing.T) {
+		cmd := exec.Command(tool, "switch", "-v", "main.*", "--", bin)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		if stdout.String() != want || exitCode(err) != 3 {
+			t.Errorf("switch -- %s: printed %q and exited with %v, want %q and 3\nstderr:\n%s", bin, stdout.String(), err, want, stderr.String())
+		}
+		for fn := range switched {
+			said := strings.Contains(stderr.String(), fmt.Sprintf("usdt-toolexec switch: %s switched to %s\n", fn, switched[fn]))
+			stays := strings.Contains(stderr.String(), "usdt-toolexec switch: "+fn+" stays as compiled: ")
+			if runtime.GOARCH == "amd64" && said != switchedBySwitch[fn] || said == stays {
+				t.Errorf("switch said of %s: switched %v, stays %v:\n%s", fn, said, stays, stderr.String())
+			}
+		}
+	})
+	requireBPF(t)
+	eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
+		bt.RequireAttach(t)
+		t.Run("-- CMD", func(t *testing.T) {
+			bpf, br, bpfErr := startBpftrace(t, bt, fmt.Sprintf(`usdt:%[1]s:sw:entry__main__fib { @fib = count(); } usdt:%[1]s:sw:entry__main__Store__Put { @put = count(); }`, bin))
+			// Unswitched, the copies never run: nothing counts.
+			if out, err := exec.Command(bin).Output(); string(out) != want || exitCode(err) != 3 {
+				t.Fatalf("%s: %q, %v", bin, out, err)
+			}
+			if out, err := exec.Command(tool, "switch", "main.*", "--", bin).Output(); string(out) != want || exitCode(err) != 3 {
+				t.Fatalf("switch -- %s: %q, %v", bin, out, err)
+			}
+			rest := interruptBpftrace(t, bpf, br)
+			// main calls fib(i%15) for i in [0, 200), and Put 200 times.
+			fib := 0
+			for i := range 200 {
+				fib += fibCalls(i % 15)
+			}
+			if !strings.Contains(rest, fmt.Sprintf("@fib: %d\n", fib)) || !strings.Contains(rest, "@put: 200\n") {
+				t.Errorf("bpftrace counted, want @fib: %d and @put: 200:\n%s%s", fib, rest, bpfErr.String())
+			}
+		})
+		t.Run("-p", func(t *testing.T) {
+			prog, stdin, lines := startReady(t, bin, "-wait")
+			call := func() {
+				t.Helper()
+				fmt.Fprintln(stdin)
+				if l, err := lines.ReadString('\n'); l != "55\n" {
+					t.Fatalf("the program said %q (%v)", l, err)
+				}
+			}
+			bpf, br, bpfErr := startBpftrace(t, bt, fmt.Sprintf(`usdt:%s:sw:entry__main__fib { @fib = count(); }`, bin))
+			call() // unswitched: not counted
+			sw := exec.Command(tool, "switch", "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
+			swErr, err := sw.StderrPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := sw.Start(); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { sw.Process.Kill(); sw.Wait() })
+			said := bufio.NewReader(swErr)
+			if l, _ := said.ReadString('\n'); !strings.Contains(l, "1 of 1 functions of process") {
+				t.Fatalf("switch said %q", l)
+			}
+			call() // switched: counted
+			sw.Process.Signal(os.Interrupt)
+			if err := sw.Wait(); err != nil {
+				rest, _ := io.ReadAll(said)
+				t.Fatalf("switch, interrupted: %v\n%s", err, rest)
+			}
+			call() // switched back: not counted
+			stdin.Close()
+			if err := prog.Wait(); err != nil {
+				t.Errorf("the program: %v", err)
+			}
+			rest := interruptBpftrace(t, bpf, br)
+			if want := fmt.Sprintf("@fib: %d\n", fibCalls(10)); !strings.Contains(rest, want) {
+				t.Errorf("bpftrace counted, want %s:\n%s%s", want, rest, bpfErr.String())
+			}
+		})
 	})
 }
 

@@ -1,0 +1,365 @@
+// Package switchcmd is usdt-toolexec switch: it switches the functions
+// that a rule built with sites: switch (as the plain build compiles them,
+// with a traced copy beside each) to their traced copies in a running
+// program, and keeps them switched until it ends or the program does.
+// bpftrace, perf and bcc attach by the copies' notes, so they see the
+// calls of a switched function, at a NOP's cost.
+package switchcmd
+
+import (
+	"debug/elf"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"os/signal"
+	"path"
+	"runtime"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/textpatch"
+	"github.com/go-usdt/usdt/internal/values"
+)
+
+// Usage is switch's usage message.
+const Usage = `usage: usdt-toolexec switch [-v] -p PID PATTERN...
+       usdt-toolexec switch [-v] PATTERN... -- CMD [ARGS...]
+
+Switches the functions that a glob PATTERN matches (main.*,
+'main.Cache.*', as Go names them) and that a rule built with sites:
+switch to their traced copies, whose probes bpftrace, perf and bcc attach
+to, and keeps them switched until it ends:
+
+  bpftrace -e 'usdt:./app:*' -c "usdt-toolexec switch 'main.*' -- ./app"
+
+With -p it switches process PID's functions, and switches them back on
+Ctrl-C, SIGTERM or SIGHUP; it ends when the process does. With -- CMD it
+runs CMD in its own place (its process id, input, output, signals and
+exit status are CMD's), switched from its first instruction: a helper
+process holds the switches, and switches them back if it gets SIGTERM.
+A function that cannot be switched is named, with why, and stays as
+compiled. -v names each function switched.
+`
+
+// Run runs usdt-toolexec switch with args, and returns its exit status.
+func Run(args []string, stdout, stderr io.Writer) int {
+	var cmd []string
+	if i := slices.Index(args, "--"); i >= 0 {
+		args, cmd = args[:i], args[i+1:]
+	}
+	fs := flag.NewFlagSet("usdt-toolexec switch", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, Usage) }
+	verbose := fs.Bool("v", false, "")
+	pid := fs.Int("p", 0, "")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	patterns := fs.Args()
+	for _, p := range patterns {
+		if _, err := path.Match(p, ""); err != nil {
+			fmt.Fprintf(stderr, "usdt-toolexec switch: bad pattern %q: %v\n", p, err)
+			return 2
+		}
+	}
+	switch {
+	case len(patterns) == 0:
+		fmt.Fprintf(stderr, "usdt-toolexec switch: no PATTERN: name the functions to switch ('main.*' for every function of package main)\n%s", Usage)
+		return 2
+	case (*pid == 0) == (len(cmd) == 0):
+		fmt.Fprintf(stderr, "usdt-toolexec switch: give -p PID or -- CMD, one of them\n%s", Usage)
+		return 2
+	}
+	sw := &switcher{stderr: stderr, verbose: *verbose}
+	var err error
+	if *pid != 0 {
+		err = sw.process(*pid, patterns)
+	} else {
+		err = sw.exec(cmd, patterns)
+	}
+	if err != nil {
+		fmt.Fprintln(stderr, "usdt-toolexec switch:", values.EscapeLines(err.Error()))
+		return 1
+	}
+	return 0
+}
+
+type switcher struct {
+	stderr  io.Writer
+	verbose bool
+}
+
+func (sw *switcher) say(format string, args ...any) {
+	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(fmt.Sprintf(format, args...)))
+}
+
+// Plan plans the switches of the functions of the executable exe that a
+// pattern matches and that have a traced copy, and says why each
+// function that cannot be switched stays as compiled.
+func Plan(exe string, patterns []string, warn func(format string, args ...any)) ([]textpatch.Patch, error) {
+	f, err := elf.Open(exe)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	pl, err := textpatch.NewPlanner(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", exe, err)
+	}
+	names := pl.Funcs()
+	have := make(map[string]bool, len(names))
+	for _, n := range names {
+		have[n] = true
+	}
+	slices.Sort(names)
+	var patches []textpatch.Patch
+	matched := 0
+	for _, name := range names {
+		copy, ok := tracedCopy(name)
+		if !ok || !have[copy] || !matches(patterns, name) {
+			continue
+		}
+		matched++
+		p, err := pl.Plan(name, copy)
+		if err != nil {
+			warn("%s stays as compiled: %v", name, strings.TrimPrefix(err.Error(), name+": "))
+			continue
+		}
+		patches = append(patches, p)
+	}
+	if matched == 0 {
+		return nil, fmt.Errorf("%s: no function that %s matches has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe, strings.Join(patterns, " or "))
+	}
+	return patches, nil
+}
+
+// tracedCopy returns the name of the traced copy of the function the
+// linker names name (see rewrite's switch.go): pkg.F_usdtTraced,
+// pkg.T.m_usdtTraced, pkg.(*T).m_usdtTraced. Copies, closures and
+// generic functions have none.
+func tracedCopy(name string) (string, bool) {
+	if strings.ContainsAny(name, "[") || strings.Contains(name, "_usdtTraced") {
+		return "", false
+	}
+	pkgEnd := strings.LastIndexByte(name, '/') + 1
+	parts := strings.Split(name[pkgEnd:], ".")
+	switch len(parts) {
+	case 2:
+		return name[:pkgEnd] + parts[0] + "." + autoprobe.TracedName(parts[1], false, 0), true
+	case 3:
+		if strings.HasPrefix(parts[2], "func") || strings.HasPrefix(parts[2], "gowrap") {
+			return "", false // a closure
+		}
+		return name[:pkgEnd] + parts[0] + "." + parts[1] + "." + autoprobe.TracedName(parts[2], true, 0), true
+	}
+	return "", false
+}
+
+// matches reports whether a pattern matches the function's name, as the
+// linker gives it (main.(*Cache).Get) or as Go writes it (main.Cache.Get).
+func matches(patterns []string, name string) bool {
+	plain := strings.NewReplacer("(*", "", ")", "").Replace(name)
+	for _, p := range patterns {
+		for _, n := range []string{name, plain} {
+			if ok, _ := path.Match(p, n); ok {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// report says what became of each patch, and returns those switched.
+func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch) []textpatch.Patch {
+	var done []textpatch.Patch
+	for i, r := range rep.Results {
+		switch r.Outcome {
+		case textpatch.Switched:
+			done = append(done, patches[i])
+			if sw.verbose {
+				sw.say("%s switched to %s", patches[i].Func, patches[i].To)
+			}
+		case textpatch.AlreadySwitched:
+			sw.say("%s was switched already, by another tracer, whose switch it stays", patches[i].Func)
+		default:
+			sw.say("%s stays as compiled: %v: %s", patches[i].Func, r.Outcome, r.Why)
+		}
+	}
+	return done
+}
+
+// process switches process pid's functions until a signal or its end.
+func (sw *switcher) process(pid int, patterns []string) error {
+	exe := fmt.Sprintf("/proc/%d/exe", pid)
+	patches, err := Plan(exe, patterns, sw.say)
+	if err != nil {
+		return err
+	}
+	bias, err := biasOf(pid, exe)
+	if err != nil {
+		return err
+	}
+	for i := range patches {
+		patches[i] = patches[i].Moved(bias)
+	}
+	// Signals first: one that comes during the switch waits for it.
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	defer signal.Stop(sigs)
+	rep, err := textpatch.Switch(pid, patches, textpatch.Options{})
+	if err != nil {
+		return err
+	}
+	done := sw.report(rep, patches)
+	sw.say("%d of %d functions of process %d switched (the program stopped %v); Ctrl-C switches them back", len(done), len(patches), pid, rep.Longest.Round(time.Microsecond))
+	select {
+	case <-sigs:
+	case <-exited(pid):
+		return nil
+	}
+	return sw.restore(pid, done)
+}
+
+// biasOf is how far process pid loaded the executable file above its
+// link-time addresses.
+func biasOf(pid int, file string) (uint64, error) {
+	f, err := elf.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return ring.Bias(pid, f)
+}
+
+// restore switches back the functions done.
+func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
+	rep, err := textpatch.Restore(pid, done, textpatch.Options{})
+	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+		return nil // it exited
+	}
+	if err != nil {
+		return err
+	}
+	back := 0
+	for i, r := range rep.Results {
+		switch r.Outcome {
+		case textpatch.Restored, textpatch.AlreadyRestored:
+			back++
+		default:
+			sw.say("%s stays switched: %v: %s", done[i].Func, r.Outcome, r.Why)
+		}
+	}
+	if sw.verbose {
+		sw.say("%d functions of process %d switched back", back, pid)
+	}
+	return nil
+}
+
+// exited is closed when process pid ends.
+func exited(pid int) <-chan struct{} {
+	ch := make(chan struct{})
+	fd, err := unix.PidfdOpen(pid, 0)
+	go func() {
+		defer close(ch)
+		if err != nil {
+			for unix.Kill(pid, 0) == nil {
+				time.Sleep(100 * time.Millisecond)
+			}
+			return
+		}
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+	return ch
+}
+
+// guardianEnv, set in its environment, makes this program the helper
+// that holds the switches of a command that switch -- CMD runs in its
+// own place: its value is the command's process id.
+const guardianEnv = "USDT_SWITCH_GUARDIAN"
+
+func init() {
+	if v, ok := os.LookupEnv(guardianEnv); ok {
+		os.Exit(guard(v))
+	}
+}
+
+// exec runs cmd in this process's place, switched from its first
+// instruction by a guardian.
+func (sw *switcher) exec(cmd, patterns []string) error {
+	file, err := exec.LookPath(cmd[0])
+	if err != nil {
+		return err
+	}
+	if ring.GainsPrivileges(file) {
+		return fmt.Errorf("%s gains privileges when it runs (setuid, setgid or file capabilities), which it would not while switch holds it: run it as root, or start it and use -p", file)
+	}
+	patches, err := Plan(file, patterns, sw.say)
+	if err != nil {
+		return err
+	}
+	if len(patches) == 0 {
+		return errors.New("no function can be switched")
+	}
+	fds, err := unix.Socketpair(unix.AF_UNIX, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	mine, its := os.NewFile(uintptr(fds[0]), "guardian"), os.NewFile(uintptr(fds[1]), "switch")
+	defer mine.Close()
+	g := exec.Command("/proc/self/exe")
+	g.Env = append(os.Environ(), guardianEnv+"="+strconv.Itoa(os.Getpid()))
+	g.ExtraFiles = []*os.File{its}
+	g.Stderr = os.Stderr
+	// Its own session: the terminal's Ctrl-C is the command's.
+	g.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := g.Start(); err != nil {
+		its.Close()
+		return fmt.Errorf("starting the process that holds the switches: %w", err)
+	}
+	its.Close()
+	// Without Yama, EINVAL: any process of the user's may.
+	unix.Prctl(unix.PR_SET_PTRACER, uintptr(g.Process.Pid), 0, 0, 0)
+	fail := func(err error) error {
+		g.Process.Kill()
+		g.Wait()
+		return err
+	}
+	if err := json.NewEncoder(mine).Encode(guardOrder{Path: file, Patches: patches, Verbose: sw.verbose}); err != nil {
+		return fail(err)
+	}
+	mine.SetReadDeadline(time.Now().Add(10 * time.Second))
+	b := make([]byte, 1)
+	if _, err := io.ReadFull(mine, b); err != nil || b[0] != 1 {
+		return fail(fmt.Errorf("the process that holds the switches did not seize this one (%v)", err))
+	}
+	// The guardian waits for the exec: it is not this process's child
+	// to wait for.
+	g.Process.Release()
+	runtime.LockOSThread()
+	err = syscall.Exec(file, cmd, os.Environ())
+	return fmt.Errorf("%s: %w", file, err)
+}
+
+// A guardOrder is what switch -- CMD sends its guardian.
+type guardOrder struct {
+	Path    string
+	Patches []textpatch.Patch
+	Verbose bool
+}
