@@ -54,6 +54,9 @@ const usage = `usage:
   usdt-toolexec list -inlined BINARY
                               # the functions the rules select that stay
                               # unprobed because the compiler inlines them
+  usdt-toolexec list -switch BINARY
+                              # the functions with traced copies (sites:
+                              # switch), and whether each can be switched
   usdt-toolexec bt BINARY [PATTERN...]
                               # a bpftrace script: latency per function, of
                               # the functions (pkg.Func, pkg.Type.Method) or
@@ -86,6 +89,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	if len(args) > 0 {
 		switch args[0] {
 		case "list", "bt":
+			if args[0] == "list" && len(args) == 3 && args[1] == "-switch" {
+				return tracecmd.Status(switchcmd.List(args[2], stdout), stderr, "usdt-toolexec:")
+			}
 			inlined := args[0] == "list" && len(args) > 1 && args[1] == "-inlined"
 			if inlined {
 				args = append(args[:1:1], args[2:]...)

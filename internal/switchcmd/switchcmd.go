@@ -22,6 +22,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -104,10 +105,17 @@ func (sw *switcher) say(format string, args ...any) {
 	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(fmt.Sprintf(format, args...)))
 }
 
-// Plan plans the switches of the functions of the executable exe that a
-// pattern matches and that have a traced copy, and says why each
-// function that cannot be switched stays as compiled.
-func Plan(exe string, patterns []string, warn func(format string, args ...any)) ([]textpatch.Patch, error) {
+// A Pair is a function with a traced copy, and its switch: planned, or
+// why it cannot be.
+type Pair struct {
+	Func, Copy string
+	Patch      *textpatch.Patch
+	Why        string
+}
+
+// Pairs finds the functions of the executable exe that a pattern matches
+// and that have a traced copy, and plans their switches.
+func Pairs(exe string, patterns []string) ([]Pair, error) {
 	f, err := elf.Open(exe)
 	if err != nil {
 		return nil, err
@@ -123,25 +131,66 @@ func Plan(exe string, patterns []string, warn func(format string, args ...any)) 
 		have[n] = true
 	}
 	slices.Sort(names)
-	var patches []textpatch.Patch
-	matched := 0
+	var pairs []Pair
 	for _, name := range names {
 		copy, ok := tracedCopy(name)
 		if !ok || !have[copy] || !matches(patterns, name) {
 			continue
 		}
-		matched++
-		p, err := pl.Plan(name, copy)
-		if err != nil {
-			warn("%s stays as compiled: %v", name, strings.TrimPrefix(err.Error(), name+": "))
-			continue
+		pair := Pair{Func: name, Copy: copy}
+		if p, err := pl.Plan(name, copy); err != nil {
+			pair.Why = strings.TrimPrefix(err.Error(), name+": ")
+		} else {
+			pair.Patch = &p
 		}
-		patches = append(patches, p)
+		pairs = append(pairs, pair)
 	}
-	if matched == 0 {
+	return pairs, nil
+}
+
+// Plan plans the switches of the functions of the executable exe that a
+// pattern matches and that have a traced copy, and says why each
+// function that cannot be switched stays as compiled.
+func Plan(exe string, patterns []string, warn func(format string, args ...any)) ([]textpatch.Patch, error) {
+	pairs, err := Pairs(exe, patterns)
+	if err != nil {
+		return nil, err
+	}
+	if len(pairs) == 0 {
 		return nil, fmt.Errorf("%s: no function that %s matches has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe, strings.Join(patterns, " or "))
 	}
+	var patches []textpatch.Patch
+	for _, p := range pairs {
+		if p.Patch == nil {
+			warn("%s stays as compiled: %v", p.Func, p.Why)
+			continue
+		}
+		patches = append(patches, *p.Patch)
+	}
 	return patches, nil
+}
+
+// List writes, for each function of the executable exe that has a
+// traced copy, whether it can be switched to it, and if not why
+// (usdt-toolexec list -switch).
+func List(exe string, w io.Writer) error {
+	pairs, err := Pairs(exe, []string{"*"})
+	if err != nil {
+		return err
+	}
+	if len(pairs) == 0 {
+		return fmt.Errorf("%s: no function has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe)
+	}
+	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "FUNCTION\tCOPY\tSWITCH")
+	for _, p := range pairs {
+		status := "yes"
+		if p.Patch == nil {
+			status = "no: " + p.Why
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", values.Escape(p.Func), values.Escape(p.Copy), values.Escape(status))
+	}
+	return tw.Flush()
 }
 
 // tracedCopy returns the name of the traced copy of the function the

@@ -63,6 +63,7 @@ var (
 	archTests = []string{
 		"TestGDB", "TestTraceSpanTimes", "TestNotes",
 		"TestRingProviderUnprivileged", "TestRingProfileUnwinds",
+		"TestSwitchCommand",
 	}
 	// smokeTests run, instead of guestTests, on a row whose kernel
 	// version another row runs whole, on the other architecture, and
@@ -368,6 +369,7 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	put("main", "nest", func(t *testing.T) string { return buildMainRules(t, tg, "nest", nestSrc, nestRules) })
 	put("main", "notes", func(t *testing.T) string { return buildMainRules(t, tg, "notes", notesSrc, notesRules) })
 	put("main", "profile", func(t *testing.T) string { return buildMainRules(t, tg, "profile", profileSrc, profileRules) })
+	put("main", "switch", func(t *testing.T) string { return buildMainRules(t, tg, "switch", switchSrc, switchRules) })
 	values := fixture(t, "values")
 	for _, variant := range valuesVariants {
 		if variant.name == "plain" { // the guests' (TestTraceValuesCorpus)

@@ -179,11 +179,13 @@ func TestSwitch(t *testing.T) {
 
 	want, wantErr := exec.Command(plain).CombinedOutput()
 	got, err := exec.Command(bin).CombinedOutput()
+	if string(want) != switchOutput {
+		t.Errorf("the plain build printed %q, want %q", want, switchOutput)
+	}
 	if string(got) != string(want) || exitCode(err) != exitCode(wantErr) || exitCode(err) != 3 {
 		t.Errorf("the program printed %q and exited with %v, plain %q and %v", got, err, want, wantErr)
 	}
 
-	t.Run("switch", func(t *testing.T) { testSwitchCommand(t, bin, string(want)) })
 	t.Run("ring", func(t *testing.T) {
 		requireRing(t)
 		stdout, stderr, err := usdtTrace(t, "-transport", "ring", "--", bin)
@@ -216,13 +218,39 @@ func fibCalls(n int) int {
 	return 1 + fibCalls(n-1) + fibCalls(n-2)
 }
 
-// testSwitchCommand runs bin, built with sites: switch, under
+// switchOutput is what switchSrc prints: Get("14") is fib(14) + small(14),
+// 377 + 29, and sum(1, 2, 3) is 1 + 4 + 9. TestSwitch checks that the
+// plain build prints it too.
+const switchOutput = "406 true 14\n"
+
+// TestSwitchCommand runs switchSrc, built with sites: switch, under
 // usdt-toolexec switch: the command in its place (its output and exit
 // status), and a running process (-p), with bpftrace counting the calls
 // of the switched functions by their copies' notes: each call once while
-// they are switched, none before or after.
-func testSwitchCommand(t *testing.T, bin, want string) {
+// they are switched, none before or after. It runs in the arm64 guest of
+// TestKernels too, where the switch is a B at the entry.
+func TestSwitchCommand(t *testing.T) {
+	bin := buildMainRules(t, target{}, "switch", switchSrc, switchRules)
+	want := switchOutput
 	tool := filepath.Join(toolsDir, "usdt-toolexec")
+	t.Run("list -switch", func(t *testing.T) {
+		out, err := exec.Command(tool, "list", "-switch", bin).CombinedOutput()
+		if err != nil {
+			t.Fatalf("list -switch: %v\n%s", err, out)
+		}
+		// A line per function with a copy in the executable: small's
+		// plain function is not there.
+		lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+		if len(lines) != 1+len(switched) {
+			t.Errorf("list -switch printed %d lines, want a header and %d:\n%s", len(lines), len(switched), out)
+		}
+		for fn, c := range switched {
+			want := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(fn) + ` +` + regexp.QuoteMeta(c) + ` +(yes|no: .+)$`).FindStringSubmatch(string(out))
+			if want == nil || runtime.GOARCH == "amd64" && (want[1] == "yes") != switchedBySwitch[fn] {
+				t.Errorf("list -switch on %s:\n%s", fn, out)
+			}
+		}
+	})
 	t.Run("-- CMD", func(t *testing.T) {
 		cmd := exec.Command(tool, "switch", "-v", "main.*", "--", bin)
 		var stdout, stderr strings.Builder
