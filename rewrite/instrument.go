@@ -425,8 +425,8 @@ func (g *generator) instrument(fset *token.FileSet, f *file, fd *ast.FuncDecl, o
 	}
 	var tracedName string
 	if switched {
-		// Reserved by switchable: always the first name.
-		tracedName = autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, 0)
+		// Reserved by switchable.
+		tracedName = autoprobe.SwitchName(fd.Name.Name)
 	} else {
 		tracedName = g.tracedName(fd, sig)
 	}

@@ -151,7 +151,7 @@ func TestGoReceiver(t *testing.T) {
 
 // TestSwitch checks what testdata/switch's functions get: those whose rule
 // says sites: switch are left as they are, byte for byte, each with a
-// traced copy of the first name; those that cannot be copied are probed
+// traced copy of autoprobe.SwitchName's name; those that cannot be copied are probed
 // as sites: code probes them, and say why.
 func TestSwitch(t *testing.T) {
 	dir := filepath.Join("testdata", "switch")
@@ -164,8 +164,8 @@ func TestSwitch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	switched := map[string]string{"Cart.Add": "add_usdtTraced", "Cart.Len": "len_usdtTraced", "Total": "Total_usdtTraced", "Fee": "Fee_usdtTraced", "Discount": "Discount_usdtTraced"}
-	noSwitch := map[string]string{"Safe": "it calls recover", "Max": "it is generic", "Taken": "the package already uses the name of its copy, Taken_usdtTraced"}
+	switched := map[string]string{"Cart.Add": "usdtSwitched_Add", "Cart.Len": "usdtSwitched_Len", "Total": "usdtSwitched_Total", "Fee": "usdtSwitched_Fee", "Discount": "usdtSwitched_Discount", "Cart.First": "usdtSwitched_First", "Cart.first": "usdtSwitched_first"}
+	noSwitch := map[string]string{"Safe": "it calls recover", "Max": "it is generic", "Taken": "the package already uses the name of its copy, usdtSwitched_Taken"}
 	for _, fn := range res.Funcs {
 		switch {
 		case fn.Switch:

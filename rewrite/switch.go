@@ -25,17 +25,15 @@ import (
 // The switch finds the pairs by the linker's symbol names alone, as
 // .gopclntab keeps them in stripped executables too: the function
 // pkg.F, pkg.T.M or pkg.(*T).M, and its copy, in the same package and on
-// the same receiver, named by autoprobe.TracedName(name, method, 0):
-// pkg.F_usdtTraced, pkg.T.m_usdtTraced, pkg.(*T).m_usdtTraced; a
-// function's closures are pkg.F.func1 and its copy's
-// pkg.F_usdtTraced.func1. A switched function's copy always has that
-// first name: where the package already uses it, the function is probed
-// as sites: code probes it instead (see switchable), so that no numbered
-// copy (F_usdtTraced1, which autoprobe.TracedOf takes back to
-// F_usdtTraced) leaves the pair to be guessed. The names do not say which
-// functions are switched: a function that sites: code split has a copy
-// of that name too, which the function itself calls behind the
-// semaphore's test; the probe table says which functions have probes.
+// the same receiver, named by autoprobe.SwitchName: pkg.usdtSwitched_F,
+// pkg.T.usdtSwitched_M, pkg.(*T).usdtSwitched_M; a function's closures
+// are pkg.F.func1 and its copy's pkg.usdtSwitched_F.func1. The name
+// keeps the function's as written, so no two functions' copies share
+// one (split functions' copies, whose names lower an exported method's
+// first letter, give First and first the same), and where the package
+// already uses it the function is probed as sites: code probes it
+// instead (see switchable): a name never pairs a function with another
+// function's copy.
 
 // unswitchable says why fd, whose rule says sites: switch, gets no traced
 // copy, as far as its syntax tells, or returns "".
@@ -58,7 +56,7 @@ func (g *generator) switchable(fd *ast.FuncDecl, obj *types.Func) string {
 		return why
 	}
 	sig := obj.Type().(*types.Signature)
-	name := autoprobe.TracedName(fd.Name.Name, sig.Recv() != nil, 0)
+	name := autoprobe.SwitchName(fd.Name.Name)
 	if !g.takeTracedName(fd, sig, name) {
 		return fmt.Sprintf("the package already uses the name of its copy, %s", name)
 	}

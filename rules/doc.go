@@ -67,9 +67,9 @@
 //
 // With sites switch the function is left exactly as the compiler makes
 // it too, inlining included, and the executable also holds a traced copy
-// of it, named as rewrite names the copy of a function it splits
-// (F_usdtTraced; m_usdtTraced for a method M, on the same receiver),
-// with the same signature and receiver and the probes of sites code.
+// of it (usdtSwitched_F; usdtSwitched_M for a method M, on the same
+// receiver), with the same signature and receiver and the probes of
+// sites code.
 // Nothing calls the copy: usdt-toolexec switch sends the function's
 // calls to it at run time (see internal/textpatch), and until then its
 // probes never fire.

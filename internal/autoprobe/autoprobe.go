@@ -83,6 +83,21 @@ func TracedName(name string, method bool, n int) string {
 
 const tracedSuffix = "_usdtTraced"
 
+// SwitchName is the name of the traced copy that a rule with sites:
+// switch gives the function (or method) name: usdtSwitched_Name. It keeps
+// the name as written, so that no two functions' copies can share it,
+// and a switch pairs a function with its copy by their names alone (for
+// TracedName, the copies of First and first would both be
+// first_usdtTraced); the prefix's lower case keeps a method's copy out
+// of its type's method set.
+func SwitchName(name string) string { return switchPrefix + name }
+
+const switchPrefix = "usdtSwitched_"
+
+// SwitchOf returns the function name whose SwitchName is name (not
+// qualified), and whether it is one.
+func SwitchOf(name string) (string, bool) { return strings.CutPrefix(name, switchPrefix) }
+
 // TracedOf returns, for a name TracedName gives (qualified or not), the
 // first name TracedName gives the same function's copy: the name without
 // its number. It reports false for another name.

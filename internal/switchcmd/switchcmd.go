@@ -194,23 +194,23 @@ func List(exe string, w io.Writer) error {
 }
 
 // tracedCopy returns the name of the traced copy of the function the
-// linker names name (see rewrite's switch.go): pkg.F_usdtTraced,
-// pkg.T.m_usdtTraced, pkg.(*T).m_usdtTraced. Copies, closures and
+// linker names name (see rewrite's switch.go): pkg.usdtSwitched_F,
+// pkg.T.usdtSwitched_M, pkg.(*T).usdtSwitched_M. Copies, closures and
 // generic functions have none.
 func tracedCopy(name string) (string, bool) {
-	if strings.ContainsAny(name, "[") || strings.Contains(name, "_usdtTraced") {
+	if strings.ContainsAny(name, "[") || strings.Contains(name, "usdtSwitched_") {
 		return "", false
 	}
 	pkgEnd := strings.LastIndexByte(name, '/') + 1
 	parts := strings.Split(name[pkgEnd:], ".")
 	switch len(parts) {
 	case 2:
-		return name[:pkgEnd] + parts[0] + "." + autoprobe.TracedName(parts[1], false, 0), true
+		return name[:pkgEnd] + parts[0] + "." + autoprobe.SwitchName(parts[1]), true
 	case 3:
 		if strings.HasPrefix(parts[2], "func") || strings.HasPrefix(parts[2], "gowrap") {
 			return "", false // a closure
 		}
-		return name[:pkgEnd] + parts[0] + "." + parts[1] + "." + autoprobe.TracedName(parts[2], true, 0), true
+		return name[:pkgEnd] + parts[0] + "." + parts[1] + "." + autoprobe.SwitchName(parts[2]), true
 	}
 	return "", false
 }

@@ -9,17 +9,18 @@ import (
 
 func TestTracedCopy(t *testing.T) {
 	for _, tc := range []struct{ name, copy string }{
-		{"main.fib", "main.fib_usdtTraced"},
-		{"main.Fib", "main.Fib_usdtTraced"},
-		{"main.(*Store).Put", "main.(*Store).put_usdtTraced"},
-		{"main.Store.Get", "main.Store.get_usdtTraced"},
-		{"example.com/a.b/pkg.F", "example.com/a.b/pkg.F_usdtTraced"},
-		{"example.com/a.b/pkg.(*T).M", "example.com/a.b/pkg.(*T).m_usdtTraced"},
+		{"main.fib", "main.usdtSwitched_fib"},
+		{"main.Fib", "main.usdtSwitched_Fib"},
+		{"main.(*Store).Put", "main.(*Store).usdtSwitched_Put"},
+		{"main.Store.Get", "main.Store.usdtSwitched_Get"},
+		{"example.com/a.b/pkg.F", "example.com/a.b/pkg.usdtSwitched_F"},
+		{"example.com/a.b/pkg.(*T).M", "example.com/a.b/pkg.(*T).usdtSwitched_M"},
 		// Closures, generic functions and copies have none.
 		{"main.fib.func1", ""},
 		{"main.main.gowrap1", ""},
 		{"main.List[...].Len", ""},
-		{"main.fib_usdtTraced", ""},
+		{"main.usdtSwitched_fib", ""},
+		{"main.(*T).usdtSwitched_M", ""},
 		{"main", ""},
 	} {
 		got, ok := tracedCopy(tc.name)

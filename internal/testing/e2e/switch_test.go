@@ -101,11 +101,11 @@ const switchRules = "provider: sw\nrules:\n  - package: example.com/switch\n    
 // switched are the functions of switchSrc that sites: switch leaves as
 // written, by their symbols, and their copies'.
 var switched = map[string]string{
-	"main.(*Store).Put": "main.(*Store).put_usdtTraced",
-	"main.Store.Get":    "main.Store.get_usdtTraced",
-	"main.fib":          "main.fib_usdtTraced",
-	"main.sum":          "main.sum_usdtTraced",
-	"main.main":         "main.main_usdtTraced",
+	"main.(*Store).Put": "main.(*Store).usdtSwitched_Put",
+	"main.Store.Get":    "main.Store.usdtSwitched_Get",
+	"main.fib":          "main.usdtSwitched_fib",
+	"main.sum":          "main.usdtSwitched_sum",
+	"main.main":         "main.usdtSwitched_main",
 }
 
 // TestSwitch builds switchSrc plain and with a rule that says sites:
@@ -159,15 +159,15 @@ func TestSwitch(t *testing.T) {
 	if err != nil || table == nil {
 		t.Fatalf("no .gopclntab: %v", err)
 	}
-	copies := map[string]string{"main.small": "main.small_usdtTraced"}
+	copies := map[string]string{"main.small": "main.usdtSwitched_small"}
 	for fn, c := range switched {
 		copies[fn] = c
 	}
 	for fn, c := range copies {
-		// The pair the run-time switch will find by name.
+		// The pair the run-time switch finds by name.
 		i := strings.LastIndex(fn, ".")
-		if want := fn[:i+1] + autoprobe.TracedName(fn[i+1:], strings.Count(fn, ".") == 2, 0); c != want {
-			t.Errorf("%s: copy %s, TracedName says %s", fn, c, want)
+		if want := fn[:i+1] + autoprobe.SwitchName(fn[i+1:]); c != want {
+			t.Errorf("%s: copy %s, SwitchName says %s", fn, c, want)
 		}
 		if !slices.ContainsFunc(syms, func(s elf.Symbol) bool { return s.Name == c && elf.ST_TYPE(s.Info) == elf.STT_FUNC }) {
 			t.Errorf("%s is not in the symbol table", c)

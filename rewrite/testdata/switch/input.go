@@ -2,7 +2,7 @@ package shop
 
 type Cart struct{ items []string }
 
-// Add is a method on a pointer: its copy is (*Cart).add_usdtTraced.
+// Add is a method on a pointer: its copy is (*Cart).usdtSwitched_Add.
 func (c *Cart) Add(item string, _ int) (int, bool) {
 	if item == "" {
 		return 0, false
@@ -54,6 +54,12 @@ func Max[T int | float64](a, b T) T {
 
 // Taken's copy would have the name of this variable: probed as sites:
 // code probes it.
-func Taken() int { return Taken_usdtTraced }
+func Taken() int { return usdtSwitched_Taken }
 
-var Taken_usdtTraced = 3
+var usdtSwitched_Taken = 3
+
+// First and first differ in case only, and so do their copies'
+// names, usdtSwitched_First and usdtSwitched_first: each has its own.
+func (c *Cart) First() string { return c.first() }
+
+func (c *Cart) first() string { return c.items[0] }
