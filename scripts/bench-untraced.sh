@@ -21,9 +21,11 @@
 #              github.com/gin-gonic/gin/... probed: wrk, 4 connections,
 #              DURATION s (req/s)
 #
-# Each workload has three builds: plain, probed (the probes code in the
-# functions, the default) and notes (the same rules with sites: notes:
-# the functions as compiled, the probes notes on their own code).
+# Each workload has four builds: plain, probed (the probes code in the
+# functions, the default), notes (the same rules with sites: notes:
+# the functions as compiled, the probes notes on their own code) and
+# switch (sites: switch: the functions as compiled, a traced copy of
+# each beside them, which nothing switches to here).
 #
 # Environment: COUNT=5, DURATION=5, WORKLOADS="bbolt jsonnet jsonapi gin",
 # OUT= (a new temp dir if empty). Needs wrk (installed with apt-get if
@@ -43,14 +45,16 @@ export CGO_ENABLED=0 GOFLAGS=-mod=mod
 go build -o "$OUT/" ./cmd/usdt-toolexec
 tool=$OUT/usdt-toolexec
 
-# build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain, $OUT/NAME.probed
-# and $OUT/NAME.notes.
+# build NAME DIR TARGET PACKAGES builds $OUT/NAME.plain, $OUT/NAME.probed,
+# $OUT/NAME.notes and $OUT/NAME.switch.
 build() {
 	printf 'rules:\n  - package: "%s"\n' "$4" >"$OUT/$1.yml"
 	printf 'rules:\n  - package: "%s"\n    sites: notes\n' "$4" >"$OUT/$1.notes.yml"
+	printf 'rules:\n  - package: "%s"\n    sites: switch\n' "$4" >"$OUT/$1.switch.yml"
 	(cd "$2" && go build -o "$OUT/$1.plain" "$3")
 	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.yml" -o "$OUT/$1.probed" "$3")
 	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.notes.yml" -o "$OUT/$1.notes" "$3")
+	(cd "$2" && go build -toolexec="$tool -rules $OUT/$1.switch.yml" -o "$OUT/$1.switch" "$3" 2>"$OUT/$1.switch.log")
 }
 
 for w in $WORKLOADS; do
@@ -125,8 +129,8 @@ run() {
 
 : >"$OUT/results.txt"
 for pass in $(seq "$COUNT"); do
-	order="plain probed notes"
-	[ $((pass % 2)) -eq 0 ] && order="notes probed plain"
+	order="plain probed notes switch"
+	[ $((pass % 2)) -eq 0 ] && order="switch notes probed plain"
 	for w in $WORKLOADS; do
 		for b in $order; do
 			run "$w" "$b" | while read -r metric value; do
@@ -136,7 +140,7 @@ for pass in $(seq "$COUNT"); do
 	done
 done
 
-echo "workload metric plain probed notes probed/plain notes/plain (medians of $COUNT, $(uname -r), $(go env GOVERSION))"
+echo "workload metric plain probed notes switch probed/plain notes/plain switch/plain (medians of $COUNT, $(uname -r), $(go env GOVERSION))"
 awk '
 function median(s,    n, a, i, j, t) {
 	n = split(s, a, " ")
@@ -146,7 +150,7 @@ function median(s,    n, a, i, j, t) {
 { key = $1 " " $2; v[key, $3] = v[key, $3] " " $4; keys[key] = 1 }
 END {
 	for (k in keys) {
-		p = median(v[k, "plain"]); q = median(v[k, "probed"]); n = median(v[k, "notes"])
-		printf "%s %s %s %s %.3f %.3f\n", k, p, q, n, (p ? q / p : 0), (p ? n / p : 0)
+		p = median(v[k, "plain"]); q = median(v[k, "probed"]); n = median(v[k, "notes"]); s = median(v[k, "switch"])
+		printf "%s %s %s %s %s %.3f %.3f %.3f\n", k, p, q, n, s, (p ? q / p : 0), (p ? n / p : 0), (p ? s / p : 0)
 	}
 }' "$OUT/results.txt" | sort
