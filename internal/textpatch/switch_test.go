@@ -509,6 +509,18 @@ func TestSwitchWithUprobe(t *testing.T) {
 		}
 		return -1
 	}
+	// fired waits for the uprobe to fire: the program may not run at
+	// once on a busy machine.
+	fired := func(t *testing.T) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for hits() <= 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("the uprobe did not fire in 10 s: %d", hits())
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
 	switched := func(t *testing.T, prog *program) {
 		t.Helper()
 		if s := prog.state(patch); s != "switched" {
@@ -537,9 +549,7 @@ func TestSwitchWithUprobe(t *testing.T) {
 		if n := prog.read(prog.plainAt); !prog.grows(prog.plainAt, n, 1000) {
 			t.Fatal("plainF does not run under the uprobe")
 		}
-		if hits() <= 0 {
-			t.Fatalf("the uprobe did not fire: %d", hits())
-		}
+		fired(t)
 		detach(t)
 		switched(t, prog)
 		if rep, err := Restore(prog.pid(), []Patch{patch}, Options{}); err != nil || rep.Results[0].Outcome != Restored {
@@ -554,9 +564,7 @@ func TestSwitchWithUprobe(t *testing.T) {
 		if rep, err := Switch(prog.pid(), []Patch{patch}, Options{}); err != nil || rep.Results[0].Outcome != Switched {
 			t.Fatal(rep, err)
 		}
-		if hits() <= 0 {
-			t.Fatalf("the uprobe did not fire: %d", hits())
-		}
+		fired(t)
 		detach(t)
 		switched(t, prog)
 		prog.end()
