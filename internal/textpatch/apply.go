@@ -14,6 +14,11 @@ import (
 type Options struct {
 	// Wait is how long a thread may take to stop: 1 s when 0.
 	Wait time.Duration
+	// Budget bounds the writes of one stop of the program: the patches
+	// past it wait for the next stop, so that switching thousands of
+	// functions stops the program a few milliseconds at a time. 2 ms
+	// when 0.
+	Budget time.Duration
 	// Tries is how many times the program is stopped for the patches
 	// that a thread was inside of: 20 when 0, 1 ms apart.
 	Tries int
@@ -98,6 +103,9 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 	if opt.Tries == 0 {
 		opt.Tries = 20
 	}
+	if opt.Budget == 0 {
+		opt.Budget = 2 * time.Millisecond
+	}
 	pause := opt.pause
 	if pause == nil {
 		pause = func(string) {}
@@ -115,15 +123,12 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 	for i := range todo {
 		todo[i] = i
 	}
-	for try := 0; len(todo) > 0; try++ {
+	for try := 0; len(todo) > 0; {
 		if try == opt.Tries {
 			for _, i := range todo {
 				rep.Results[i] = Result{Busy, fmt.Sprintf("a thread was inside the bytes at each of %d tries", opt.Tries)}
 			}
 			break
-		}
-		if try > 0 {
-			time.Sleep(time.Millisecond)
 		}
 		start := time.Now()
 		w, err := stop(pid, opt.Wait)
@@ -133,8 +138,14 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		rep.Stops++
 		rep.Threads = len(w.threads)
 		pause("stopped")
-		var busy []int
-		for _, i := range todo {
+		// Each stop writes one patch at least, whatever the stop took.
+		writing := time.Now()
+		var busy, later []int
+		for n, i := range todo {
+			if n > 0 && time.Since(writing) > opt.Budget {
+				later = todo[n:]
+				break
+			}
 			p := &patches[i]
 			if w.inside(p) {
 				busy = append(busy, i)
@@ -144,7 +155,13 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		}
 		w.resume()
 		rep.Longest = max(rep.Longest, time.Since(start))
-		todo = busy
+		todo = append(slices.Clip(later), busy...)
+		// A stop cut short by the budget is no try: only one that
+		// found a thread inside every patch left is.
+		if len(later) == 0 && len(busy) > 0 {
+			try++
+			time.Sleep(time.Millisecond)
+		}
 	}
 	return rep, nil
 }

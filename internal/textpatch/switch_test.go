@@ -603,3 +603,35 @@ func fileOffset(t *testing.T, exe string, addr uint64) uint64 {
 	t.Fatalf("%#x is in no executable segment", addr)
 	return 0
 }
+
+// TestSwitchBudget switches with a budget too small for a second write
+// in one stop: each stop writes one patch, so that 50 patches take 50
+// stops, and each is written once (the same patch repeated: the first
+// switches, the others find it switched).
+func TestSwitchBudget(t *testing.T) {
+	patch := testPatch(t)
+	prog := startProgram(t)
+	patches := slices.Repeat([]Patch{patch}, 50)
+	for _, on := range []bool{true, false} {
+		write, first, rest := Switch, Switched, AlreadySwitched
+		if !on {
+			write, first, rest = Restore, Restored, AlreadyRestored
+		}
+		rep, err := write(prog.pid(), patches, Options{Budget: time.Nanosecond})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Stops != len(patches) {
+			t.Errorf("%d patches in %d stops, want one a stop", len(patches), rep.Stops)
+		}
+		for i, r := range rep.Results {
+			if want := map[bool]Outcome{true: first, false: rest}[i == 0]; r.Outcome != want {
+				t.Fatalf("patch %d: %v, want %v", i, r, want)
+			}
+		}
+	}
+	if n := prog.read(prog.plainAt); !prog.grows(prog.plainAt, n, 1000) {
+		t.Fatal("plainF does not run after the restore")
+	}
+	prog.end()
+}
