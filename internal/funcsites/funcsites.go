@@ -275,13 +275,11 @@ func pclnMagic(magic uint32) bool {
 	return false
 }
 
-// Range returns where the function named name starts and ends, and
-// whether the executable has it. Read from a symbol table, the end is
-// that of its last instruction; from .gopclntab, it is the next
-// function's start, padding included.
-func (s *Symbols) Range(name string) (start, end uint64, ok bool) {
+// Entry returns where the function named name starts, and whether the
+// executable has it.
+func (s *Symbols) Entry(name string) (uint64, bool) {
 	r, ok := s.funcs[name]
-	return r[0], r[1], ok
+	return r[0], ok
 }
 
 // Names returns the names of every function, in no order.
@@ -302,18 +300,29 @@ const maxFuncSize = 16 << 20
 // linker left it out, as it does every function nothing calls.
 var ErrNoFunction = errors.New("no such function")
 
-// Find returns the sites of the function named name, for the
-// executable's architecture.
-func (s *Symbols) Find(name string) (Sites, error) {
+// Arch is the GOARCH of an executable of machine m that the project
+// reads the code of, amd64 or arm64, or "" for another.
+func Arch(m elf.Machine) string {
+	switch m {
+	case elf.EM_X86_64:
+		return "amd64"
+	case elf.EM_AARCH64:
+		return "arm64"
+	}
+	return ""
+}
+
+// Code returns the machine code of the function named name, and where
+// it starts; ErrNoFunction for a function the executable does not have.
+func (s *Symbols) Code(name string) (start uint64, code []byte, err error) {
 	r, ok := s.funcs[name]
 	if !ok {
-		return Sites{}, ErrNoFunction
+		return 0, nil, ErrNoFunction
 	}
-	arch := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[s.f.Machine]
 	// A damaged binary's symbol may end before it begins, or past where
 	// an address can be.
 	if r[1] < r[0] || r[1]-r[0] > maxFuncSize {
-		return Sites{}, fmt.Errorf("%s: its code at %#x, %d bytes up to %#x, is not a function's (the binary is damaged)", name, r[0], int64(r[1]-r[0]), r[1])
+		return 0, nil, fmt.Errorf("%s: its code at %#x, %d bytes up to %#x, is not a function's (the binary is damaged)", name, r[0], int64(r[1]-r[0]), r[1])
 	}
 	for _, sec := range s.f.Sections {
 		if sec.Flags&elf.SHF_EXECINSTR == 0 || r[0] < sec.Addr || r[1] > sec.Addr+sec.Size {
@@ -321,15 +330,25 @@ func (s *Symbols) Find(name string) (Sites, error) {
 		}
 		code := make([]byte, r[1]-r[0])
 		if _, err := sec.ReadAt(code, int64(r[0]-sec.Addr)); err != nil {
-			return Sites{}, fmt.Errorf("%s: %w", name, err)
+			return 0, nil, fmt.Errorf("%s: %w", name, err)
 		}
-		sites, err := Find(arch, r[0], code)
-		if err != nil {
-			return sites, fmt.Errorf("%s: %w", name, err)
-		}
-		return sites, nil
+		return r[0], code, nil
 	}
-	return Sites{}, fmt.Errorf("%s: its code at %#x is in no executable section", name, r[0])
+	return 0, nil, fmt.Errorf("%s: its code at %#x is in no executable section", name, r[0])
+}
+
+// Find returns the sites of the function named name, for the
+// executable's architecture.
+func (s *Symbols) Find(name string) (Sites, error) {
+	start, code, err := s.Code(name)
+	if err != nil {
+		return Sites{}, err
+	}
+	sites, err := Find(Arch(s.f.Machine), start, code)
+	if err != nil {
+		return sites, fmt.Errorf("%s: %w", name, err)
+	}
+	return sites, nil
 }
 
 // Place gives each note-only probe of probes (those with a Func) its

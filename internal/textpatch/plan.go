@@ -47,7 +47,6 @@ type Write struct {
 
 // A Planner plans the patches of one executable.
 type Planner struct {
-	f    *elf.File
 	arch string
 	syms *funcsites.Symbols
 	// morestack is where runtime.morestack_noctxt starts (amd64).
@@ -56,7 +55,7 @@ type Planner struct {
 
 // NewPlanner reads f's functions.
 func NewPlanner(f *elf.File) (*Planner, error) {
-	arch := map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}[f.Machine]
+	arch := funcsites.Arch(f.Machine)
 	if arch == "" {
 		return nil, fmt.Errorf("switching functions is supported on amd64 and arm64, not %v", f.Machine)
 	}
@@ -64,9 +63,9 @@ func NewPlanner(f *elf.File) (*Planner, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &Planner{f: f, arch: arch, syms: syms}
+	p := &Planner{arch: arch, syms: syms}
 	for _, name := range []string{"runtime.morestack_noctxt.abi0", "runtime.morestack_noctxt"} {
-		if start, _, ok := syms.Range(name); ok {
+		if start, ok := syms.Entry(name); ok {
 			p.morestack = start
 			break
 		}
@@ -77,26 +76,23 @@ func NewPlanner(f *elf.File) (*Planner, error) {
 // Funcs returns the names of the executable's functions, in no order.
 func (p *Planner) Funcs() []string { return p.syms.Names() }
 
-// Errors Plan returns, wrapped with the details.
-var (
-	ErrNoFunction = errors.New("no such function in the executable")
-	// ErrUnswitchable: the function's code cannot take the jump safely.
-	ErrUnswitchable = errors.New("cannot be switched")
-)
+// ErrUnswitchable is Plan's error, wrapped with the details, for a
+// function whose code cannot take the jump safely. A function the
+// executable does not have is funcsites.ErrNoFunction.
+var ErrUnswitchable = errors.New("cannot be switched")
 
 // Plan plans switching the function named name to the one named to.
 func (p *Planner) Plan(name, to string) (Patch, error) {
-	start, end, ok := p.syms.Range(name)
+	target, ok := p.syms.Entry(to)
 	if !ok {
-		return Patch{}, fmt.Errorf("%s: %w", name, ErrNoFunction)
+		return Patch{}, fmt.Errorf("%s: %w", to, funcsites.ErrNoFunction)
 	}
-	target, _, ok := p.syms.Range(to)
-	if !ok {
-		return Patch{}, fmt.Errorf("%s: %w", to, ErrNoFunction)
-	}
-	code, err := p.read(start, end)
-	if err != nil {
+	start, code, err := p.syms.Code(name)
+	if errors.Is(err, funcsites.ErrNoFunction) {
 		return Patch{}, fmt.Errorf("%s: %w", name, err)
+	}
+	if err != nil {
+		return Patch{}, err
 	}
 	pt := Patch{Func: name, To: to, Entry: start, Target: target}
 	switch p.arch {
@@ -109,27 +105,6 @@ func (p *Planner) Plan(name, to string) (Patch, error) {
 		return Patch{}, fmt.Errorf("%s: %w: %w", name, ErrUnswitchable, err)
 	}
 	return pt, nil
-}
-
-// maxCode bounds what Plan reads of a function: see funcsites.
-const maxCode = 16 << 20
-
-// read returns the executable's bytes in [start, end).
-func (p *Planner) read(start, end uint64) ([]byte, error) {
-	if end < start || end-start > maxCode {
-		return nil, fmt.Errorf("its code at %#x up to %#x is not a function's (the binary is damaged)", start, end)
-	}
-	for _, sec := range p.f.Sections {
-		if sec.Flags&elf.SHF_EXECINSTR == 0 || start < sec.Addr || end > sec.Addr+sec.Size {
-			continue
-		}
-		code := make([]byte, end-start)
-		if _, err := sec.ReadAt(code, int64(start-sec.Addr)); err != nil {
-			return nil, err
-		}
-		return code, nil
-	}
-	return nil, fmt.Errorf("its code at %#x is in no executable section", start)
 }
 
 // Go's amd64 stack check, first in every function with a frame:

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/funcsites"
 	"github.com/go-usdt/usdt/internal/layout"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/probetable"
@@ -86,8 +87,6 @@ func (s *site) matches(pattern string) bool {
 	return false
 }
 
-var goarch = map[elf.Machine]string{elf.EM_X86_64: "amd64", elf.EM_AARCH64: "arm64"}
-
 // readSites reads the probes of the executable at file.
 func readSites(file string) ([]site, error) {
 	f, err := elf.Open(file)
@@ -95,8 +94,8 @@ func readSites(file string) ([]site, error) {
 		return nil, err
 	}
 	defer f.Close()
-	arch, ok := goarch[f.Machine]
-	if !ok {
+	arch := funcsites.Arch(f.Machine)
+	if arch == "" {
 		return nil, fmt.Errorf("%s: %v executables are not supported (amd64 and arm64 are)", file, f.Machine)
 	}
 	// The tables take the longer to decode: the notes are read meanwhile.
