@@ -25,6 +25,19 @@ func TestStartTime(t *testing.T) {
 	}
 }
 
+func TestState(t *testing.T) {
+	for _, tc := range []struct{ stat, state string }{
+		{"4242 (life) S 1 4242", "S"},
+		{"4242 (a) t (c) t 1", "t"},
+		{"4242 (life)", ""},
+		{"4242 life S", ""},
+	} {
+		if state, ok := State([]byte(tc.stat)); state != tc.state || ok != (tc.state != "") {
+			t.Errorf("State(%q) = %q, %v, want %q", tc.stat, state, ok, tc.state)
+		}
+	}
+}
+
 // FuzzStartTime: any bytes give a start time from after the last
 // parenthesis, or none, never a panic.
 func FuzzStartTime(f *testing.F) {

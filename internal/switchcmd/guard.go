@@ -35,6 +35,11 @@ func guard(v string) int {
 		return 2
 	}
 	sw.verbose = order.Verbose
+	gone, err := exited(pid)
+	if err != nil {
+		sw.say("guardian: %v", err)
+		return 1
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	// ptrace's requests come from the thread that seized.
@@ -79,7 +84,7 @@ func guard(v string) int {
 			sw.say("%v", err)
 			return 1
 		}
-	case <-exited(pid):
+	case <-gone:
 	}
 	return 0
 }
@@ -87,15 +92,11 @@ func guard(v string) int {
 // seizeForExec seizes every thread of process pid, to be told of its
 // exec (PTRACE_O_TRACEEXEC).
 func seizeForExec(pid int) error {
-	d, err := os.ReadDir(fmt.Sprintf("/proc/%d/task", pid))
+	tids, err := textpatch.Threads(pid)
 	if err != nil {
 		return err
 	}
-	for _, e := range d {
-		tid, err := strconv.Atoi(e.Name())
-		if err != nil {
-			continue
-		}
+	for _, tid := range tids {
 		_, _, errno := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_SEIZE, uintptr(tid), 0, unix.PTRACE_O_TRACEEXEC, 0, 0)
 		if errno != 0 && errno != unix.ESRCH {
 			return fmt.Errorf("seize %d: %w", tid, errno)

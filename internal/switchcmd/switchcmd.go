@@ -198,11 +198,14 @@ func List(exe string, w io.Writer) error {
 // pkg.T.usdtSwitched_M, pkg.(*T).usdtSwitched_M. Copies, closures and
 // generic functions have none.
 func tracedCopy(name string) (string, bool) {
-	if strings.ContainsAny(name, "[") || strings.Contains(name, "usdtSwitched_") {
+	if strings.ContainsAny(name, "[") {
 		return "", false
 	}
 	pkgEnd := strings.LastIndexByte(name, '/') + 1
 	parts := strings.Split(name[pkgEnd:], ".")
+	if _, isCopy := autoprobe.SwitchOf(parts[len(parts)-1]); isCopy {
+		return "", false
+	}
 	switch len(parts) {
 	case 2:
 		return name[:pkgEnd] + parts[0] + "." + autoprobe.SwitchName(parts[1]), true
@@ -262,6 +265,10 @@ func (sw *switcher) process(pid int, patterns []string) error {
 	for i := range patches {
 		patches[i] = patches[i].Moved(bias)
 	}
+	gone, err := exited(pid)
+	if err != nil {
+		return err
+	}
 	// Signals first: one that comes during the switch waits for it.
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
@@ -274,7 +281,7 @@ func (sw *switcher) process(pid int, patterns []string) error {
 	sw.say("%d of %d functions of process %d switched (the program stopped %v); Ctrl-C switches them back", len(done), len(patches), pid, rep.Longest.Round(time.Microsecond))
 	select {
 	case <-sigs:
-	case <-exited(pid):
+	case <-gone:
 		return nil
 	}
 	return sw.restore(pid, done)
@@ -315,18 +322,16 @@ func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
 	return nil
 }
 
-// exited is closed when process pid ends.
-func exited(pid int) <-chan struct{} {
-	ch := make(chan struct{})
+// exited returns a channel closed when process pid ends (a pidfd
+// becomes readable then).
+func exited(pid int) (<-chan struct{}, error) {
 	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
-		if err != nil {
-			for unix.Kill(pid, 0) == nil {
-				time.Sleep(100 * time.Millisecond)
-			}
-			return
-		}
 		defer unix.Close(fd)
 		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
 		for {
@@ -335,7 +340,7 @@ func exited(pid int) <-chan struct{} {
 			}
 		}
 	}()
-	return ch
+	return ch, nil
 }
 
 // guardianEnv, set in its environment, makes this program the helper

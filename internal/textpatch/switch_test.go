@@ -21,6 +21,7 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/go-usdt/usdt/internal/procstat"
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
@@ -438,15 +439,9 @@ func TestSwitcherKilledAtEveryStep(t *testing.T) {
 
 // procState is the state letter of process pid.
 func procState(pid int) string {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-	if err != nil {
-		return ""
-	}
-	s := string(b)
-	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
-		return s[i+2 : i+3]
-	}
-	return ""
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	st, _ := procstat.State(b)
+	return st
 }
 
 // TestSwitchWithUprobe puts a kernel uprobe (through tracefs, as perf

@@ -9,6 +9,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/go-usdt/usdt/internal/procstat"
 )
 
 // A world is a process whose threads are all stopped by this tracer:
@@ -46,7 +48,7 @@ func stop(pid int, wait time.Duration) (*world, error) {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
 	for {
-		tids, err := tasks(pid)
+		tids, err := Threads(pid)
 		if err != nil {
 			return fail(err)
 		}
@@ -90,8 +92,8 @@ func stop(pid int, wait time.Duration) (*world, error) {
 // to stop so that it can let it go.
 const settle = 10 * time.Second
 
-// tasks lists the threads of process pid.
-func tasks(pid int) ([]int, error) {
+// Threads lists the threads of process pid.
+func Threads(pid int) ([]int, error) {
 	d, err := os.Open("/proc/" + strconv.Itoa(pid) + "/task")
 	if err != nil {
 		return nil, err
@@ -164,11 +166,8 @@ func threadState(tid int) string {
 	if err != nil {
 		return "gone"
 	}
-	// The state follows the command's closing parenthesis.
-	for i := len(b) - 1; i > 0; i-- {
-		if b[i] == ')' && i+2 < len(b) {
-			return "state " + string(b[i+2])
-		}
+	if st, ok := procstat.State(b); ok {
+		return "state " + st
 	}
 	return "state unknown"
 }
