@@ -2,10 +2,11 @@ package ring
 
 import (
 	"encoding/binary"
-	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"testing"
 	"unsafe"
+
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // selfSession opens a real session on this test's own process, whose

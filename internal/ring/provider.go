@@ -3,6 +3,7 @@ package ring
 import (
 	"debug/elf"
 	"encoding/binary"
+
 	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 

@@ -2,11 +2,12 @@ package ring
 
 import (
 	"encoding/binary"
-	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"sync/atomic"
 	"testing"
 	"unsafe"
+
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // probes are a program's semaphores for the tests of Enable and Stop:

@@ -2,11 +2,12 @@ package ring
 
 import (
 	"encoding/binary"
-	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"sync"
 	"testing"
 	"unsafe"
+
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // TestStopWhileRenewing stops a session while its lease is renewed on

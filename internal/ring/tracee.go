@@ -4,11 +4,12 @@ import (
 	"debug/elf"
 	"encoding/binary"
 	"fmt"
-	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"runtime"
 	"strconv"
 	"strings"
+
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // A traced process's life in the ring is one state machine, which a

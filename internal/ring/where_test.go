@@ -3,10 +3,11 @@ package ring
 import (
 	"bytes"
 	"encoding/binary"
-	"github.com/go-usdt/usdt/internal/ringlayout"
 	"os"
 	"testing"
 	"unsafe"
+
+	"github.com/go-usdt/usdt/internal/ringlayout"
 )
 
 // TestOpenChecksWhere opens sessions on this test's own memory, with
