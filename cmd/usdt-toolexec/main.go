@@ -38,6 +38,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/inspect"
 	"github.com/go-usdt/usdt/internal/switchcmd"
+	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/toolexec"
 	"github.com/go-usdt/usdt/internal/trace"
 	"github.com/go-usdt/usdt/internal/tracecmd"
@@ -90,7 +91,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 		switch args[0] {
 		case "list", "bt":
 			if args[0] == "list" && len(args) == 3 && args[1] == "-switch" {
-				return tracecmd.Status(switchcmd.List(args[2], stdout), stderr, "usdt-toolexec:")
+				return tracecmd.Status(switchplan.List(args[2], stdout), stderr, "usdt-toolexec:")
 			}
 			inlined := args[0] == "list" && len(args) > 1 && args[1] == "-inlined"
 			if inlined {

@@ -924,6 +924,16 @@ func dumpable(pid int) string {
 	return ""
 }
 
+// BiasOf is Bias of the executable file.
+func BiasOf(pid int, file string) (uint64, error) {
+	f, err := elf.Open(file)
+	if err != nil {
+		return 0, err
+	}
+	defer f.Close()
+	return Bias(pid, f)
+}
+
 // Bias is how far process pid loaded the executable at path from its
 // link-time addresses: 0 unless it is position-independent.
 func Bias(pid int, f *elf.File) (uint64, error) {

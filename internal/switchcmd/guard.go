@@ -12,6 +12,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/textpatch"
 )
 
@@ -59,7 +60,7 @@ func guard(v string) int {
 		return 0 // it ended without running the command
 	}
 	patches := order.Patches
-	if bias, err := biasOf(pid, order.Path); err != nil {
+	if bias, err := ring.BiasOf(pid, order.Path); err != nil {
 		sw.say("%s: %v: nothing switched", order.Path, err)
 		patches = nil
 	} else {

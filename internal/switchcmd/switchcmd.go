@@ -7,7 +7,6 @@
 package switchcmd
 
 import (
-	"debug/elf"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -20,15 +19,13 @@ import (
 	"runtime"
 	"slices"
 	"strconv"
-	"strings"
 	"syscall"
-	"text/tabwriter"
 	"time"
 
 	"golang.org/x/sys/unix"
 
-	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -105,147 +102,12 @@ func (sw *switcher) say(format string, args ...any) {
 	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(fmt.Sprintf(format, args...)))
 }
 
-// A Pair is a function with a traced copy, and its switch: planned, or
-// why it cannot be.
-type Pair struct {
-	Func, Copy string
-	Patch      *textpatch.Patch
-	Why        string
-}
-
-// Pairs finds the functions of the executable exe that a pattern matches
-// and that have a traced copy, and plans their switches.
-func Pairs(exe string, patterns []string) ([]Pair, error) {
-	f, err := elf.Open(exe)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	pl, err := textpatch.NewPlanner(f)
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", exe, err)
-	}
-	names := pl.Funcs()
-	have := make(map[string]bool, len(names))
-	for _, n := range names {
-		have[n] = true
-	}
-	slices.Sort(names)
-	var pairs []Pair
-	for _, name := range names {
-		copy, ok := tracedCopy(name)
-		if !ok || !have[copy] || !matches(patterns, name) {
-			continue
-		}
-		pair := Pair{Func: name, Copy: copy}
-		if p, err := pl.Plan(name, copy); err != nil {
-			pair.Why = strings.TrimPrefix(err.Error(), name+": ")
-		} else {
-			pair.Patch = &p
-		}
-		pairs = append(pairs, pair)
-	}
-	return pairs, nil
-}
-
-// Plan plans the switches of the functions of the executable exe that a
-// pattern matches and that have a traced copy, and says why each
-// function that cannot be switched stays as compiled.
-func Plan(exe string, patterns []string, warn func(format string, args ...any)) ([]textpatch.Patch, error) {
-	pairs, err := Pairs(exe, patterns)
-	if err != nil {
-		return nil, err
-	}
-	if len(pairs) == 0 {
-		return nil, fmt.Errorf("%s: no function that %s matches has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe, strings.Join(patterns, " or "))
-	}
-	var patches []textpatch.Patch
-	for _, p := range pairs {
-		if p.Patch == nil {
-			warn("%s stays as compiled: %v", p.Func, p.Why)
-			continue
-		}
-		patches = append(patches, *p.Patch)
-	}
-	return patches, nil
-}
-
-// List writes, for each function of the executable exe that has a
-// traced copy, whether it can be switched to it, and if not why
-// (usdt-toolexec list -switch).
-func List(exe string, w io.Writer) error {
-	pairs, err := Pairs(exe, []string{"*"})
-	if err != nil {
-		return err
-	}
-	if len(pairs) == 0 {
-		return fmt.Errorf("%s: no function has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe)
-	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "FUNCTION\tCOPY\tSWITCH")
-	for _, p := range pairs {
-		status := "yes"
-		if p.Patch == nil {
-			status = "no: " + p.Why
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", values.Escape(p.Func), values.Escape(p.Copy), values.Escape(status))
-	}
-	return tw.Flush()
-}
-
-// tracedCopy returns the name of the traced copy of the function the
-// linker names name (see rewrite's switch.go): pkg.usdtSwitched_F,
-// pkg.T.usdtSwitched_M, pkg.(*T).usdtSwitched_M. Copies, closures and
-// generic functions have none.
-func tracedCopy(name string) (string, bool) {
-	if strings.ContainsAny(name, "[") {
-		return "", false
-	}
-	pkgEnd := strings.LastIndexByte(name, '/') + 1
-	parts := strings.Split(name[pkgEnd:], ".")
-	if _, isCopy := autoprobe.SwitchOf(parts[len(parts)-1]); isCopy {
-		return "", false
-	}
-	switch len(parts) {
-	case 2:
-		return name[:pkgEnd] + parts[0] + "." + autoprobe.SwitchName(parts[1]), true
-	case 3:
-		if strings.HasPrefix(parts[2], "func") || strings.HasPrefix(parts[2], "gowrap") {
-			return "", false // a closure
-		}
-		return name[:pkgEnd] + parts[0] + "." + parts[1] + "." + autoprobe.SwitchName(parts[2]), true
-	}
-	return "", false
-}
-
-// matches reports whether a pattern matches the function's name, as the
-// linker gives it (main.(*Cache).Get) or as Go writes it (main.Cache.Get).
-func matches(patterns []string, name string) bool {
-	plain := strings.NewReplacer("(*", "", ")", "").Replace(name)
-	for _, p := range patterns {
-		for _, n := range []string{name, plain} {
-			if ok, _ := path.Match(p, n); ok {
-				return true
-			}
-		}
-	}
-	return false
-}
-
 // report says what became of each patch, and returns those switched.
 func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch) []textpatch.Patch {
-	var done []textpatch.Patch
-	for i, r := range rep.Results {
-		switch r.Outcome {
-		case textpatch.Switched:
-			done = append(done, patches[i])
-			if sw.verbose {
-				sw.say("%s switched to %s", patches[i].Func, patches[i].To)
-			}
-		case textpatch.AlreadySwitched:
-			sw.say("%s was switched already, by another tracer, whose switch it stays", patches[i].Func)
-		default:
-			sw.say("%s stays as compiled: %v: %s", patches[i].Func, r.Outcome, r.Why)
+	done := switchplan.Switched(rep, patches, sw.say)
+	if sw.verbose {
+		for _, p := range done {
+			sw.say("%s switched to %s", p.Func, p.To)
 		}
 	}
 	return done
@@ -254,11 +116,11 @@ func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch) []te
 // process switches process pid's functions until a signal or its end.
 func (sw *switcher) process(pid int, patterns []string) error {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
-	patches, err := Plan(exe, patterns, sw.say)
+	patches, err := switchplan.Plan(exe, patterns, sw.say)
 	if err != nil {
 		return err
 	}
-	bias, err := biasOf(pid, exe)
+	bias, err := ring.BiasOf(pid, exe)
 	if err != nil {
 		return err
 	}
@@ -287,39 +149,13 @@ func (sw *switcher) process(pid int, patterns []string) error {
 	return sw.restore(pid, done)
 }
 
-// biasOf is how far process pid loaded the executable file above its
-// link-time addresses.
-func biasOf(pid int, file string) (uint64, error) {
-	f, err := elf.Open(file)
-	if err != nil {
-		return 0, err
-	}
-	defer f.Close()
-	return ring.Bias(pid, f)
-}
-
 // restore switches back the functions done.
 func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
-	rep, err := textpatch.Restore(pid, done, textpatch.Options{})
-	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
-		return nil // it exited
-	}
-	if err != nil {
-		return err
-	}
-	back := 0
-	for i, r := range rep.Results {
-		switch r.Outcome {
-		case textpatch.Restored, textpatch.AlreadyRestored:
-			back++
-		default:
-			sw.say("%s stays switched: %v: %s", done[i].Func, r.Outcome, r.Why)
-		}
-	}
-	if sw.verbose {
+	back, err := switchplan.Restore(pid, done, sw.say)
+	if err == nil && sw.verbose {
 		sw.say("%d functions of process %d switched back", back, pid)
 	}
-	return nil
+	return err
 }
 
 // exited returns a channel closed when process pid ends (a pidfd
@@ -364,7 +200,7 @@ func (sw *switcher) exec(cmd, patterns []string) error {
 	if ring.GainsPrivileges(file) {
 		return fmt.Errorf("%s gains privileges when it runs (setuid, setgid or file capabilities), which it would not while switch holds it: run it as root, or start it and use -p", file)
 	}
-	patches, err := Plan(file, patterns, sw.say)
+	patches, err := switchplan.Plan(file, patterns, sw.say)
 	if err != nil {
 		return err
 	}
