@@ -113,12 +113,16 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if f.cmd != nil {
 		defer t.leases.StopWithJob()()
 	}
-	s, err := t.attach(hold.Pid, f.resume)
+	t.switches = planSwitches(opt, t.sites)
+	s, err := t.attach(hold.Pid, f.resume, f.cmd != nil)
 	if err != nil {
 		return err
 	}
 	t.main = s
 	defer s.Close()
+	// Whatever ends the trace, a process that lives on runs its own
+	// code again (end switches it back before its probes go off).
+	defer s.sw.off()
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d: they record in its own memory\n", len(t.sites), s.pid)
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport ring: %s\n", opt.transportWhy)

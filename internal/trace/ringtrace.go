@@ -63,6 +63,8 @@ type ringTrace struct {
 	// final are the counts at the end, once read.
 	final []uint64
 	exit  *exitWatch
+	// switches are those of the traced functions with traced copies.
+	switches *switchPlan
 }
 
 // ringSession is a traced process and the load bias of its executable.
@@ -70,6 +72,16 @@ type ringSession struct {
 	*ring.Tracee
 	pid  int
 	bias uint64
+	// sw switches the process's traced functions to their traced
+	// copies; nil for a build without.
+	sw *procSwitch
+}
+
+// Detach switches the process's functions back, then turns the probes
+// and the ring off (ring.Tracee.Detach).
+func (s *ringSession) Detach() error {
+	s.sw.off()
+	return s.Tracee.Detach()
 }
 
 // ringChild is a process the command started that runs the same
@@ -140,9 +152,13 @@ func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 	return t
 }
 
-// attach attaches to process pid, which runs the binary (ring.Attach);
-// resume, if any, lets a command started stopped go on.
-func (t *ringTrace) attach(pid int, resume func() error) (*ringSession, error) {
+// attach attaches to process pid, which runs the binary (ring.Attach),
+// and switches its traced functions to their traced copies; resume, if
+// any, lets a command started stopped go on. held says that the process
+// is held stopped at its exec until then (or, without resume, until
+// attach returns): its functions are switched before its first
+// instruction.
+func (t *ringTrace) attach(pid int, resume func() error, held bool) (*ringSession, error) {
 	ef, err := elf.Open(t.opt.Binary)
 	if err != nil {
 		return nil, err
@@ -164,6 +180,19 @@ func (t *ringTrace) attach(pid int, resume func() error) (*ringSession, error) {
 	for i, sem := range t.sems {
 		sems[i] = ring.Semaphore{Addr: sem.Addr + bias, Wide: sem.Wide}
 	}
+	sw := t.switches.process(pid, bias)
+	if held && sw != nil {
+		sw.kept = true
+	}
+	if held && resume != nil {
+		// Once the probes are on, before the command's first
+		// instruction.
+		inner := resume
+		resume = func() error {
+			sw.on(true)
+			return inner()
+		}
+	}
 	target := ring.Target{
 		Pid: pid, Ctl: t.ctl + bias, Where: where + bias, ProcsAt: procsAt,
 		Slots: slots, Size: size, Sems: sems,
@@ -177,7 +206,10 @@ func (t *ringTrace) attach(pid int, resume func() error) (*ringSession, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &ringSession{Tracee: tr, pid: pid, bias: bias}, nil
+	if !held || resume == nil {
+		sw.on(held)
+	}
+	return &ringSession{Tracee: tr, pid: pid, bias: bias, sw: sw}, nil
 }
 
 // prepare tells the program of a session at bias what to write: the
@@ -342,7 +374,7 @@ func (t *ringTrace) adopt(c *ring.Child) {
 	if runs, _ := runsExe(c.Pid, t.opt.exe); !c.Exec || !runs {
 		return
 	}
-	cs, err := t.attach(c.Pid, nil)
+	cs, err := t.attach(c.Pid, nil, true)
 	if err != nil {
 		fmt.Fprintf(t.opt.Stderr, "usdt-toolexec trace: process %d, which the command started, runs %s but is not traced: %v\n", c.Pid, t.opt.Binary, err)
 		return

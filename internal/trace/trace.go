@@ -25,6 +25,7 @@ import (
 	"github.com/cilium/ebpf/link"
 	"github.com/cilium/ebpf/ringbuf"
 	"github.com/go-usdt/usdt/internal/metrics"
+	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 	"golang.org/x/sys/unix"
 )
@@ -255,6 +256,9 @@ type follower struct {
 	pidfd   int // -1 without -p
 	// resume lets a command started stopped run; nil when it runs.
 	resume func() error
+	// sw switches the traced functions of the command or the process
+	// to their traced copies; nil for a build without.
+	sw *procSwitch
 }
 
 // follow attaches the program load makes to the sites, then starts the
@@ -271,6 +275,18 @@ func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd i
 		return nil, bpfError(err)
 	}
 	f := &follower{links: links, ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
+	// Switched before trace says it attached: from then on, every call
+	// is traced.
+	switches := planSwitches(opt, sites)
+	if opt.PID != 0 && len(opt.Command) == 0 && len(switches.patches) > 0 {
+		bias, err := ring.BiasOf(opt.PID, opt.Binary)
+		if err != nil {
+			f.Close()
+			return nil, err
+		}
+		f.sw = switches.process(opt.PID, bias)
+		f.sw.on(false)
+	}
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of %s %s in %v, %s\n", len(sites), opt.Binary, how, time.Since(start).Round(time.Microsecond), where)
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport bpf: %s\n", opt.transportWhy)
@@ -281,7 +297,13 @@ func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd i
 		// The command writes to stderr: stdout is the events', so that
 		// -json output stays parseable.
 		f.cmd.Stdin, f.cmd.Stdout, f.cmd.Stderr = os.Stdin, os.Stderr, os.Stderr
-		if err := only.Start(f.cmd); err != nil {
+		start := only.Start
+		if len(switches.patches) > 0 {
+			start = func(cmd *exec.Cmd) error {
+				return startSwitched(cmd, only.Start, switches, &f.sw)
+			}
+		}
+		if err := start(f.cmd); err != nil {
 			f.Close()
 			return nil, err
 		}
@@ -331,8 +353,10 @@ func (f *follower) Close() {
 	}
 }
 
-// detach takes the program off the sites: no event comes after.
+// detach switches the traced functions back and takes the program off
+// the sites: no event comes after.
 func (f *follower) detach() {
+	f.sw.off()
 	for _, l := range f.links {
 		l.Close()
 	}

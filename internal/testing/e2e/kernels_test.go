@@ -63,7 +63,7 @@ var (
 	archTests = []string{
 		"TestGDB", "TestTraceSpanTimes", "TestNotes",
 		"TestRingProviderUnprivileged", "TestRingProfileUnwinds",
-		"TestSwitchCommand",
+		"TestSwitchCommand", "TestTraceSwitches",
 	}
 	// smokeTests run, instead of guestTests, on a row whose kernel
 	// version another row runs whole, on the other architecture, and

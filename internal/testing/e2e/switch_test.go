@@ -17,6 +17,8 @@ import (
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/funcsites"
+	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/testing/tracetest"
 )
 
@@ -112,10 +114,9 @@ var switched = map[string]string{
 // switch: each function the rule selects but maxOf has the plain build's
 // instructions, and its traced copy is in the executable (symbol table
 // and .gopclntab) though nothing calls it; the program prints and exits
-// as the plain one. Traced through the in-process ring, the program runs
-// as well, and only the control's probes record: trace does not switch
-// functions to their copies, so the copies' probes, enabled, never fire.
-// usdt-toolexec switch does (testSwitchCommand).
+// as the plain one. trace switches the functions it traces
+// (TestTraceSwitches), usdt-toolexec switch those it names
+// (TestSwitchCommand).
 func TestSwitch(t *testing.T) {
 	if guestDir != "" {
 		t.Skip("builds with the go command")
@@ -185,30 +186,25 @@ func TestSwitch(t *testing.T) {
 	if string(got) != string(want) || exitCode(err) != exitCode(wantErr) || exitCode(err) != 3 {
 		t.Errorf("the program printed %q and exited with %v, plain %q and %v", got, err, want, wantErr)
 	}
-
-	t.Run("ring", func(t *testing.T) {
-		requireRing(t)
-		stdout, stderr, err := usdtTrace(t, "-transport", "ring", "--", bin)
-		if exitCode(err) != 3 || !strings.Contains(stderr, strings.TrimSpace(string(want))) {
-			t.Errorf("trace: %v, want the program's exit status 3 and its output\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
-		}
-		// The control's two events, and none of the switched functions.
-		if !regexp.MustCompile(`(?m) main\.done\(n=`).MatchString(stdout) || !strings.Contains(stdout, "main.done = ") {
-			t.Errorf("trace recorded no call of main.done, the control:\n%s", stdout)
-		}
-		for fn := range switched {
-			name := strings.NewReplacer("(*", "", ")", "").Replace(fn)
-			if strings.Contains(stdout, " "+name+"(") || strings.Contains(stdout, " "+name+" =") {
-				t.Errorf("trace recorded %s, which nothing switched to its copy:\n%s", fn, stdout)
-			}
-		}
-	})
 }
 
 // switchedBySwitch are the functions of switchSrc that usdt-toolexec
 // switch switches, on amd64: sum, whose closure the compiler inlines,
 // is frameless, and has no stack check to switch through.
 var switchedBySwitch = map[string]bool{"main.(*Store).Put": true, "main.Store.Get": true, "main.fib": true, "main.main": true}
+
+// startFib starts switchSrc waiting for lines, and returns it, its input
+// and a call that has it compute fib(10).
+func startFib(t *testing.T, bin string) (*exec.Cmd, io.WriteCloser, func()) {
+	prog, stdin, lines := startReady(t, bin, "-wait")
+	return prog, stdin, func() {
+		t.Helper()
+		fmt.Fprintln(stdin)
+		if l, err := lines.ReadString('\n'); l != "55\n" {
+			t.Fatalf("the program said %q (%v)", l, err)
+		}
+	}
+}
 
 // fibCalls is how many calls fib(n) makes, itself included.
 func fibCalls(n int) int {
@@ -290,14 +286,7 @@ func TestSwitchCommand(t *testing.T) {
 			}
 		})
 		t.Run("-p", func(t *testing.T) {
-			prog, stdin, lines := startReady(t, bin, "-wait")
-			call := func() {
-				t.Helper()
-				fmt.Fprintln(stdin)
-				if l, err := lines.ReadString('\n'); l != "55\n" {
-					t.Fatalf("the program said %q (%v)", l, err)
-				}
-			}
+			prog, stdin, call := startFib(t, bin)
 			bpf, br, bpfErr := startBpftrace(t, bt, fmt.Sprintf(`usdt:%s:sw:entry__main__fib { @fib = count(); }`, bin))
 			call() // unswitched: not counted
 			sw := exec.Command(tool, "switch", "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
@@ -369,3 +358,106 @@ var (
 	ipRelative = regexp.MustCompile(`-?0x[0-9a-f]+\(IP\)`)
 	branch     = regexp.MustCompile(`^(J[A-Z]+|CALL) 0x([0-9a-f]+)$`)
 )
+
+// switchStats are the calls trace -stats counts, by function.
+var switchStats = regexp.MustCompile(`(?m)^(main\.[\w.()*]+): (\d+) calls`)
+
+// TestTraceSwitches traces switchSrc, built with sites: switch, through
+// each transport: trace switches the functions it traces to their
+// traced copies, whose probes then count every call exactly, and says
+// which it cannot switch (sum, on amd64). A command is switched at its
+// exec, before its first instruction; a running process (-p) from the
+// moment trace says it attached, and switched back when trace ends,
+// its functions' bytes as the executable holds them.
+func TestTraceSwitches(t *testing.T) {
+	bin := buildMainRules(t, target{}, "switch", switchSrc, switchRules)
+	fib := 0
+	for i := range 200 {
+		fib += fibCalls(i % 15)
+	}
+	eachTransport(t, func(t *testing.T, transport string) {
+		t.Run("-- CMD", func(t *testing.T) {
+			stdout, stderr, err := usdtTrace(t, "-transport", transport, "-stats", "--", bin)
+			if exitCode(err) != 3 || !strings.Contains(stderr, strings.TrimSpace(switchOutput)) {
+				t.Fatalf("trace: %v, want the program's exit status 3 and its output\nstdout:\n%s\nstderr:\n%s", err, stdout, stderr)
+			}
+			got := map[string]int{}
+			for _, m := range switchStats.FindAllStringSubmatch(stdout, -1) {
+				got[m[1]], _ = strconv.Atoi(m[2])
+			}
+			// main.main exits through os.Exit, and -stats counts a
+			// call at its exit probe.
+			want := map[string]int{"main.fib": fib, "main.(*Store).Put": 200, "main.Store.Get": 1, "main.done": 1}
+			if runtime.GOARCH != "amd64" {
+				want["main.sum"] = 1
+			}
+			for fn, n := range want {
+				if got[fn] != n {
+					t.Errorf("trace counted %d calls of %s, want %d:\n%s\n%s", got[fn], fn, n, stdout, stderr)
+				}
+			}
+			if runtime.GOARCH == "amd64" && (got["main.sum"] != 0 || !strings.Contains(stderr, "main.sum stays as compiled: ")) {
+				t.Errorf("trace counted %d calls of main.sum, which it cannot switch, or did not say so:\n%s\n%s", got["main.sum"], stdout, stderr)
+			}
+		})
+		t.Run("-p", func(t *testing.T) {
+			prog, stdin, call := startFib(t, bin)
+			call() // untraced
+			var out strings.Builder
+			tr, said := startTraceReading(t, &out, "-v", "-transport", transport, "-stats", "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
+			var errOut strings.Builder
+			for !strings.Contains(errOut.String(), "attached") {
+				l, err := said.ReadString('\n')
+				errOut.WriteString(l)
+				if err != nil {
+					t.Fatalf("trace -v did not say it attached (%v):\n%s", err, errOut.String())
+				}
+			}
+			if !strings.Contains(errOut.String(), "switched 1 of 1 functions of process") {
+				t.Errorf("trace -v did not say it switched main.fib:\n%s", errOut.String())
+			}
+			call() // traced: fib(10) counted
+			tr.Process.Signal(os.Interrupt)
+			rest, _ := io.ReadAll(said)
+			if err := tr.Wait(); err != nil {
+				t.Fatalf("trace, interrupted: %v\n%s%s", err, errOut.String(), rest)
+			}
+			if !strings.Contains(string(rest), "switched back 1 functions of process") {
+				t.Errorf("trace -v did not say it switched main.fib back:\n%s", rest)
+			}
+			if want := fmt.Sprintf("main.fib: %d calls", fibCalls(10)); !strings.Contains(out.String(), want) {
+				t.Errorf("trace counted, want %s:\n%s\n%s%s", want, out.String(), errOut.String(), rest)
+			}
+			// Switched back: the bytes of main.fib are the file's.
+			pairs, err := switchplan.Pairs(bin, []string{"main.fib"})
+			if err != nil || len(pairs) != 1 || pairs[0].Patch == nil {
+				t.Fatalf("switchplan.Pairs: %v, %+v", err, pairs)
+			}
+			ef, err := elf.Open(bin)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ef.Close()
+			bias, err := ring.Bias(prog.Process.Pid, ef)
+			if err != nil {
+				t.Fatal(err)
+			}
+			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", prog.Process.Pid))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mem.Close()
+			for _, w := range pairs[0].Patch.Moved(bias).Writes {
+				cur := make([]byte, len(w.Old))
+				if _, err := mem.ReadAt(cur, int64(w.At)); err != nil || !slices.Equal(cur, w.Old) {
+					t.Errorf("main.fib at %#x after trace: % x (%v), want the executable's % x", w.At, cur, err, w.Old)
+				}
+			}
+			call() // untraced again, and working
+			stdin.Close()
+			if err := prog.Wait(); err != nil {
+				t.Errorf("the program: %v", err)
+			}
+		})
+	})
+}
