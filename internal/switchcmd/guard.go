@@ -13,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchkeep"
 	"github.com/go-usdt/usdt/internal/textpatch"
 )
 
@@ -36,7 +37,7 @@ func guard(v string) int {
 		return 2
 	}
 	sw.verbose = order.Verbose
-	gone, err := exited(pid)
+	gone, err := switchkeep.Exited(pid)
 	if err != nil {
 		sw.say("guardian: %v", err)
 		return 1

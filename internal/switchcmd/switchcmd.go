@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchkeep"
 	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
 	"github.com/go-usdt/usdt/internal/values"
@@ -127,7 +128,7 @@ func (sw *switcher) process(pid int, patterns []string) error {
 	for i := range patches {
 		patches[i] = patches[i].Moved(bias)
 	}
-	gone, err := exited(pid)
+	gone, err := switchkeep.Exited(pid)
 	if err != nil {
 		return err
 	}
@@ -135,6 +136,11 @@ func (sw *switcher) process(pid int, patterns []string) error {
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(sigs)
+	keeper, err := switchkeep.Start("usdt-toolexec switch", pid, patches)
+	if err != nil {
+		return err
+	}
+	defer keeper.Done()
 	rep, err := textpatch.Switch(pid, patches, textpatch.Options{})
 	if err != nil {
 		return err
@@ -156,27 +162,6 @@ func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
 		sw.say("%d functions of process %d switched back", back, pid)
 	}
 	return err
-}
-
-// exited returns a channel closed when process pid ends (a pidfd
-// becomes readable then).
-func exited(pid int) (<-chan struct{}, error) {
-	fd, err := unix.PidfdOpen(pid, 0)
-	if err != nil {
-		return nil, fmt.Errorf("process %d: %w", pid, err)
-	}
-	ch := make(chan struct{})
-	go func() {
-		defer close(ch)
-		defer unix.Close(fd)
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
-		for {
-			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
-				return
-			}
-		}
-	}()
-	return ch, nil
 }
 
 // guardianEnv, set in its environment, makes this program the helper

@@ -390,6 +390,7 @@ func (t *ringTrace) adopt(c *ring.Child) {
 // endChild ends the session of a child, taking what its ring holds
 // where its memory is readable still.
 func (t *ringTrace) endChild(c *ringChild, readable bool) {
+	c.sw.off()
 	c.EndRenewals()
 	if readable {
 		t.take(c.ringSession, c.handle, true)

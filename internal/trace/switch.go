@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchkeep"
 	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
 	"github.com/go-usdt/usdt/internal/values"
@@ -67,12 +68,17 @@ type procSwitch struct {
 	plan *switchPlan
 	pid  int
 	bias uint64
-	// kept says that the switches stay: the process is held by trace's
-	// holder, a tracer, and only one not holding it could stop it to
-	// switch back (a command's process, which ends with the command).
+	// kept says that trace cannot switch back: the process is held by
+	// trace's holder, a tracer, and only one not holding it can stop
+	// it, or it is trace's child, whose stops its Wait would take. Its
+	// keeper does, once trace (and the holder) let go, if the process
+	// lives on.
 	kept bool
 	// done are the patches switched, at the process's addresses.
 	done []textpatch.Patch
+	// keeper switches them back should trace die first; nil for kept
+	// switches.
+	keeper *switchkeep.Keeper
 }
 
 // process is the switches of process pid, which loaded the executable
@@ -98,6 +104,10 @@ func (ps *procSwitch) on(held bool) {
 	var rep textpatch.Report
 	var err error
 	start := time.Now()
+	if ps.keeper, err = switchkeep.Start("usdt-toolexec trace", ps.pid, patches); err != nil {
+		ps.plan.say("process %d: no function switched to its traced copy, whose probes go untraced: %v", ps.pid, err)
+		return
+	}
 	if held {
 		rep, err = textpatch.SwitchHeld(ps.pid, patches)
 	} else {
@@ -105,20 +115,39 @@ func (ps *procSwitch) on(held bool) {
 	}
 	if err != nil {
 		ps.plan.say("process %d: no function switched to its traced copy, whose probes go untraced: %v", ps.pid, err)
+		ps.keeper.Done()
+		ps.keeper = nil
 		return
 	}
 	ps.done = switchplan.Switched(rep, patches, func(format string, args ...any) {
 		ps.plan.say("process %d: "+format, append([]any{ps.pid}, args...)...)
 	})
 	if ps.plan.opt.Verbose {
-		ps.plan.say("switched %d of %d functions of process %d to their traced copies in %v (the program stopped %v at most)", len(ps.done), len(patches), ps.pid, time.Since(start).Round(time.Microsecond), rep.Longest.Round(time.Microsecond))
+		how := fmt.Sprintf("the program stopped %v at most", rep.Longest.Round(time.Microsecond))
+		if held {
+			how = "at its exec"
+		}
+		ps.plan.say("switched %d of %d functions of process %d to their traced copies in %v (%s)", len(ps.done), len(patches), ps.pid, time.Since(start).Round(time.Microsecond), how)
 	}
 }
 
-// off switches back the functions on switched, unless they are kept;
-// once.
+// off switches back the functions on switched, or leaves them to the
+// keeper where they are kept; once.
 func (ps *procSwitch) off() {
-	if ps == nil || ps.kept || len(ps.done) == 0 {
+	if ps == nil {
+		return
+	}
+	if ps.kept {
+		// The keeper switches back once the holder lets go.
+		ps.keeper.Leave()
+		ps.keeper = nil
+		return
+	}
+	defer func() {
+		ps.keeper.Done()
+		ps.keeper = nil
+	}()
+	if len(ps.done) == 0 {
 		return
 	}
 	done := ps.done
@@ -130,7 +159,7 @@ func (ps *procSwitch) off() {
 		ps.plan.say("process %d: its functions stay switched to their traced copies, whose probes are off: %v", ps.pid, err)
 		return
 	}
-	if ps.plan.opt.Verbose {
+	if ps.plan.opt.Verbose && back > 0 {
 		ps.plan.say("switched back %d functions of process %d", back, ps.pid)
 	}
 }
@@ -175,6 +204,10 @@ func startSwitched(cmd *exec.Cmd, start func(*exec.Cmd) error, plan *switchPlan,
 		plan.say("process %d: no function switched to its traced copy: %v", pid, err)
 	} else {
 		*sw = plan.process(pid, bias)
+		// trace's child: its Wait, under way from now on, would take
+		// the stops a switch back waits for. The keeper switches
+		// back, should the command outlive trace.
+		(*sw).kept = true
 		(*sw).on(true)
 	}
 	// The stop's SIGTRAP is the exec's, not the program's: it goes.

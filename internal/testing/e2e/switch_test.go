@@ -13,7 +13,9 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/funcsites"
@@ -193,6 +195,22 @@ func TestSwitch(t *testing.T) {
 // is frameless, and has no stack check to switch through.
 var switchedBySwitch = map[string]bool{"main.(*Store).Put": true, "main.Store.Get": true, "main.fib": true, "main.main": true}
 
+// startSwitchFib starts usdt-toolexec switch -p on main.fib of process
+// pid, and returns it with its stderr to read.
+func startSwitchFib(t *testing.T, tool string, pid int) (*exec.Cmd, *bufio.Reader) {
+	t.Helper()
+	sw := exec.Command(tool, "switch", "-p", strconv.Itoa(pid), "main.fib")
+	swErr, err := sw.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sw.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { sw.Process.Kill(); sw.Wait() })
+	return sw, bufio.NewReader(swErr)
+}
+
 // startFib starts switchSrc waiting for lines, and returns it, its input
 // and a call that has it compute fib(10).
 func startFib(t *testing.T, bin string) (*exec.Cmd, io.WriteCloser, func()) {
@@ -289,16 +307,7 @@ func TestSwitchCommand(t *testing.T) {
 			prog, stdin, call := startFib(t, bin)
 			bpf, br, bpfErr := startBpftrace(t, bt, fmt.Sprintf(`usdt:%s:sw:entry__main__fib { @fib = count(); }`, bin))
 			call() // unswitched: not counted
-			sw := exec.Command(tool, "switch", "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
-			swErr, err := sw.StderrPipe()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := sw.Start(); err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { sw.Process.Kill(); sw.Wait() })
-			said := bufio.NewReader(swErr)
+			sw, said := startSwitchFib(t, tool, prog.Process.Pid)
 			if l, _ := said.ReadString('\n'); !strings.Contains(l, "1 of 1 functions of process") {
 				t.Fatalf("switch said %q", l)
 			}
@@ -318,6 +327,19 @@ func TestSwitchCommand(t *testing.T) {
 				t.Errorf("bpftrace counted, want %s:\n%s%s", want, rest, bpfErr.String())
 			}
 		})
+	})
+	t.Run("-p killed", func(t *testing.T) {
+		prog, stdin, call := startFib(t, bin)
+		sw, said := startSwitchFib(t, tool, prog.Process.Pid)
+		awaitSwitched(t, bin, prog.Process.Pid, said)
+		sw.Process.Kill()
+		sw.Wait()
+		awaitSwitchedBack(t, bin, prog.Process.Pid)
+		call()
+		stdin.Close()
+		if err := prog.Wait(); err != nil {
+			t.Errorf("the program: %v", err)
+		}
 	})
 }
 
@@ -429,29 +451,8 @@ func TestTraceSwitches(t *testing.T) {
 				t.Errorf("trace counted, want %s:\n%s\n%s%s", want, out.String(), errOut.String(), rest)
 			}
 			// Switched back: the bytes of main.fib are the file's.
-			pairs, err := switchplan.Pairs(bin, []string{"main.fib"})
-			if err != nil || len(pairs) != 1 || pairs[0].Patch == nil {
-				t.Fatalf("switchplan.Pairs: %v, %+v", err, pairs)
-			}
-			ef, err := elf.Open(bin)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ef.Close()
-			bias, err := ring.Bias(prog.Process.Pid, ef)
-			if err != nil {
-				t.Fatal(err)
-			}
-			mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", prog.Process.Pid))
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer mem.Close()
-			for _, w := range pairs[0].Patch.Moved(bias).Writes {
-				cur := make([]byte, len(w.Old))
-				if _, err := mem.ReadAt(cur, int64(w.At)); err != nil || !slices.Equal(cur, w.Old) {
-					t.Errorf("main.fib at %#x after trace: % x (%v), want the executable's % x", w.At, cur, err, w.Old)
-				}
+			if cur, want := fibBytes(t, bin, prog.Process.Pid); !slices.Equal(cur, want) {
+				t.Errorf("main.fib after trace: % x, want the executable's % x", cur, want)
 			}
 			call() // untraced again, and working
 			stdin.Close()
@@ -459,5 +460,152 @@ func TestTraceSwitches(t *testing.T) {
 				t.Errorf("the program: %v", err)
 			}
 		})
+		// Interrupted or killed alone, trace ends and the command goes
+		// on: its functions run their own code again once the keeper
+		// switched them back, after trace and the holder let go.
+		for _, sig := range []os.Signal{os.Interrupt, os.Kill} {
+			t.Run("-- CMD outlives trace/"+sig.String(), func(t *testing.T) {
+				tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), "trace", "-v", "-transport", transport, "--", bin, "-wait")
+				// Pipes of the test's, not exec's, which Wait closes: the
+				// command keeps them past trace's end.
+				in, stdin, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				said, out, err := os.Pipe()
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer said.Close()
+				defer stdin.Close()
+				tr.Stdin, tr.Stderr = in, out
+				err = tr.Start()
+				in.Close()
+				out.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { tr.Process.Kill(); tr.Wait() })
+				errs := bufio.NewReader(said)
+				var lines strings.Builder
+				pid := 0
+				for pid == 0 {
+					l, err := errs.ReadString('\n')
+					lines.WriteString(l)
+					if err != nil {
+						t.Fatalf("trace did not say what it switched (%v):\n%s", err, lines.String())
+					}
+					if m := regexp.MustCompile(`functions of process (\d+) to their traced copies`).FindStringSubmatch(l); m != nil {
+						pid, _ = strconv.Atoi(m[1])
+					}
+				}
+				prog, err := os.FindProcess(pid)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { prog.Kill() })
+				if cur, plain := fibBytes(t, bin, pid); slices.Equal(cur, plain) {
+					t.Fatalf("main.fib not switched:\n%s", lines.String())
+				}
+				tr.Process.Signal(sig)
+				go io.Copy(io.Discard, errs)
+				tr.Wait()
+				awaitSwitchedBack(t, bin, pid)
+			})
+		}
+		t.Run("-p killed", func(t *testing.T) {
+			prog, stdin, call := startFib(t, bin)
+			tr, said := startTraceReading(t, io.Discard, "-v", "-transport", transport, "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
+			awaitSwitched(t, bin, prog.Process.Pid, said)
+			tr.Process.Kill()
+			tr.Wait()
+			awaitSwitchedBack(t, bin, prog.Process.Pid)
+			call()
+			stdin.Close()
+			if err := prog.Wait(); err != nil {
+				t.Errorf("the program: %v", err)
+			}
+		})
 	})
+}
+
+// fibBytes returns the bytes of main.fib's switch in process pid, which
+// runs bin, and the executable's.
+func fibBytes(t *testing.T, bin string, pid int) (cur, plain []byte) {
+	t.Helper()
+	pairs, err := switchplan.Pairs(bin, []string{"main.fib"})
+	if err != nil || len(pairs) != 1 || pairs[0].Patch == nil {
+		t.Fatalf("switchplan.Pairs: %v, %+v", err, pairs)
+	}
+	bias, err := ring.BiasOf(pid, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mem, err := os.Open(fmt.Sprintf("/proc/%d/mem", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	for _, w := range pairs[0].Patch.Moved(bias).Writes {
+		b := make([]byte, len(w.Old))
+		if _, err := mem.ReadAt(b, int64(w.At)); err != nil {
+			t.Fatal(err)
+		}
+		cur, plain = append(cur, b...), append(plain, w.Old...)
+	}
+	return cur, plain
+}
+
+// awaitSwitched waits up to 10 s for main.fib of process pid to be
+// switched, reading its tracer's stderr, said, the while.
+func awaitSwitched(t *testing.T, bin string, pid int, said io.Reader) {
+	t.Helper()
+	var lines safeBuffer
+	go io.Copy(&lines, said)
+	deadline := time.Now().Add(10 * time.Second * time.Duration(tracetest.TimeSlack))
+	for {
+		if cur, plain := fibBytes(t, bin, pid); !slices.Equal(cur, plain) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("main.fib was not switched in 10 s; the tracer said:\n%s", lines.String())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// awaitSwitchedBack waits up to 2 s for main.fib of process pid to be
+// switched back, its bytes the executable's, after its tracer died.
+func awaitSwitchedBack(t *testing.T, bin string, pid int) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second * time.Duration(tracetest.TimeSlack))
+	for {
+		cur, plain := fibBytes(t, bin, pid)
+		if slices.Equal(cur, plain) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("main.fib still switched 2 s after its tracer died: % x, the executable's % x", cur, plain)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// safeBuffer is a strings.Builder that a goroutine writes while the test
+// reads it.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.b.String()
 }

@@ -1,0 +1,205 @@
+// Package switchkeep keeps a running program's switches (textpatch)
+// from outliving the tracer that wrote them: before a tracer switches a
+// process's functions, it starts a keeper, a process of its own (this
+// executable again, in a session of its own), and tells it the
+// switches. A tracer that ends as it should switches the functions back
+// and tells its keeper, which exits; one that dies (SIGKILL, a crash)
+// closes its end of the pipe with the kernel's help, and the keeper
+// switches the functions back at once, then exits. A keeper also exits
+// when its process does.
+package switchkeep
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/go-usdt/usdt/internal/switchplan"
+	"github.com/go-usdt/usdt/internal/textpatch"
+	"github.com/go-usdt/usdt/internal/values"
+)
+
+// keeperEnv, set in its environment, makes this program a keeper; its
+// value is the name that the keeper's messages start with.
+const keeperEnv = "USDT_SWITCH_KEEPER"
+
+func init() {
+	if name, ok := os.LookupEnv(keeperEnv); ok {
+		os.Exit(keep(name))
+	}
+}
+
+// done is the byte a tracer writes once it switched back.
+const done = 'd'
+
+// An order is what a keeper is told: the process, and its switches.
+type order struct {
+	Pid     int
+	Patches []textpatch.Patch
+}
+
+// A Keeper is the keeper of one process's switches.
+type Keeper struct {
+	w      *os.File
+	exited chan struct{}
+}
+
+// Start starts the keeper of the switches patches of process pid, which
+// the caller is about to write; name starts the keeper's messages on
+// stderr ("usdt-toolexec trace").
+func Start(name string, pid int, patches []textpatch.Patch) (*Keeper, error) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	cmd := exec.Command("/proc/self/exe")
+	cmd.Env = append(os.Environ(), keeperEnv+"="+name)
+	cmd.ExtraFiles = []*os.File{r}
+	cmd.Stderr = os.Stderr
+	// Its own session: the terminal's Ctrl-C and hang-up are the
+	// tracer's, which switches back by itself.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("starting the process that switches back should the tracer die: %w", err)
+	}
+	k := &Keeper{w: w, exited: make(chan struct{})}
+	go func() {
+		cmd.Wait()
+		close(k.exited)
+	}()
+	// The pipe holds the order for the keeper should the tracer die
+	// right after writing it.
+	if err := json.NewEncoder(w).Encode(order{Pid: pid, Patches: patches}); err != nil {
+		w.Close()
+		cmd.Process.Kill()
+		return nil, fmt.Errorf("telling the process that switches back should the tracer die: %w", err)
+	}
+	return k, nil
+}
+
+// Done tells the keeper that the switches were taken back, or need not
+// be (the process exited), and lets it exit.
+func (k *Keeper) Done() {
+	if k == nil {
+		return
+	}
+	k.w.Write([]byte{done})
+	k.w.Close()
+	<-k.exited
+}
+
+// Leave leaves the switches to the keeper: the caller cannot switch
+// them back, as a tracer holds the process (trace's holder, which lets
+// it go when trace ends). The keeper switches them back once it can, or
+// exits with the process.
+func (k *Keeper) Leave() {
+	if k != nil {
+		k.w.Close()
+	}
+}
+
+// holdersLetGo is how long a keeper tries to switch back a process that
+// another tracer holds: trace's holder lets go of its processes when
+// trace ends, within 2 s (ring.Hold).
+const holdersLetGo = 5 * time.Second
+
+// keep is a keeper's life: it reads its order, waits for the tracer's
+// end or the process's, and switches back where the tracer died first.
+func keep(name string) int {
+	os.Unsetenv(keeperEnv)
+	say := func(format string, args ...any) {
+		fmt.Fprintln(os.Stderr, name+":", values.EscapeLines(fmt.Sprintf(format, args...)))
+	}
+	pipe := os.NewFile(3, "tracer")
+	dec := json.NewDecoder(pipe)
+	var o order
+	if err := dec.Decode(&o); err != nil {
+		// The tracer died before it finished the order, and so
+		// before it switched anything.
+		return 0
+	}
+	gone, err := Exited(o.Pid)
+	if err != nil {
+		return 0 // gone already
+	}
+	// A process that runs another executable since has none of the
+	// switches' code.
+	exe := fmt.Sprintf("/proc/%d/exe", o.Pid)
+	was, err := os.Stat(exe)
+	if err != nil {
+		return 0
+	}
+	same := func() bool {
+		now, err := os.Stat(exe)
+		return err == nil && os.SameFile(was, now)
+	}
+	told := make(chan bool, 1)
+	go func() {
+		// The decoder may hold what follows the order: the encoder's
+		// newline, and done.
+		rest := io.MultiReader(dec.Buffered(), pipe)
+		b := make([]byte, 1)
+		for {
+			if _, err := io.ReadFull(rest, b); err != nil || b[0] != '\n' {
+				told <- err == nil && b[0] == done
+				return
+			}
+		}
+	}()
+	select {
+	case <-gone:
+		return 0
+	case ok := <-told:
+		if ok {
+			return 0
+		}
+	}
+	if !same() {
+		return 0
+	}
+	back, err := switchplan.Restore(o.Pid, o.Patches, say)
+	for start := time.Now(); errors.Is(err, unix.EPERM) && time.Since(start) < holdersLetGo; {
+		select {
+		case <-gone:
+			return 0
+		case <-time.After(50 * time.Millisecond):
+		}
+		back, err = switchplan.Restore(o.Pid, o.Patches, say)
+	}
+	if err != nil {
+		say("the tracer of process %d ended without switching its functions back, nor could this: %v", o.Pid, err)
+		return 1
+	}
+	say("the tracer of process %d ended without switching its functions back: %d of %d run their own code again", o.Pid, back, len(o.Patches))
+	return 0
+}
+
+// Exited returns a channel closed when process pid ends (a pidfd
+// becomes readable then).
+func Exited(pid int) (<-chan struct{}, error) {
+	fd, err := unix.PidfdOpen(pid, 0)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	ch := make(chan struct{})
+	go func() {
+		defer close(ch)
+		defer unix.Close(fd)
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+		for {
+			if _, err := unix.Poll(fds, -1); !errors.Is(err, unix.EINTR) {
+				return
+			}
+		}
+	}()
+	return ch, nil
+}
