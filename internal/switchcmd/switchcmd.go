@@ -141,12 +141,13 @@ func (sw *switcher) process(pid int, patterns []string) error {
 		return err
 	}
 	defer keeper.Done()
+	start := time.Now()
 	rep, err := textpatch.Switch(pid, patches, textpatch.Options{})
 	if err != nil {
 		return err
 	}
 	done := sw.report(rep, patches)
-	sw.say("%d of %d functions of process %d switched (the program stopped %v); Ctrl-C switches them back", len(done), len(patches), pid, rep.Longest.Round(time.Microsecond))
+	sw.say("%d of %d functions of process %d switched in %v (%s); Ctrl-C switches them back", len(done), len(patches), pid, time.Since(start).Round(time.Microsecond), stops(rep))
 	select {
 	case <-sigs:
 	case <-gone:
@@ -157,9 +158,10 @@ func (sw *switcher) process(pid int, patterns []string) error {
 
 // restore switches back the functions done.
 func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
+	start := time.Now()
 	back, err := switchplan.Restore(pid, done, sw.say)
 	if err == nil && sw.verbose {
-		sw.say("%d functions of process %d switched back", back, pid)
+		sw.say("%d functions of process %d switched back in %v", back, pid, time.Since(start).Round(time.Microsecond))
 	}
 	return err
 }
@@ -237,4 +239,10 @@ type guardOrder struct {
 	Path    string
 	Patches []textpatch.Patch
 	Verbose bool
+}
+
+// stops says how often, and how long at most, a switch stopped the
+// program.
+func stops(rep textpatch.Report) string {
+	return fmt.Sprintf("%d stops of the program, the longest %v", rep.Stops, rep.Longest.Round(time.Microsecond))
 }
