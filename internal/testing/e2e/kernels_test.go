@@ -236,9 +236,7 @@ func TestKernels(t *testing.T) {
 		t.Run(k.Name(), func(t *testing.T) {
 			tracetest.Require(t, map[string]string{"amd64": "qemu-system-x86_64", "arm64": "qemu-system-aarch64"}[k.Arch])
 			dir := guest(t, k.Arch)
-			// make test runs the rows beside the host's tests, which slow
-			// a TCG guest: the timeouts leave room for that.
-			ctx, cancel := context.WithTimeout(context.Background(), 45*time.Minute)
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Minute)
 			defer cancel()
 			var console bytes.Buffer
 			slack := 1
@@ -275,7 +273,7 @@ func guestCommand(dir, scope string) []string {
 	case guestScopeSmoke:
 		tests = smokeTests
 	}
-	return []string{filepath.Join(dir, "e2e.test"), "-test.v=test2json", "-test.count=1", "-test.timeout=40m",
+	return []string{filepath.Join(dir, "e2e.test"), "-test.v=test2json", "-test.count=1", "-test.timeout=25m",
 		"-test.run=^(" + strings.Join(tests, "|") + ")$"}
 }
 
