@@ -27,7 +27,7 @@ FUZZ_FUNCCODE   ?= 100000x
 FUZZ_PROC       ?= 50000x
 FUZZ_PATCH      ?= 30000x
 
-.PHONY: all setup tools example test test-host test-matrix vet lint unit race vm fuzz generate-check images sid-chroot vm-images jaeger prometheus test-releases clean
+.PHONY: all setup tools example test vet lint unit race vm fuzz generate-check images sid-chroot vm-images jaeger prometheus test-releases clean
 
 all: tools
 
@@ -59,35 +59,21 @@ example: setup tools
 	$(BIN)/usdt-toolexec trace -pprof $(BIN)/cache.pprof -- $(BIN)/cache -ops 2000
 	$(GO) tool pprof -top $(BIN)/cache.pprof
 
-# After the images, make test runs two chains side by side, each a test
-# process at a time: the host's (unit, race, fuzz) and the matrix's (vm,
-# then test-releases). The end-to-end tests run one after another and
-# mostly wait on the programs and tracers they start, a TCG guest keeps
-# about one core busy: side by side they take about the host chain's
-# time instead of the sum. The host's tests and the Go releases' run at
-# the lowest priority (nice 19): a TCG guest starved of CPU by them
-# failed three timing checks on 2026-11-29 (docs/testing.md). Each
-# stage's output is printed whole when it ends (--output-sync). A
-# failing stage fails make test; the other chain finishes the stage it
-# is in.
+# make test runs its stages one after another. Run side by side on a
+# machine of two cores, they failed timing checks or took as long
+# (docs/testing.md, "Side by side"). Each stage says when it starts.
 test: setup vet lint generate-check images
-	$(MAKE) -j2 --output-sync=target test-host test-matrix
-
-test-host:
-	@date -u '+test-host: unit starts at %T'
-	nice -n 19 $(MAKE) unit
-	@date -u '+test-host: race starts at %T'
-	nice -n 19 $(MAKE) race
-	@date -u '+test-host: fuzz starts at %T'
-	nice -n 19 $(MAKE) fuzz
-	@date -u '+test-host: ends at %T'
-
-test-matrix:
-	@date -u '+test-matrix: vm starts at %T'
+	@date -u '+make test: unit starts at %T'
+	$(MAKE) unit
+	@date -u '+make test: race starts at %T'
+	$(MAKE) race
+	@date -u '+make test: vm starts at %T'
 	$(MAKE) vm
-	@date -u '+test-matrix: test-releases starts at %T'
-	nice -n 19 $(MAKE) test-releases
-	@date -u '+test-matrix: ends at %T'
+	@date -u '+make test: fuzz starts at %T'
+	$(MAKE) fuzz
+	@date -u '+make test: test-releases starts at %T'
+	$(MAKE) test-releases
+	@date -u '+make test: ends at %T'
 
 # A cache that fails to build: elsewhere make goes on and the tests that
 # need it skip, saying why; in CI ($CI set, to anything but 0 or false,
