@@ -329,17 +329,7 @@ func TestSwitchCommand(t *testing.T) {
 		})
 	})
 	t.Run("-p killed", func(t *testing.T) {
-		prog, stdin, call := startFib(t, bin)
-		sw, said := startSwitchFib(t, tool, prog.Process.Pid)
-		awaitSwitched(t, bin, prog.Process.Pid, said)
-		sw.Process.Kill()
-		sw.Wait()
-		awaitSwitchedBack(t, bin, prog.Process.Pid)
-		call()
-		stdin.Close()
-		if err := prog.Wait(); err != nil {
-			t.Errorf("the program: %v", err)
-		}
+		killSwitcher(t, bin, func(pid int) (*exec.Cmd, io.Reader) { return startSwitchFib(t, tool, pid) })
 	})
 }
 
@@ -514,19 +504,29 @@ func TestTraceSwitches(t *testing.T) {
 			})
 		}
 		t.Run("-p killed", func(t *testing.T) {
-			prog, stdin, call := startFib(t, bin)
-			tr, said := startTraceReading(t, io.Discard, "-v", "-transport", transport, "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
-			awaitSwitched(t, bin, prog.Process.Pid, said)
-			tr.Process.Kill()
-			tr.Wait()
-			awaitSwitchedBack(t, bin, prog.Process.Pid)
-			call()
-			stdin.Close()
-			if err := prog.Wait(); err != nil {
-				t.Errorf("the program: %v", err)
-			}
+			killSwitcher(t, bin, func(pid int) (*exec.Cmd, io.Reader) {
+				return startTraceReading(t, io.Discard, "-v", "-transport", transport, "-p", strconv.Itoa(pid), "main.fib")
+			})
 		})
 	})
+}
+
+// killSwitcher runs switchSrc, has start switch its main.fib, kills
+// the switcher (SIGKILL) and checks that the function is switched back
+// within 2 s, and that the program still answers and ends well.
+func killSwitcher(t *testing.T, bin string, start func(pid int) (*exec.Cmd, io.Reader)) {
+	t.Helper()
+	prog, stdin, call := startFib(t, bin)
+	sw, said := start(prog.Process.Pid)
+	awaitSwitched(t, bin, prog.Process.Pid, said)
+	sw.Process.Kill()
+	sw.Wait()
+	awaitSwitchedBack(t, bin, prog.Process.Pid)
+	call()
+	stdin.Close()
+	if err := prog.Wait(); err != nil {
+		t.Errorf("the program: %v", err)
+	}
 }
 
 // fibBytes returns the bytes of main.fib's switch in process pid, which
