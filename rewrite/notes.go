@@ -101,11 +101,7 @@ func (g *generator) inRegisters(arch string, vals []value, lead int, specs *[]st
 			continue
 		}
 		args = append(args, g.arg(vals[i], k))
-		sign := ""
-		if k.Signed() {
-			sign = "-"
-		}
-		*specs = append(*specs, fmt.Sprintf("%s%d@%s", sign, k.Size(), loc.Ints[0]))
+		*specs = append(*specs, argSpec(k, loc.Ints[0]))
 	}
 	return args, dropped
 }
@@ -125,8 +121,22 @@ func wordKind(t types.Type) probe.Kind {
 	return probe.Invalid
 }
 
-// zeroSpec is the constant 0, as GCC writes a constant operand.
-var zeroSpec = map[string]string{"amd64": "8@$0", "arm64": "8@0"}
+// zero is the constant 0 as GCC writes a constant operand, and zeroSpec
+// an 8-byte argument of that value.
+var (
+	zero     = map[string]string{"amd64": "$0", "arm64": "0"}
+	zeroSpec = map[string]string{"amd64": "8@$0", "arm64": "8@0"}
+)
+
+// argSpec is a note's spec of a value of kind k at loc: a register, or
+// a constant (see zero).
+func argSpec(k probe.Kind, loc string) string {
+	sign := ""
+	if k.Signed() {
+		sign = "-"
+	}
+	return fmt.Sprintf("%s%d@%s", sign, k.Size(), loc)
+}
 
 // goidSpec is the goroutine id's spec: g's register, which Go's
 // register ABI keeps in every function, and the id's offset in g.

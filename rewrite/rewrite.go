@@ -105,6 +105,9 @@ type Func struct {
 	// switch has no such copy, and is probed as sites: code probes it.
 	Switch   bool
 	NoSwitch string
+	// PlainNotes says a switched function's code as compiled has notes
+	// of its copy's probes too (see plainNotes).
+	PlainNotes bool
 }
 
 // ProbedInlineCost is about what a split function's probes cost the
@@ -265,11 +268,13 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 			noSwitch := ""
 			if rule.Switch {
 				if noSwitch = g.switchable(fd, obj); noSwitch == "" {
+					first := len(g.probes)
 					in := g.instrument(fset, f, fd, obj, rule, false, true)
 					if in.err != nil {
 						return nil, false, in.err
 					}
 					in.fn.Rule = rule.Pos
+					in.fn.PlainNotes = g.plainNotes(fd, obj, cfg, g.probes[first:])
 					res.Funcs = append(res.Funcs, in.fn)
 					edits = append(edits, splice{At: len(f.src), Text: in.traced})
 					continue

@@ -58,8 +58,9 @@ func testGolden(t *testing.T, name string) {
 			if res == nil || len(res.Files) < 2 {
 				t.Fatalf("Package returned %+v, want a rewritten file and generated ones", res)
 			}
-			tab := readTable(t, res.Asm)
-			got := map[string][]byte{"usdt_auto_probes_" + arch + ".s": tab.releaseFree(t, res.Asm)}
+			tabs := readTables(t, res.Asm)
+			tab := tabs[0]
+			got := map[string][]byte{"usdt_auto_probes_" + arch + ".s": releaseFree(t, res.Asm, tabs)}
 			for _, f := range res.Files {
 				// The line directives name the input by its absolute
 				// path and the generated file by the output's.

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/probe"
+	"github.com/go-usdt/usdt/internal/regabi"
 )
 
 // A function whose rule says sites: switch is left exactly as written,
@@ -93,4 +95,61 @@ var %[3]s *[%[5]d]interface{}
 
 func init() { %[3]s = &%[2]s }
 `, g.pkg.Name(), copies, kept, strings.Join(g.switched, ",\n\t"), len(g.switched))
+}
+
+// plainNotes gives fd as compiled, which its rule leaves for a switch
+// (sites: switch), notes of copy, the probes of its traced copy: the
+// same names and arguments, placed on fd's own instructions as sites:
+// notes places them (see notes). Until a switch sends fd's calls to the
+// copy, a consumer attached by the notes fires there, through a trap;
+// once switched, at the copy's sites; so each call fires each probe
+// once, either way. Each argument keeps its position in the copy's
+// probe, so that arg2 means the same value at every site: one that
+// sits in a single integer register at fd's entry (its exit, for a
+// result) is read from there, and the rest (a string or a slice, which
+// take more than one, a struct, a float, an attribute the copy
+// computes) pass the constant 0. It reports whether fd got the notes:
+// not where Go's register ABI is unknown (no GOARCH but amd64 and
+// arm64).
+func (g *generator) plainNotes(fd *ast.FuncDecl, obj *types.Func, cfg Config, copy []probe.Probe) bool {
+	goid, err := goidSpec(cfg.GOARCH, cfg.GoidOffset)
+	if err != nil {
+		return false
+	}
+	sig := obj.Type().(*types.Signature)
+	var params []types.Type
+	if sig.Recv() != nil {
+		params = append(params, sig.Recv().Type())
+	}
+	for _, v := range tupleVars(sig.Params()) {
+		params = append(params, v.Type())
+	}
+	var results []types.Type
+	for _, v := range tupleVars(sig.Results()) {
+		results = append(results, v.Type())
+	}
+	symbol := linkerSymbol(cfg.ImportPath, fd)
+	for _, p := range copy {
+		kind, _, _, ok := autoprobe.Split(p.Name)
+		if !ok {
+			continue
+		}
+		vals, lead := params, []string{goid}
+		if kind == "exit" {
+			vals, lead = results, []string{goid, zeroSpec[cfg.GOARCH]}
+		}
+		locs := regabi.Assign(cfg.GOARCH, vals)
+		specs := lead
+		for i, a := range p.Args[len(lead):] {
+			if i < len(vals) && len(locs[i].Ints) == 1 && wordKind(vals[i]) == a.Kind {
+				specs = append(specs, argSpec(a.Kind, locs[i].Ints[0]))
+				continue
+			}
+			specs = append(specs, argSpec(a.Kind, zero[cfg.GOARCH]))
+		}
+		g.notesOnly = append(g.notesOnly, probe.Probe{Provider: p.Provider, Name: p.Name,
+			Args: p.Args, Dropped: p.Dropped, Spec: strings.Join(specs, " "),
+			Receiver: p.Receiver, Func: symbol})
+	}
+	return true
 }

@@ -39,23 +39,30 @@ type table struct {
 
 func pad8(n int) int { return (n + 7) &^ 7 }
 
-// readTable finds the probe table in asm, the one GLOBL that is not
-// code, and checks its header and checksum.
-func readTable(t *testing.T, asm []byte) table {
+// readTables finds the probe tables in asm, the GLOBLs that are not
+// code (a package's table, then that of its note-only probes where it
+// has them), and checks each one's header and checksum.
+func readTables(t *testing.T, asm []byte) []table {
 	t.Helper()
-	var tab table
+	var tabs []table
 	for line := range bytes.Lines(asm) {
 		if m := globlLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n"))); m != nil {
-			if tab.name != "" {
-				t.Fatalf("two tables, %s and %s", tab.name, m[1])
-			}
 			size, _ := strconv.Atoi(string(m[2]))
-			tab.name, tab.bytes = string(m[1]), make([]byte, size)
+			tabs = append(tabs, table{name: string(m[1]), bytes: make([]byte, size)})
 		}
 	}
-	if tab.name == "" {
+	if len(tabs) == 0 {
 		t.Fatalf("no table in\n%s", asm)
 	}
+	for i := range tabs {
+		tabs[i].read(t, asm)
+	}
+	return tabs
+}
+
+// read fills in tab from the DATA directives of asm, and checks it.
+func (tab *table) read(t *testing.T, asm []byte) {
+	t.Helper()
 	for line := range bytes.Lines(asm) {
 		m := dataLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n")))
 		if m == nil || string(m[1]) != tab.name {
@@ -80,8 +87,11 @@ func readTable(t *testing.T, asm []byte) table {
 		t.Fatalf("table %s says it has %d bytes, GLOBL %d", tab.name, size, len(b))
 	}
 	stubs := count
-	if v := tab.version(); v == 4 || v == 5 {
+	switch tab.version() {
+	case 4, 5:
 		stubs = min(count, 1)
+	case 6: // note-only probes, which have no stub
+		stubs = 0
 	}
 	slotSize := 2
 	if tab.wide() {
@@ -98,7 +108,6 @@ func readTable(t *testing.T, asm []byte) table {
 	if sum := binary.LittleEndian.Uint32(b[16:]); sum != h.Sum32() {
 		t.Fatalf("table %s checksum %#x, FNV-1a of its slots and strings %#x", tab.name, sum, h.Sum32())
 	}
-	return tab
 }
 
 // version is the table's layout version, without the flags that say its
@@ -116,7 +125,7 @@ func (tab table) wide() bool { return tab.bytes[7]&probetable.WideFlag != 0 }
 func (tab table) inflated(t *testing.T) []byte {
 	t.Helper()
 	b := tab.bytes[tab.strings:]
-	if tab.version() != 5 {
+	if v := tab.version(); v != 5 && v != 6 {
 		return b
 	}
 	n, k := binary.Uvarint(b)
@@ -130,42 +139,62 @@ func (tab table) inflated(t *testing.T) []byte {
 	return append(s, make([]byte, pad8(len(s))-len(s))...)
 }
 
-// releaseFree rewrites the table's directives in asm: its header words
-// with the size and checksum as placeholders, the version as "back to
-// back" when it is 4 or 5, its strings as quoted comments.
-func (tab table) releaseFree(t *testing.T, asm []byte) []byte {
+// releaseFree rewrites the tables' directives in asm: their header
+// words with the size and checksum as placeholders, the version as
+// "back to back" when it is 4 or 5, their strings as quoted comments.
+func releaseFree(t *testing.T, asm []byte, tabs []table) []byte {
 	t.Helper()
 	var out bytes.Buffer
 	for line := range bytes.Lines(asm) {
-		m := dataLine.FindSubmatch(bytes.TrimSuffix(line, []byte("\n")))
-		switch {
-		case globlLine.Match(bytes.TrimSuffix(line, []byte("\n"))):
+		out.Write(releaseFreeLine(t, line, tabs))
+	}
+	return out.Bytes()
+}
+
+// releaseFreeLine is releaseFree of one line of the assembly.
+func releaseFreeLine(t *testing.T, line []byte, tabs []table) []byte {
+	t.Helper()
+	trimmed := bytes.TrimSuffix(line, []byte("\n"))
+	if m := globlLine.FindSubmatch(trimmed); m != nil {
+		for _, tab := range tabs {
+			if tab.name != string(m[1]) {
+				continue
+			}
+			var out bytes.Buffer
 			for s := tab.inflated(t); len(s) > 0; s = s[min(len(s), 48):] {
 				fmt.Fprintf(&out, "// strings: %s\n", strconv.QuoteToASCII(string(s[:min(len(s), 48)])))
 			}
 			fmt.Fprintf(&out, "GLOBL %s(SB), 16, $<size>\n", tab.name)
-		case m == nil || string(m[1]) != tab.name:
-			out.Write(line)
-		default:
-			off, _ := strconv.Atoi(string(m[2]))
-			w := binary.LittleEndian.Uint64(tab.bytes[off:])
-			switch {
-			case off == 0 && (tab.version() == 4 || tab.version() == 5):
-				wide := ""
-				if tab.wide() {
-					wide = ", 32-bit slots"
-				}
-				fmt.Fprintf(&out, "DATA %s+0(SB)/8, $<magic, back to back%s>\n", tab.name, wide)
-			case off == 8:
-				fmt.Fprintf(&out, "DATA %s+8(SB)/8, $0x<size>%08x\n", tab.name, uint32(w))
-			case off == 16:
-				fmt.Fprintf(&out, "DATA %s+16(SB)/8, $0x%08x<checksum>\n", tab.name, w>>32)
-			case off < tab.strings:
-				out.Write(line)
-			}
+			return out.Bytes()
 		}
 	}
-	return out.Bytes()
+	m := dataLine.FindSubmatch(trimmed)
+	if m == nil {
+		return line
+	}
+	for _, tab := range tabs {
+		if string(m[1]) != tab.name {
+			continue
+		}
+		off, _ := strconv.Atoi(string(m[2]))
+		w := binary.LittleEndian.Uint64(tab.bytes[off:])
+		switch {
+		case off == 0 && (tab.version() == 4 || tab.version() == 5):
+			wide := ""
+			if tab.wide() {
+				wide = ", 32-bit slots"
+			}
+			return fmt.Appendf(nil, "DATA %s+0(SB)/8, $<magic, back to back%s>\n", tab.name, wide)
+		case off == 8:
+			return fmt.Appendf(nil, "DATA %s+8(SB)/8, $0x<size>%08x\n", tab.name, uint32(w))
+		case off == 16:
+			return fmt.Appendf(nil, "DATA %s+16(SB)/8, $0x%08x<checksum>\n", tab.name, w>>32)
+		case off < tab.strings:
+			return line
+		}
+		return nil
+	}
+	return line
 }
 
 // releaseFreeDecl replaces the number of words the Go declaration of the

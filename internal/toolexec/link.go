@@ -97,10 +97,33 @@ func writeNotes(path string, ahead *probetable.Ahead, warn func(error)) ([]probe
 			for _, err := range errs {
 				warn(err)
 			}
+			shareSemaphores(sites)
 		}
 		disambiguate(sites)
 		return sites, nil
 	})
+}
+
+// shareSemaphores gives each note on a function as compiled (sites:
+// switch, rewrite's plainNotes) the semaphore of its traced copy's
+// probe of the same name, which it has none of its own: a consumer
+// that takes one semaphore for all the sites of a probe (bpftrace
+// before 0.20 takes the first) then turns on the copy's sites too,
+// and one that counts each site's (the kernel's uprobes) counts both.
+// The function's code reads no semaphore, and is the same either way.
+func shareSemaphores(sites []probe.Probe) {
+	type key struct{ pkg, provider, name string }
+	sems := map[key]uint64{}
+	for _, s := range sites {
+		if s.Func == "" && s.Semaphore != 0 {
+			sems[key{s.Package, s.Provider, s.Name}] = s.Semaphore
+		}
+	}
+	for i, s := range sites {
+		if s.Func != "" && s.Semaphore == 0 {
+			sites[i].Semaphore = sems[key{s.Package, s.Provider, s.Name}]
+		}
+	}
 }
 
 // disambiguate renames the automatic probes of packages that share a

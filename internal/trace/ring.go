@@ -38,8 +38,9 @@ const (
 // trace goes through it, and why, for -v.
 func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why string, err error) {
 	automatic := 0
+	plain := plainOfCopies(sites)
 	for i := range sites {
-		if ringRecords(&sites[i]) {
+		if ringRecords(&sites[i]) || plain(&sites[i]) {
 			automatic++
 		}
 	}
@@ -96,6 +97,22 @@ func chooseTransport(opt Options, sites []site) (ctl uint64, use bool, why strin
 // probe whose package this usdt-toolexec compiled.
 func ringRecords(s *site) bool { return s.fn != "" && s.table.Func == "" || s.providerRing }
 
+// plainOfCopies returns whether a site of sites is the note, on a
+// function's code as compiled, of a probe whose traced copy (sites:
+// switch) has the probe's code too: the ring records the copy's, once
+// a switch sends the calls there (see switch.go), and leaves the note
+// to BPF and the other consumers.
+func plainOfCopies(sites []site) func(*site) bool {
+	type name struct{ provider, name string }
+	copies := map[name]bool{}
+	for i := range sites {
+		if s := &sites[i]; s.fn != "" && s.table.Func == "" {
+			copies[name{s.Provider, s.Name}] = true
+		}
+	}
+	return func(s *site) bool { return s.table.Func != "" && copies[name{s.Provider, s.Name}] }
+}
+
 // runRing traces through the rings of the process and of those its
 // command starts that run the same binary (ringTrace): each process's
 // session is a ring.Tracee, which owns its life.
@@ -113,7 +130,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if f.cmd != nil {
 		defer t.leases.StopWithJob()()
 	}
-	t.switches = planSwitches(opt, t.sites)
+	t.switches = planSwitches(opt, selected, false)
 	s, err := t.attach(hold.Pid, f.resume, f.cmd != nil)
 	if err != nil {
 		return err

@@ -96,11 +96,16 @@ type ringChild struct {
 func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 	// By index, and copied only when some are left out: a site is 400
 	// bytes, and Caddy has 120,000 of them.
-	recorded, notes := 0, 0
+	// The notes on the code of functions with traced copies are left
+	// out without a word: the copies' code is recorded.
+	recorded, notes, plainNotes := 0, 0, 0
+	plain := plainOfCopies(selected)
 	for i := range selected {
 		switch {
 		case ringRecords(&selected[i]):
 			recorded++
+		case plain(&selected[i]):
+			plainNotes++
 		case selected[i].fn != "":
 			notes++
 		}
@@ -114,7 +119,7 @@ func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 			}
 		}
 	}
-	if n := len(selected) - len(all) - notes; n > 0 {
+	if n := len(selected) - len(all) - notes - plainNotes; n > 0 {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: %d usdtgen probes not traced: the ring records those of packages this usdt-toolexec compiled, with at most 8 arguments (-transport bpf traces every one)\n", n)
 	}
 	if notes > 0 {

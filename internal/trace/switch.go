@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
-	"strings"
 	"syscall"
 	"time"
 
@@ -33,29 +32,39 @@ type switchPlan struct {
 }
 
 // planSwitches plans the switches of the functions of sites that have
-// a traced copy, and says on stderr which cannot be switched, and why.
-func planSwitches(opt Options, sites []site) *switchPlan {
+// a traced copy, and says on stderr which cannot be switched, and why:
+// through BPF (bpf), their calls fire at the notes on their code as
+// compiled, which the ring does not record. A function with a copy has
+// those notes (rewrite's plainNotes), each naming it by its symbol:
+// where no site is one, no function is looked for in the executable,
+// whose function table takes tens of milliseconds to read.
+func planSwitches(opt Options, sites []site, bpf bool) *switchPlan {
 	sp := &switchPlan{opt: opt}
-	labels := map[string]bool{}
+	plain := plainOfCopies(sites)
+	funcs := map[string]bool{}
 	for i := range sites {
-		if sites[i].fn != "" {
-			labels[sites[i].fn], labels[sites[i].plain] = true, true
+		if s := &sites[i]; plain(s) {
+			funcs[s.table.Func] = true
 		}
 	}
-	if len(labels) == 0 {
+	if len(funcs) == 0 {
 		return sp
 	}
-	unreceived := strings.NewReplacer("(*", "", ")", "")
-	pairs, err := switchplan.PairsOf(opt.Binary, func(name string) bool {
-		return labels[name] || labels[unreceived.Replace(name)]
-	})
+	pairs, err := switchplan.PairsOf(opt.Binary, func(name string) bool { return funcs[name] })
 	if err != nil {
 		sp.say("no function switched to its traced copy: %v", err)
 		return sp
 	}
-	sp.patches = switchplan.Patches(pairs, func(format string, args ...any) {
-		sp.say(format+": its calls go untraced", args...)
-	})
+	for _, p := range pairs {
+		switch {
+		case p.Patch != nil:
+			sp.patches = append(sp.patches, *p.Patch)
+		case bpf:
+			sp.say("%s stays as compiled: %v: its calls fire at the notes on its code, with a trap each", p.Func, p.Why)
+		default:
+			sp.say("%s stays as compiled: %v: its calls go untraced", p.Func, p.Why)
+		}
+	}
 	return sp
 }
 

@@ -277,7 +277,7 @@ func follow(opt Options, sites []site, only *bpfprog.Tasks, load loader, pidfd i
 	f := &follower{links: links, ctx: ctx, stop: stop, done: make(chan struct{}), pidfd: pidfd}
 	// Switched before trace says it attached: from then on, every call
 	// is traced.
-	switches := planSwitches(opt, sites)
+	switches := planSwitches(opt, sites, true)
 	if opt.PID != 0 && len(opt.Command) == 0 && len(switches.patches) > 0 {
 		bias, err := ring.BiasOf(opt.PID, opt.Binary)
 		if err != nil {
