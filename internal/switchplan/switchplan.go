@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
+	"github.com/go-usdt/usdt/internal/sdtnote"
 	"github.com/go-usdt/usdt/internal/textpatch"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -55,6 +56,10 @@ func PairsOf(exe string, want func(name string) bool) ([]Pair, error) {
 		have[n] = true
 	}
 	slices.Sort(names)
+	notes, err := sdtnote.Read(f)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", exe, err)
+	}
 	var pairs []Pair
 	for _, name := range names {
 		copy, ok := TracedCopy(name)
@@ -64,12 +69,32 @@ func PairsOf(exe string, want func(name string) bool) ([]Pair, error) {
 		pair := Pair{Func: name, Copy: copy}
 		if p, err := pl.Plan(name, copy); err != nil {
 			pair.Why = strings.TrimPrefix(err.Error(), name+": ")
+		} else if n := noteIn(notes, p.Writes); n != nil {
+			// A uprobe there (bpftrace's, by that note) would put back
+			// the byte the file has when it went, undoing the switch
+			// under its tracer: arm64's frameless functions, whose
+			// entry is both the note and the instruction a switch
+			// replaces.
+			pair.Why = fmt.Sprintf("its note %s:%s is on the bytes a switch writes, where a uprobe would undo the switch: its calls fire at the note, with a trap", values.Escape(n.Provider), values.Escape(n.Name))
 		} else {
 			pair.Patch = &p
 		}
 		pairs = append(pairs, pair)
 	}
 	return pairs, nil
+}
+
+// noteIn returns a note whose address is in bytes that writes write, or
+// nil.
+func noteIn(notes []sdtnote.Note, writes []textpatch.Write) *sdtnote.Note {
+	for i, n := range notes {
+		for _, w := range writes {
+			if n.PC >= w.At && n.PC < w.At+uint64(len(w.New)) {
+				return &notes[i]
+			}
+		}
+	}
+	return nil
 }
 
 // Patches returns the planned switches of pairs, and says through warn
