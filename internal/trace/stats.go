@@ -133,8 +133,14 @@ type funcStats struct {
 	site         *site // the first of them
 	timed        bool
 	calls, total uint64
-	hist         hist
+	// untimed are the calls counted at sites that carry no elapsed
+	// time (notes on a function's own code), of calls.
+	untimed uint64
+	hist    hist
 }
+
+// timedCalls are the calls whose times total and hist hold.
+func (fs *funcStats) timedCalls() uint64 { return fs.calls - fs.untimed }
 
 // tally sums the counters of the sites by function or probe.
 func tally(sites []site, l statLayout, counters []uint64) []*funcStats {
@@ -151,6 +157,9 @@ func tally(sites []site, l statLayout, counters []uint64) []*funcStats {
 		c := counters[l.first[i]:]
 		if !l.timed[i] {
 			fs.calls += c[0]
+			if s.fn != "" {
+				fs.untimed += c[0]
+			}
 			continue
 		}
 		fs.timed = true
@@ -216,11 +225,15 @@ func (p *statPrinter) print(read func() ([]uint64, error)) error {
 }
 
 func (fs *funcStats) text(w io.Writer) {
-	if !fs.timed {
+	if !fs.timed || fs.timedCalls() == 0 {
 		fmt.Fprintf(w, "%s: %d calls\n", fs.site.label(), fs.calls)
 		return
 	}
-	fmt.Fprintf(w, "%s: %d calls, total %v, mean %v\n", fs.site.label(), fs.calls, time.Duration(fs.total), time.Duration(fs.total/fs.calls))
+	untimed := ""
+	if fs.untimed > 0 {
+		untimed = fmt.Sprintf(" (%d of them at the notes on its code as compiled, untimed)", fs.untimed)
+	}
+	fmt.Fprintf(w, "%s: %d calls, total %v, mean %v%s\n", fs.site.label(), fs.calls, time.Duration(fs.total), time.Duration(fs.total/fs.timedCalls()), untimed)
 	fs.hist.print(w)
 }
 
@@ -232,7 +245,10 @@ func (fs *funcStats) json(now time.Time) []byte {
 		o = append(o, field{"provider", s.Provider}, field{"probe", s.Name})
 	}
 	o = append(o, field{"calls", fs.calls})
-	if fs.timed {
+	if fs.untimed > 0 {
+		o = append(o, field{"untimed", fs.untimed})
+	}
+	if fs.timed && fs.timedCalls() > 0 {
 		var hist []object
 		for b, n := range fs.hist {
 			if n > 0 {
@@ -240,7 +256,7 @@ func (fs *funcStats) json(now time.Time) []byte {
 				hist = append(hist, object{{"lo_ns", int64(lo)}, {"hi_ns", int64(hi)}, {"count", n}})
 			}
 		}
-		o = append(o, field{"total_ns", fs.total}, field{"mean_ns", fs.total / fs.calls}, field{"histogram", hist})
+		o = append(o, field{"total_ns", fs.total}, field{"mean_ns", fs.total / fs.timedCalls()}, field{"histogram", hist})
 	}
 	b, _ := json.Marshal(o)
 	return b
@@ -255,7 +271,7 @@ func (fs *funcStats) json(now time.Time) []byte {
 func statSnapshot(sites []site, l statLayout, counters []uint64, lost uint64, processes int) *metrics.Snapshot {
 	snap := &metrics.Snapshot{Lost: lost, Processes: processes}
 	for _, fs := range tally(sites, l, counters) {
-		snap.Functions = append(snap.Functions, metrics.Function{Name: values.Escape(fs.site.label()), Calls: fs.calls, Timed: fs.timed, SumNs: fs.total, Buckets: slices.Clone(fs.hist[:])})
+		snap.Functions = append(snap.Functions, metrics.Function{Name: values.Escape(fs.site.label()), Calls: fs.calls, Timed: fs.timed && fs.timedCalls() > 0, SumNs: fs.total, Buckets: slices.Clone(fs.hist[:])})
 	}
 	return snap
 }
