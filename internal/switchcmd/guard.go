@@ -14,6 +14,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/switchkeep"
+	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
 )
 
@@ -69,20 +70,27 @@ func guard(v string) int {
 			patches[i] = patches[i].Moved(bias)
 		}
 	}
+	holds, err := switchplan.Hold(pid, patches)
+	if err != nil {
+		unix.PtraceDetach(pid)
+		sw.say("%v: nothing switched", err)
+		return 1
+	}
+	defer holds.Close()
 	rep, err := textpatch.SwitchHeld(pid, patches)
 	unix.PtraceDetach(pid)
 	if err != nil {
 		sw.say("%v: nothing switched", err)
 		return 1
 	}
-	done := sw.report(rep, patches)
+	done := sw.report(rep, patches, holds)
 	if sw.verbose {
 		sw.say("%d of %d functions of process %d switched at its start", len(done), len(patches), pid)
 	}
 	runtime.UnlockOSThread()
 	select {
 	case <-sigs:
-		if err := sw.restore(pid, done); err != nil {
+		if err := sw.restore(pid, done, holds); err != nil {
 			sw.say("%v", err)
 			return 1
 		}

@@ -25,6 +25,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchhold"
 	"github.com/go-usdt/usdt/internal/switchkeep"
 	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
@@ -103,9 +104,10 @@ func (sw *switcher) say(format string, args ...any) {
 	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(fmt.Sprintf(format, args...)))
 }
 
-// report says what became of each patch, and returns those switched.
-func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch) []textpatch.Patch {
-	done := switchplan.Switched(rep, patches, sw.say)
+// report says what became of each patch, and returns those switched,
+// holding them in holds.
+func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch, holds *switchhold.Holds) []textpatch.Patch {
+	done := switchplan.Switched(rep, patches, holds, sw.say)
 	if sw.verbose {
 		for _, p := range done {
 			sw.say("%s switched to %s", p.Func, p.To)
@@ -141,25 +143,31 @@ func (sw *switcher) process(pid int, patterns []string) error {
 		return err
 	}
 	defer keeper.Done()
+	holds, err := switchplan.Hold(pid, patches)
+	if err != nil {
+		return err
+	}
+	defer holds.Close()
 	start := time.Now()
 	rep, err := textpatch.Switch(pid, patches, textpatch.Options{})
 	if err != nil {
 		return err
 	}
-	done := sw.report(rep, patches)
+	done := sw.report(rep, patches, holds)
 	sw.say("%d of %d functions of process %d switched in %v (%s); Ctrl-C switches them back", len(done), len(patches), pid, time.Since(start).Round(time.Microsecond), stops(rep))
 	select {
 	case <-sigs:
 	case <-gone:
 		return nil
 	}
-	return sw.restore(pid, done)
+	return sw.restore(pid, done, holds)
 }
 
-// restore switches back the functions done.
-func (sw *switcher) restore(pid int, done []textpatch.Patch) error {
+// restore switches back the functions done, which holds holds, but
+// those another tracer holds.
+func (sw *switcher) restore(pid int, done []textpatch.Patch, holds *switchhold.Holds) error {
 	start := time.Now()
-	back, err := switchplan.Restore(pid, done, sw.say)
+	back, err := switchplan.Restore(pid, done, holds, sw.say)
 	if err == nil && sw.verbose {
 		sw.say("%d functions of process %d switched back in %v", back, pid, time.Since(start).Round(time.Microsecond))
 	}

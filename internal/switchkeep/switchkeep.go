@@ -166,14 +166,14 @@ func keep(name string) int {
 	if !same() {
 		return 0
 	}
-	back, err := switchplan.Restore(o.Pid, o.Patches, say)
+	back, err := switchplan.Restore(o.Pid, o.Patches, nil, say)
 	for start := time.Now(); errors.Is(err, unix.EPERM) && time.Since(start) < holdersLetGo; {
 		select {
 		case <-gone:
 			return 0
 		case <-time.After(50 * time.Millisecond):
 		}
-		back, err = switchplan.Restore(o.Pid, o.Patches, say)
+		back, err = switchplan.Restore(o.Pid, o.Patches, nil, say)
 	}
 	if err != nil {
 		say("the tracer of process %d ended without switching its functions back, nor could this: %v", o.Pid, err)

@@ -19,6 +19,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/autoprobe"
 	"github.com/go-usdt/usdt/internal/sdtnote"
+	"github.com/go-usdt/usdt/internal/switchhold"
 	"github.com/go-usdt/usdt/internal/textpatch"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -188,28 +189,60 @@ func Matches(patterns []string, name string) bool {
 }
 
 // Switched returns the patches that rep, textpatch.Switch's report on
-// patches, says it switched, and says through warn what became of each
-// other one.
-func Switched(rep textpatch.Report, patches []textpatch.Patch, warn func(format string, args ...any)) []textpatch.Patch {
+// patches, says are switched, by this tracer or another, lets the
+// others go from holds (Hold's), and says through warn what became of
+// each of them.
+func Switched(rep textpatch.Report, patches []textpatch.Patch, holds *switchhold.Holds, warn func(format string, args ...any)) []textpatch.Patch {
 	var done []textpatch.Patch
 	for i, r := range rep.Results {
 		switch r.Outcome {
-		case textpatch.Switched:
+		case textpatch.Switched, textpatch.AlreadySwitched:
 			done = append(done, patches[i])
-		case textpatch.AlreadySwitched:
-			warn("%s was switched already, by another tracer, whose switch it stays", patches[i].Func)
-		default:
-			warn("%s stays as compiled: %v: %s", patches[i].Func, r.Outcome, r.Why)
+			continue
+		}
+		warn("%s stays as compiled: %v: %s", patches[i].Func, r.Outcome, r.Why)
+		if err := holds.Release(patches[i].Entry); err != nil {
+			warn("%v", err)
 		}
 	}
 	return done
 }
 
+// Hold holds the switches of patches for this tracer, in process pid,
+// before it writes them (internal/switchhold): the last tracer holding
+// a function switches it back.
+func Hold(pid int, patches []textpatch.Patch) (*switchhold.Holds, error) {
+	h, err := switchhold.Open(pid)
+	if err != nil {
+		return nil, fmt.Errorf("process %d: %w", pid, err)
+	}
+	for _, p := range patches {
+		if err := h.Take(p.Entry); err != nil {
+			h.Close()
+			return nil, fmt.Errorf("process %d: %w", pid, err)
+		}
+	}
+	return h, nil
+}
+
 // Restore switches back the functions of process pid that done
-// switched, says through warn which stay switched, and returns how many
-// are back; a process that has exited has none to switch back.
-func Restore(pid int, done []textpatch.Patch, warn func(format string, args ...any)) (int, error) {
-	rep, err := textpatch.Restore(pid, done, textpatch.Options{})
+// switched, but those that another tracer than holds's holder holds
+// (holds may be nil: a keeper, which holds none), says through warn
+// which stay switched, and returns how many are back; a process that
+// has exited has none to switch back. It closes holds.
+func Restore(pid int, done []textpatch.Patch, holds *switchhold.Holds, warn func(format string, args ...any)) (int, error) {
+	defer holds.Close()
+	ask := holds
+	if ask == nil {
+		var err error
+		if ask, err = switchhold.Open(pid); errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
+			return 0, nil
+		} else if err != nil {
+			return 0, err
+		}
+		defer ask.Close()
+	}
+	rep, err := textpatch.Restore(pid, done, textpatch.Options{Keep: func(p *textpatch.Patch) (bool, error) { return ask.Others(p.Entry) }})
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return 0, nil
 	}
@@ -221,6 +254,10 @@ func Restore(pid int, done []textpatch.Patch, warn func(format string, args ...a
 		switch r.Outcome {
 		case textpatch.Restored, textpatch.AlreadyRestored:
 			back++
+		case textpatch.Kept:
+			if r.Why != "" {
+				warn("%s stays switched: %s", done[i].Func, r.Why)
+			}
 		default:
 			warn("%s stays switched: %v: %s", done[i].Func, r.Outcome, r.Why)
 		}

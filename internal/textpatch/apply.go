@@ -2,12 +2,15 @@ package textpatch
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"runtime"
 	"slices"
 	"strconv"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Options bound Switch and Restore.
@@ -22,6 +25,10 @@ type Options struct {
 	// Tries is how many times the program is stopped for the patches
 	// that a thread was inside of: 20 when 0, 1 ms apart.
 	Tries int
+	// Keep, for Restore, says whether another tracer still wants p
+	// switched (internal/switchhold): then it stays, Kept. It is asked
+	// while every thread of the program is stopped for the writes.
+	Keep func(p *Patch) (bool, error)
 	// pause, in tests, runs between the steps of a write (see Steps).
 	pause func(step string)
 }
@@ -40,9 +47,10 @@ const (
 	AlreadyRestored
 	Busy    // a thread stayed inside the bytes at every try
 	Changed // the bytes are neither the plain nor the switched ones
+	Kept    // switched still, as another tracer wants it (Options.Keep)
 )
 
-var outcomes = [...]string{Switched: "switched", Restored: "restored", AlreadySwitched: "already switched", AlreadyRestored: "already restored", Busy: "busy", Changed: "changed"}
+var outcomes = [...]string{Switched: "switched", Restored: "restored", AlreadySwitched: "already switched", AlreadyRestored: "already restored", Busy: "busy", Changed: "changed", Kept: "kept for another tracer"}
 
 func (o Outcome) String() string {
 	if o > 0 && int(o) < len(outcomes) {
@@ -51,7 +59,8 @@ func (o Outcome) String() string {
 	return "outcome(" + strconv.Itoa(int(o)) + ")"
 }
 
-// A Result is one patch's outcome, with why for Busy and Changed.
+// A Result is one patch's outcome, with why for Busy and Changed, and
+// for Kept where Options.Keep could not tell.
 type Result struct {
 	Outcome Outcome
 	Why     string
@@ -132,6 +141,13 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		}
 		start := time.Now()
 		w, err := stop(pid, opt.Wait)
+		// Another tracer that writes its switches holds the process
+		// for a few milliseconds: it is waited for, up to Wait.
+		for seizing := start; errors.Is(err, unix.EPERM) && time.Since(seizing) < opt.Wait; {
+			time.Sleep(2 * time.Millisecond)
+			start = time.Now()
+			w, err = stop(pid, opt.Wait)
+		}
 		if err != nil {
 			return rep, err
 		}
@@ -150,6 +166,17 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 			if w.inside(p) {
 				busy = append(busy, i)
 				continue
+			}
+			if !on && opt.Keep != nil {
+				keep, err := opt.Keep(p)
+				switch {
+				case err != nil:
+					rep.Results[i] = Result{Kept, err.Error()}
+					continue
+				case keep:
+					rep.Results[i] = Result{Outcome: Kept}
+					continue
+				}
 			}
 			rep.Results[i] = apply(mem, p, on, pause)
 		}

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/go-usdt/usdt/internal/ring"
+	"github.com/go-usdt/usdt/internal/switchhold"
 	"github.com/go-usdt/usdt/internal/switchkeep"
 	"github.com/go-usdt/usdt/internal/switchplan"
 	"github.com/go-usdt/usdt/internal/textpatch"
@@ -88,6 +89,9 @@ type procSwitch struct {
 	// keeper switches them back should trace die first; nil for kept
 	// switches.
 	keeper *switchkeep.Keeper
+	// holds are trace's holds on the functions switched, which another
+	// tracer's restore leaves switched (internal/switchhold).
+	holds *switchhold.Holds
 }
 
 // process is the switches of process pid, which loaded the executable
@@ -117,6 +121,12 @@ func (ps *procSwitch) on(held bool) {
 		ps.plan.say("process %d: no function switched to its traced copy, whose probes go untraced: %v", ps.pid, err)
 		return
 	}
+	if ps.holds, err = switchplan.Hold(ps.pid, patches); err != nil {
+		ps.plan.say("process %d: no function switched to its traced copy, whose probes go untraced: %v", ps.pid, err)
+		ps.keeper.Done()
+		ps.keeper = nil
+		return
+	}
 	if held {
 		rep, err = textpatch.SwitchHeld(ps.pid, patches)
 	} else {
@@ -124,11 +134,13 @@ func (ps *procSwitch) on(held bool) {
 	}
 	if err != nil {
 		ps.plan.say("process %d: no function switched to its traced copy, whose probes go untraced: %v", ps.pid, err)
+		ps.holds.Close()
+		ps.holds = nil
 		ps.keeper.Done()
 		ps.keeper = nil
 		return
 	}
-	ps.done = switchplan.Switched(rep, patches, func(format string, args ...any) {
+	ps.done = switchplan.Switched(rep, patches, ps.holds, func(format string, args ...any) {
 		ps.plan.say("process %d: "+format, append([]any{ps.pid}, args...)...)
 	})
 	if ps.plan.opt.Verbose {
@@ -146,8 +158,12 @@ func (ps *procSwitch) off() {
 	if ps == nil {
 		return
 	}
+	holds := ps.holds
+	ps.holds = nil
 	if ps.kept {
-		// The keeper switches back once the holder lets go.
+		// The keeper switches back once the holder lets go, those no
+		// other tracer holds: trace's holds go first.
+		holds.Close()
 		ps.keeper.Leave()
 		ps.keeper = nil
 		return
@@ -157,11 +173,12 @@ func (ps *procSwitch) off() {
 		ps.keeper = nil
 	}()
 	if len(ps.done) == 0 {
+		holds.Close()
 		return
 	}
 	done := ps.done
 	ps.done = nil
-	back, err := switchplan.Restore(ps.pid, done, func(format string, args ...any) {
+	back, err := switchplan.Restore(ps.pid, done, holds, func(format string, args ...any) {
 		ps.plan.say("process %d: "+format+" (to its traced copy, whose probes are off)", append([]any{ps.pid}, args...)...)
 	})
 	if err != nil {

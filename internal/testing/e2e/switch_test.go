@@ -430,14 +430,7 @@ func TestTraceSwitches(t *testing.T) {
 			call() // untraced
 			var out strings.Builder
 			tr, said := startTraceReading(t, &out, "-v", "-transport", transport, "-stats", "-p", strconv.Itoa(prog.Process.Pid), "main.fib")
-			var errOut strings.Builder
-			for !strings.Contains(errOut.String(), "attached") {
-				l, err := said.ReadString('\n')
-				errOut.WriteString(l)
-				if err != nil {
-					t.Fatalf("trace -v did not say it attached (%v):\n%s", err, errOut.String())
-				}
-			}
+			errOut := awaitAttached(t, said)
 			if !strings.Contains(errOut.String(), "switched 1 of 1 functions of process") {
 				t.Errorf("trace -v did not say it switched main.fib:\n%s", errOut.String())
 			}
@@ -621,4 +614,102 @@ func (b *safeBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()
+}
+
+// TestSwitchesCounted has two tracers switch main.fib of one process,
+// usdt-toolexec switch -p and then trace -stats -p, through each
+// transport: the first to end, whether it ends well or is killed,
+// leaves the function switched for the other, whose counts stay exact,
+// and the last switches it back (internal/switchhold).
+func TestSwitchesCounted(t *testing.T) {
+	bin := buildMainRules(t, target{}, "switch", switchSrc, switchRules)
+	tool := filepath.Join(toolsDir, "usdt-toolexec")
+	eachTransport(t, func(t *testing.T, transport string) {
+		for _, end := range []os.Signal{os.Interrupt, os.Kill} {
+			t.Run("switch ends first/"+end.String(), func(t *testing.T) {
+				prog, stdin, call := startFib(t, bin)
+				pid := prog.Process.Pid
+				sw, swSaid := startSwitchFib(t, tool, pid)
+				if l, _ := swSaid.ReadString('\n'); !strings.Contains(l, "1 of 1 functions of process") {
+					t.Fatalf("switch said %q", l)
+				}
+				go io.Copy(io.Discard, swSaid)
+				var out safeBuffer
+				tr, said := startTraceReading(t, &out, "-v", "-transport", transport, "-stats", "-p", strconv.Itoa(pid), "main.fib")
+				errOut := awaitAttached(t, said)
+				call() // counted
+				sw.Process.Signal(end)
+				sw.Wait()
+				// Its keeper, after a kill, has had the time it takes.
+				time.Sleep(500 * time.Millisecond * time.Duration(tracetest.TimeSlack))
+				if cur, plain := fibBytes(t, bin, pid); slices.Equal(cur, plain) {
+					t.Errorf("switch ended (%v) and switched main.fib back under trace", end)
+				}
+				call() // counted still
+				tr.Process.Signal(os.Interrupt)
+				rest, _ := io.ReadAll(said)
+				if err := tr.Wait(); err != nil {
+					t.Fatalf("trace, interrupted: %v\n%s%s", err, errOut.String(), rest)
+				}
+				if want := fmt.Sprintf("main.fib: %d calls", 2*fibCalls(10)); !strings.Contains(out.String(), want) {
+					t.Errorf("trace counted, want %s:\n%s\n%s%s", want, out.String(), errOut.String(), rest)
+				}
+				if cur, plain := fibBytes(t, bin, pid); !slices.Equal(cur, plain) {
+					t.Errorf("trace, the last to hold main.fib, ended and left it switched: % x, the executable's % x\n%s%s", cur, plain, errOut.String(), rest)
+				}
+				call()
+				stdin.Close()
+				if err := prog.Wait(); err != nil {
+					t.Errorf("the program: %v", err)
+				}
+			})
+		}
+		t.Run("trace ends first", func(t *testing.T) {
+			prog, stdin, call := startFib(t, bin)
+			pid := prog.Process.Pid
+			sw, swSaid := startSwitchFib(t, tool, pid)
+			if l, _ := swSaid.ReadString('\n'); !strings.Contains(l, "1 of 1 functions of process") {
+				t.Fatalf("switch said %q", l)
+			}
+			var swRest safeBuffer
+			go io.Copy(&swRest, swSaid)
+			tr, said := startTraceReading(t, io.Discard, "-v", "-transport", transport, "-stats", "-p", strconv.Itoa(pid), "main.fib")
+			awaitAttached(t, said)
+			call()
+			tr.Process.Signal(os.Interrupt)
+			io.Copy(io.Discard, said)
+			tr.Wait()
+			if cur, plain := fibBytes(t, bin, pid); slices.Equal(cur, plain) {
+				t.Error("trace ended and switched main.fib back under switch")
+			}
+			call()
+			sw.Process.Signal(os.Interrupt)
+			if err := sw.Wait(); err != nil {
+				t.Fatalf("switch, interrupted: %v\n%s", err, swRest.String())
+			}
+			if cur, plain := fibBytes(t, bin, pid); !slices.Equal(cur, plain) {
+				t.Errorf("switch, the last to hold main.fib, ended and left it switched: % x, the executable's % x\n%s", cur, plain, swRest.String())
+			}
+			call()
+			stdin.Close()
+			if err := prog.Wait(); err != nil {
+				t.Errorf("the program: %v", err)
+			}
+		})
+	})
+}
+
+// awaitAttached reads trace -v's stderr, said, up to the line that says
+// it attached, and returns what it read.
+func awaitAttached(t *testing.T, said *bufio.Reader) *strings.Builder {
+	t.Helper()
+	var errOut strings.Builder
+	for !strings.Contains(errOut.String(), "attached") {
+		l, err := said.ReadString('\n')
+		errOut.WriteString(l)
+		if err != nil {
+			t.Fatalf("trace -v did not say it attached (%v):\n%s", err, errOut.String())
+		}
+	}
+	return &errOut
 }
