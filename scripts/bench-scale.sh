@@ -24,6 +24,9 @@
 #   notes     "..." with sites: notes: every function as compiled, its
 #             probes notes on its own code (no inlining asked, no code)
 #   bignotes  big with sites: notes
+#   switch    "..." with sites: switch: every function as compiled, with
+#             notes on its code, and a traced copy beside it
+#   bigswitch big with sites: switch
 #
 # For each: a cold build plain and probed, each with a fresh, empty GOCACHE;
 # warm builds of each (the main package edited, everything else cached;
@@ -48,7 +51,7 @@
 #
 # Environment: VERSION=v0.21.0, TIMEOUT=180, WARM=9, OUT= (a new temp dir
 # if empty), PROGRAMS="own all entry unwind big bigunwind" (biginline,
-# caddy, notes and bignotes on request).
+# caddy, notes, bignotes, switch and bigswitch on request).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -84,6 +87,8 @@ printf 'provider: jn\nrules:\n  - package: "..."\n    inline: probe\n' >"$OUT/bi
 cp "$OUT/biginline.yml" "$OUT/caddy.yml"
 printf 'provider: jn\nrules:\n  - package: "..."\n    sites: notes\n' >"$OUT/notes.yml"
 cp "$OUT/notes.yml" "$OUT/bignotes.yml"
+printf 'provider: jn\nrules:\n  - package: "..."\n    sites: switch\n' >"$OUT/switch.yml"
+cp "$OUT/switch.yml" "$OUT/bigswitch.yml"
 
 now() { date +%s.%N; }
 secs() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.3f", b - a }'; }
