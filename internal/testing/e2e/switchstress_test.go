@@ -1,11 +1,9 @@
 package e2e
 
 import (
-	"bufio"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"regexp"
 	"strconv"
 	"strings"
@@ -184,31 +182,15 @@ func TestSwitchStress(t *testing.T) {
 // the program printed and how it exited.
 func runStress(t *testing.T, bin string, windows []int, window func(pid, i int, call func())) string {
 	t.Helper()
-	cmd := exec.Command(bin)
-	stdin, err := cmd.StdinPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var stderr safeBuffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
-	lines := bufio.NewReader(stdout)
-	var printed strings.Builder
+	cmd, stdin, lines := startReady(t, bin)
+	printed := "ready\n"
 	read := func() {
 		l, err := lines.ReadString('\n')
-		printed.WriteString(l)
+		printed += l
 		if err != nil {
-			t.Fatalf("the program: %v; it printed:\n%s%s", err, printed.String(), stderr.String())
+			t.Fatalf("the program: %v; it printed:\n%s", err, printed)
 		}
 	}
-	read() // ready
 	for i, n := range windows {
 		call := func() {
 			fmt.Fprintln(stdin, n)
@@ -222,7 +204,6 @@ func runStress(t *testing.T, bin string, windows []int, window func(pid, i int, 
 	}
 	stdin.Close()
 	rest, _ := io.ReadAll(lines)
-	printed.Write(rest)
-	err = cmd.Wait()
-	return fmt.Sprintf("%s(exit %d)\n%s", printed.String(), exitCode(err), stderr.String())
+	err := cmd.Wait()
+	return fmt.Sprintf("%s%s(exit %d)\n", printed, rest, exitCode(err))
 }
