@@ -147,6 +147,7 @@ func readSites(file string) ([]site, error) {
 		if kind, pkg, fn, ok := autoprobe.Split(s.Name); ok && (kind == "entry" || kind == "exit") {
 			s.fn, s.exit = autoprobe.Label(pkg, fn, s.table.Receiver), kind == "exit"
 			s.plain = autoprobe.Label(pkg, fn, "")
+			s.dropConstants()
 		}
 		sites = append(sites, s)
 	}
@@ -173,6 +174,31 @@ func fileOffset(f *elf.File, addr uint64) (uint64, error) {
 		}
 	}
 	return 0, fmt.Errorf("address %#x is in no loaded segment", addr)
+}
+
+// dropConstants moves the values that a note on a function's own code
+// passes as the constant 0, in the place its traced copy's probe passes
+// them (sites: switch: a string, a slice, a struct), to the values the
+// site does not pass: its events show them as dropped, not as a zero
+// they never held.
+func (s *site) dropConstants() {
+	if s.table.Func == "" || len(s.table.Args) != len(s.args) {
+		return
+	}
+	var args []bpfprog.Arg
+	var decl, dropped []probe.Arg
+	for j, a := range s.args {
+		if j >= s.firstShown() && a.Const {
+			dropped = append(dropped, s.table.Args[j])
+			continue
+		}
+		args, decl = append(args, a), append(decl, s.table.Args[j])
+	}
+	if len(dropped) == 0 {
+		return
+	}
+	s.args, s.strs = args, make([]bool, len(args))
+	s.table.Args, s.table.Dropped = decl, append(dropped, s.table.Dropped...)
 }
 
 // selectSites keeps the sites any pattern matches, all of them without

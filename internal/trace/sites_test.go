@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/testing/elftest"
 	"github.com/go-usdt/usdt/internal/testing/wrapperid"
 	"github.com/go-usdt/usdt/internal/trace/bpfprog"
@@ -168,5 +169,56 @@ func TestNopPairsDamaged(t *testing.T) {
 		if want := []bool{true, false, false, false, false, false}; !slices.Equal(got, want) {
 			t.Errorf("segment of %d bytes claiming %d: nopPairs = %v, want %v", len(code), filesz, got, want)
 		}
+	}
+}
+
+// TestDropConstants: the values a note on a function's own code passes
+// as the constant 0 become dropped ones, past the goroutine id and the
+// elapsed time (which a note passes as 0 too); a copy's site keeps
+// every argument.
+func TestDropConstants(t *testing.T) {
+	args := func(specs ...bool) []bpfprog.Arg {
+		var as []bpfprog.Arg
+		for _, c := range specs {
+			as = append(as, bpfprog.Arg{Const: c, Size: 8})
+		}
+		return as
+	}
+	decl := func(names ...string) []probe.Arg {
+		var as []probe.Arg
+		for _, n := range names {
+			as = append(as, probe.Arg{Name: n})
+		}
+		return as
+	}
+	for _, tc := range []struct {
+		name          string
+		s             site
+		args, dropped []string
+	}{
+		{"entry on the code", site{fn: "main.f", args: args(false, false, true, false), table: probe.Probe{Func: "main.f", Args: decl("goid", "s", "k", "v")}},
+			[]string{"goid", "s", "v"}, []string{"k"}},
+		{"exit on the code", site{fn: "main.f", exit: true, args: args(false, true, true), table: probe.Probe{Func: "main.f", Args: decl("goid", "elapsed", "xs"), Dropped: decl("more")}},
+			[]string{"goid", "elapsed"}, []string{"xs", "more"}},
+		{"the copy's", site{fn: "main.f", args: args(false, true), table: probe.Probe{Args: decl("goid", "k")}},
+			[]string{"goid", "k"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := tc.s
+			s.strs = make([]bool, len(s.args))
+			s.dropConstants()
+			names := func(as []probe.Arg) (ns []string) {
+				for _, a := range as {
+					ns = append(ns, a.Name)
+				}
+				return ns
+			}
+			if got := names(s.table.Args); !slices.Equal(got, tc.args) || len(s.args) != len(tc.args) || len(s.strs) != len(tc.args) {
+				t.Errorf("args %v (%d specs, %d strs), want %v", got, len(s.args), len(s.strs), tc.args)
+			}
+			if got := names(s.table.Dropped); !slices.Equal(got, tc.dropped) {
+				t.Errorf("dropped %v, want %v", got, tc.dropped)
+			}
+		})
 	}
 }
