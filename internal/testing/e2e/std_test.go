@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -153,10 +154,11 @@ func recovering(t *testing.T, pkgs []string) []string {
 }
 
 // goTestStd runs the short tests of the standard packages pkgs, but for
-// allocationTests, with the go flag toolexec unless it is empty, and
-// returns the output and the packages that failed.
-func goTestStd(dir, toolexec string, pkgs []string) (out string, failed []string, err error) {
-	args := []string{"test", "-count=1", "-short", "-skip", allocationTests}
+// allocationTests, with the go flag toolexec unless it is empty and the
+// other go test flags, and returns the output and the packages that
+// failed.
+func goTestStd(dir, toolexec string, pkgs []string, flags ...string) (out string, failed []string, err error) {
+	args := append([]string{"test", "-count=1", "-short", "-skip", allocationTests}, flags...)
 	if toolexec != "" {
 		args = append(args, toolexec)
 	}
@@ -165,4 +167,59 @@ func goTestStd(dir, toolexec string, pkgs []string) (out string, failed []string
 		failed = append(failed, m[1])
 	}
 	return out, failed, err
+}
+
+// stdSwitched are the standard packages whose suites
+// TestStdTestsSwitched runs with every function switched: parsers,
+// encoders, containers, formatting, arithmetic.
+var stdSwitched = []string{"bufio", "bytes", "container/list", "encoding/json", "fmt", "math/big", "regexp", "sort", "strconv", "strings"}
+
+// switchedAtStart is what usdt-toolexec switch -v says of a command it
+// switched before its first instruction.
+var switchedAtStart = regexp.MustCompile(`(?m)usdt-toolexec switch: (\d+) of (\d+) functions of process \d+ switched at its start$`)
+
+// TestStdTestsSwitched runs the test suites of stdSwitched built with
+// sites: switch on each package, each test binary under usdt-toolexec
+// switch -- (go test -exec), which switches every function of the
+// binary with a traced copy before its first instruction: the copies,
+// with their probes off, run the suites in the functions' place, and
+// every suite must pass as it does plain.
+func TestStdTestsSwitched(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: the test suites of 10 standard packages, built with copies, take minutes")
+	}
+	dir := t.TempDir()
+	text := "provider: std\nrules:\n"
+	for _, p := range stdSwitched {
+		text += fmt.Sprintf("  - package: %q\n    sites: switch\n", p)
+	}
+	rules := filepath.Join(dir, "rules-switch.yml")
+	if err := os.WriteFile(rules, []byte(text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	// Every function of std: path.Match's * stops at a slash.
+	switcher := "-exec=" + filepath.Join(toolsDir, "usdt-toolexec") + " switch -v * */* */*/* --"
+	out, failed, err := goTestStd(dir, "-toolexec="+wrapperBin()+" -rules "+rules, stdSwitched, "-v", switcher)
+	if err != nil && len(failed) == 0 {
+		t.Fatalf("go test, switched: %v\n%s", err, out[max(0, len(out)-20000):])
+	}
+	for _, p := range failed {
+		t.Errorf("%s fails switched", p)
+	}
+	said := switchedAtStart.FindAllStringSubmatch(out, -1)
+	total := 0
+	for _, m := range said {
+		n, _ := strconv.Atoi(m[1])
+		total += n
+		if n == 0 {
+			t.Errorf("a test binary ran with none of its %s functions with copies switched", m[2])
+		}
+	}
+	if len(said) != len(stdSwitched) {
+		t.Errorf("switch said it switched %d test binaries, want %d", len(said), len(stdSwitched))
+	}
+	t.Logf("%d functions switched in %d test binaries", total, len(said))
+	if t.Failed() {
+		t.Logf("switched:\n%s", out[max(0, len(out)-50000):])
+	}
 }
