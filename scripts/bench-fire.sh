@@ -42,6 +42,14 @@
 #                counts its entry probe, on the function's first
 #                instruction, notes-pair pairs its entry and exit as
 #                pair-* does
+#   switch-*     framed (a function with a frame, which calls still) with
+#                sites: switch (scripts/testdata/fire/rules-switch.yml):
+#                switch-plain counts its entry probe at the note on its
+#                own code, unswitched (a trap and a single step, as
+#                notes-entry); switch-copy runs it under usdt-toolexec
+#                switch, which sends its calls to the traced copy, and
+#                counts the same probe there (bpftrace attached by path,
+#                as -c would look for it in switch)
 #
 # scripts/fire-measure.sh runs the passes and prints the summary. With
 # VM=NAME (a kernel that `go run ./internal/testing/vm/vmrun -list` lists,
@@ -95,11 +103,12 @@ grep -v '^ *unwind:\|^ *inline:' "$src/rules.yml" >"$OUT/rules-before.yml"
 build before "$OUT/base-tree" "$OUT/rules-before.yml"
 build ret "$root" "$src/rules-ret.yml"
 build notes "$root" "$src/rules-notes.yml"
+build switch "$root" "$src/rules-switch.yml"
 gcc -O2 -o "$OUT/cfire" "$src/fire.c"
 
 # The bytes at each probe site, as objdump decodes them.
 echo "== probe sites"
-for v in after before ret notes; do
+for v in after before ret notes switch; do
 	"$OUT/$v/usdt-toolexec" list "$OUT/$v/fire" >"$OUT/$v/probes.txt"
 	awk 'NR > 1 { print $2, $3 }' "$OUT/$v/probes.txt" | while read -r name pc; do
 		printf '%-7s %-28s %s\n' "$v" "$name" "$(objdump -d --start-address="$pc" --stop-address=$((pc + 5)) "$OUT/$v/fire" | awk -F'\t' '/^ *[0-9a-f]+:/ { print $2 $3; exit }')"

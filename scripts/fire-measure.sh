@@ -23,7 +23,7 @@ fi
 pair='usdt:BIN:fire:entry__main__FN { @s[arg0] = nsecs; }
 usdt:BIN:fire:exit__main__FN /@s[arg0]/ { @h = hist(nsecs - @s[arg0]); delete(@s[arg0]); @n = count(); }'
 exitonly='usdt:BIN:fire:exit__main__FN { @h = hist(arg1); @n = count(); }'
-declare -A cmdOf scriptOf
+declare -A cmdOf scriptOf byPath
 add() { # add CASE "COMMAND" 'SCRIPT': BIN in SCRIPT is COMMAND's program
 	cmdOf[$1]=$2
 	scriptOf[$1]=${3//BIN/${2%% *}}
@@ -47,7 +47,12 @@ add exit-after-ret "$OUT/ret/fire -mode call -n $N" "${exitonly//FN/small}"
 add pair-after-ret "$OUT/ret/fire -mode call -n $N" "${pair//FN/small}"
 add notes-entry "$OUT/notes/fire -mode still -n $N" 'usdt:BIN:fire:entry__main__still { @n = count(); }'
 add notes-pair "$OUT/notes/fire -mode still -n $N" "${pair//FN/still}"
-all="c-sdt c-nop5 c-nop5x c-step gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret notes-entry notes-pair"
+add switch-plain "$OUT/switch/fire -mode framed -n $N" 'usdt:BIN:fire:entry__main__framed { @n = count(); }'
+# switch runs the program in its own place: bpftrace attaches by path.
+cmdOf[switch-copy]="$OUT/switch/usdt-toolexec switch main.framed -- $OUT/switch/fire -mode framed -n $N"
+scriptOf[switch-copy]="usdt:$OUT/switch/fire:fire:entry__main__framed { @n = count(); }"
+byPath[switch-copy]=1
+all="c-sdt c-nop5 c-nop5x c-step gen-after gen-before entry-after entry-before entry-only exit-count exit-after pair-after pair-before get-exit-after get-pair-after get-pair-before exit-count-ret exit-after-ret pair-after-ret notes-entry notes-pair switch-plain switch-copy"
 read -r -a cases <<<"${CASES:-$all}"
 
 raw=$OUT/raw.txt
@@ -59,8 +64,19 @@ for ((i = 1; i <= COUNT; i++)); do
 		c=${cases[(i + j) % ${#cases[@]}]}
 		read -r -a cmd <<<"${cmdOf[$c]}"
 		plain=$("${cmd[@]}" | loopNs)
-		out=$(bpftrace -e "${scriptOf[$c]}" -c "${cmdOf[$c]}" 2>&1)
-		traced=$(loopNs <<<"$out")
+		if [[ -n ${byPath[$c]:-} ]]; then
+			bpftrace -e "${scriptOf[$c]}" >"$OUT/bt.out" 2>&1 &
+			bt=$!
+			until grep -q '^Attaching' "$OUT/bt.out"; do sleep 0.1; done
+			sleep 1 # "Attaching" comes before the attach
+			traced=$("${cmd[@]}" | loopNs)
+			kill -INT "$bt"
+			wait "$bt" || true
+			out=$(cat "$OUT/bt.out")
+		else
+			out=$(bpftrace -e "${scriptOf[$c]}" -c "${cmdOf[$c]}" 2>&1)
+			traced=$(loopNs <<<"$out")
+		fi
 		fires=$(awk '$1 == "@n:" { print $2 }' <<<"$out")
 		if [[ $fires != "$N" || -z $traced ]]; then
 			printf '%s: bpftrace counted %s fires, want %s:\n%s\n' "$c" "${fires:-no}" "$N" "$out" >&2

@@ -63,7 +63,7 @@ var (
 	archTests = []string{
 		"TestGDB", "TestTraceSpanTimes", "TestNotes",
 		"TestRingProviderUnprivileged", "TestRingProfileUnwinds",
-		"TestSwitchCommand", "TestTraceSwitches",
+		"TestSwitchCommand", "TestTraceSwitches", "TestSwitchStress",
 	}
 	// smokeTests run, instead of guestTests, on a row whose kernel
 	// version another row runs whole, on the other architecture, and
@@ -370,6 +370,9 @@ func buildGuest(t *testing.T, dir string, tg target) {
 	put("main", "notes", func(t *testing.T) string { return buildMainRules(t, tg, "notes", notesSrc, notesRules) })
 	put("main", "profile", func(t *testing.T) string { return buildMainRules(t, tg, "profile", profileSrc, profileRules) })
 	put("main", "switch", func(t *testing.T) string { return buildMainRules(t, tg, "switch", switchSrc, switchRules) })
+	put("main", "stress", func(t *testing.T) string {
+		return buildMainRules(t, tg, "stress", switchStressSrc, switchStressRules)
+	})
 	values := fixture(t, "values")
 	for _, variant := range valuesVariants {
 		if variant.name == "plain" { // the guests' (TestTraceValuesCorpus)

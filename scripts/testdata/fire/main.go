@@ -12,6 +12,9 @@
 //	                       probes (for scripts/bench-ring.sh)
 //	fire -mode still -n N  still, small kept out of line, whose probes are
 //	                       notes on its own code (rules-notes.yml)
+//	fire -mode framed -n N framed, which calls still and so has a frame and
+//	                       Go's stack check, built with a traced copy
+//	                       (rules-switch.yml)
 //	fire -windows ...      prints "ready", then times the loop again for
 //	                       each line on stdin, until its end, N iterations
 //	                       or the number on the line (for
@@ -45,8 +48,14 @@ func pair(a, b int) int { return a*3 + b }
 //go:noinline
 func still(i int) int { return i*3 + 1 }
 
+// framed calls still, and so starts with Go's stack check, which
+// sites: switch switches it through.
+//
+//go:noinline
+func framed(i int) int { return still(i) + 1 }
+
 func main() {
-	mode := flag.String("mode", "call", "gen, call, lone, get, pair or still")
+	mode := flag.String("mode", "call", "gen, call, lone, get, pair, still or framed")
 	n := flag.Int("n", 100000, "iterations")
 	rate := flag.Int("rate", 0, "gen mode: fires per second at most, 0 for no limit")
 	windows := flag.Bool("windows", false, "print ready, then time the loop for each line on stdin")
@@ -96,6 +105,10 @@ func loop(c *Cache, mode string, n, rate int) {
 	case "still":
 		for i := 0; i < n; i++ {
 			s += still(i)
+		}
+	case "framed":
+		for i := 0; i < n; i++ {
+			s += framed(i)
 		}
 	case "get":
 		for i := 0; i < n; i++ {
