@@ -101,7 +101,11 @@ type switcher struct {
 }
 
 func (sw *switcher) say(format string, args ...any) {
-	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(fmt.Sprintf(format, args...)))
+	sw.line(fmt.Sprintf(format, args...))
+}
+
+func (sw *switcher) line(l string) {
+	fmt.Fprintln(sw.stderr, "usdt-toolexec switch:", values.EscapeLines(l))
 }
 
 // report says what became of each patch, and returns those switched,
@@ -119,7 +123,7 @@ func (sw *switcher) report(rep textpatch.Report, patches []textpatch.Patch, hold
 // process switches process pid's functions until a signal or its end.
 func (sw *switcher) process(pid int, patterns []string) error {
 	exe := fmt.Sprintf("/proc/%d/exe", pid)
-	patches, err := switchplan.Plan(exe, patterns, sw.say)
+	patches, err := switchplan.Plan(exe, patterns, sw.verbose, sw.line)
 	if err != nil {
 		return err
 	}
@@ -195,7 +199,7 @@ func (sw *switcher) exec(cmd, patterns []string) error {
 	if ring.GainsPrivileges(file) {
 		return fmt.Errorf("%s gains privileges when it runs (setuid, setgid or file capabilities), which it would not while switch holds it: run it as root, or start it and use -p", file)
 	}
-	patches, err := switchplan.Plan(file, patterns, sw.say)
+	patches, err := switchplan.Plan(file, patterns, sw.verbose, sw.line)
 	if err != nil {
 		return err
 	}

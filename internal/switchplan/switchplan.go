@@ -5,6 +5,7 @@
 package switchplan
 
 import (
+	"cmp"
 	"debug/elf"
 	"errors"
 	"fmt"
@@ -61,10 +62,19 @@ func PairsOf(exe string, want func(name string) bool) ([]Pair, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", exe, err)
 	}
+	slices.SortFunc(notes, func(a, b sdtnote.Note) int { return cmp.Compare(a.PC, b.PC) })
 	var pairs []Pair
+	// rank numbers the functions with a copy in the order of their
+	// names, want or not: every tracer of the executable gives a
+	// function the same (textpatch.Patch's Index).
+	rank := -1
 	for _, name := range names {
 		copy, ok := TracedCopy(name)
-		if !ok || !have[copy] || !want(name) {
+		if !ok || !have[copy] {
+			continue
+		}
+		rank++
+		if !want(name) {
 			continue
 		}
 		pair := Pair{Func: name, Copy: copy}
@@ -78,6 +88,7 @@ func PairsOf(exe string, want func(name string) bool) ([]Pair, error) {
 			// replaces.
 			pair.Why = fmt.Sprintf("its note %s:%s is on the bytes a switch writes, where a uprobe would undo the switch: its calls fire at the note, with a trap", values.Escape(n.Provider), values.Escape(n.Name))
 		} else {
+			p.Index = rank
 			pair.Patch = &p
 		}
 		pairs = append(pairs, pair)
@@ -85,37 +96,78 @@ func PairsOf(exe string, want func(name string) bool) ([]Pair, error) {
 	return pairs, nil
 }
 
-// noteIn returns a note whose address is in bytes that writes write, or
-// nil.
+// noteIn returns a note of notes, sorted by address, whose address is
+// in bytes that writes write, or nil.
 func noteIn(notes []sdtnote.Note, writes []textpatch.Write) *sdtnote.Note {
-	for i, n := range notes {
-		for _, w := range writes {
-			if n.PC >= w.At && n.PC < w.At+uint64(len(w.New)) {
-				return &notes[i]
-			}
+	for _, w := range writes {
+		i, _ := slices.BinarySearchFunc(notes, w.At, func(n sdtnote.Note, at uint64) int { return cmp.Compare(n.PC, at) })
+		if i < len(notes) && notes[i].PC < w.At+uint64(len(w.New)) {
+			return &notes[i]
 		}
 	}
 	return nil
 }
 
-// Patches returns the planned switches of pairs, and says through warn
-// why each function that cannot be switched stays as compiled.
-func Patches(pairs []Pair, warn func(format string, args ...any)) []textpatch.Patch {
+// Patches returns the planned switches of pairs.
+func Patches(pairs []Pair) []textpatch.Patch {
 	var patches []textpatch.Patch
 	for _, p := range pairs {
-		if p.Patch == nil {
-			warn("%s stays as compiled: %v", p.Func, p.Why)
-			continue
+		if p.Patch != nil {
+			patches = append(patches, *p.Patch)
 		}
-		patches = append(patches, *p.Patch)
 	}
 	return patches
 }
 
+// fewUnswitched is how many functions that cannot be switched
+// Unswitched names one a line without each.
+const fewUnswitched = 5
+
+// Unswitched says through say why the functions of pairs that cannot be
+// switched stay as compiled, and then what follows for them: each on a
+// line of its own where each is set or they are few, else a line a
+// reason, with how many and the first three (a trace of every function
+// of a large program has hundreds: the frameless ones).
+func Unswitched(pairs []Pair, each bool, then string, say func(line string)) {
+	if then != "" {
+		then = ": " + then
+	}
+	var whys []string
+	byWhy := map[string][]string{}
+	n := 0
+	for _, p := range pairs {
+		if p.Patch != nil {
+			continue
+		}
+		n++
+		if byWhy[p.Why] == nil {
+			whys = append(whys, p.Why)
+		}
+		byWhy[p.Why] = append(byWhy[p.Why], p.Func)
+	}
+	if each || n <= fewUnswitched {
+		for _, p := range pairs {
+			if p.Patch == nil {
+				say(fmt.Sprintf("%s stays as compiled: %v%s", p.Func, p.Why, then))
+			}
+		}
+		return
+	}
+	for _, why := range whys {
+		fs := byWhy[why]
+		eg := strings.Join(fs[:min(3, len(fs))], ", ")
+		if len(fs) > 3 {
+			eg += ", ..."
+		}
+		say(fmt.Sprintf("%d functions stay as compiled (%s): %s%s", len(fs), eg, why, then))
+	}
+	say("-v names each function that stays as compiled, and usdt-toolexec list -switch BINARY lists them all")
+}
+
 // Plan plans the switches of the functions of the executable exe that a
-// pattern matches and that have a traced copy, and says why each
-// function that cannot be switched stays as compiled.
-func Plan(exe string, patterns []string, warn func(format string, args ...any)) ([]textpatch.Patch, error) {
+// pattern matches and that have a traced copy, and says why those that
+// cannot be switched stay as compiled (see Unswitched).
+func Plan(exe string, patterns []string, each bool, say func(line string)) ([]textpatch.Patch, error) {
 	pairs, err := Pairs(exe, patterns)
 	if err != nil {
 		return nil, err
@@ -123,14 +175,15 @@ func Plan(exe string, patterns []string, warn func(format string, args ...any)) 
 	if len(pairs) == 0 {
 		return nil, fmt.Errorf("%s: no function that %s matches has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe, strings.Join(patterns, " or "))
 	}
-	return Patches(pairs, warn), nil
+	Unswitched(pairs, each, "", say)
+	return Patches(pairs), nil
 }
 
 // List writes, for each function of the executable exe that has a
 // traced copy, whether it can be switched to it, and if not why
 // (usdt-toolexec list -switch).
 func List(exe string, w io.Writer) error {
-	pairs, err := Pairs(exe, []string{"*"})
+	pairs, err := PairsOf(exe, func(string) bool { return true })
 	if err != nil {
 		return err
 	}
@@ -175,11 +228,18 @@ func TracedCopy(name string) (string, bool) {
 }
 
 // Matches reports whether a pattern matches the function's name, as the
-// linker gives it (main.(*Cache).Get) or as Go writes it (main.Cache.Get).
+// linker gives it (archive/zip.(*File).Open) or as Go writes it
+// (archive/zip.File.Open), with its package's whole path or, as trace's
+// patterns name functions, its last element alone (zip.File.Open): "*"
+// matches every function, as a pattern's "*" stops at a slash.
 func Matches(patterns []string, name string) bool {
 	plain := strings.NewReplacer("(*", "", ")", "").Replace(name)
+	names := []string{name, plain}
+	if i := strings.LastIndexByte(name, '/'); i >= 0 {
+		names = append(names, name[i+1:], plain[strings.LastIndexByte(plain, '/')+1:])
+	}
 	for _, p := range patterns {
-		for _, n := range []string{name, plain} {
+		for _, n := range names {
 			if ok, _ := path.Match(p, n); ok {
 				return true
 			}
@@ -201,7 +261,7 @@ func Switched(rep textpatch.Report, patches []textpatch.Patch, holds *switchhold
 			continue
 		}
 		warn("%s stays as compiled: %v: %s", patches[i].Func, r.Outcome, r.Why)
-		if err := holds.Release(patches[i].Entry); err != nil {
+		if err := holds.Release(patches[i].Index); err != nil {
 			warn("%v", err)
 		}
 	}
@@ -216,11 +276,13 @@ func Hold(pid int, patches []textpatch.Patch) (*switchhold.Holds, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
-	for _, p := range patches {
-		if err := h.Take(p.Entry); err != nil {
-			h.Close()
-			return nil, fmt.Errorf("process %d: %w", pid, err)
-		}
+	indexes := make([]int, len(patches))
+	for i, p := range patches {
+		indexes[i] = p.Index
+	}
+	if err := h.Take(indexes...); err != nil {
+		h.Close()
+		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
 	return h, nil
 }
@@ -242,7 +304,7 @@ func Restore(pid int, done []textpatch.Patch, holds *switchhold.Holds, warn func
 		}
 		defer ask.Close()
 	}
-	rep, err := textpatch.Restore(pid, done, textpatch.Options{Keep: func(p *textpatch.Patch) (bool, error) { return ask.Others(p.Entry) }})
+	rep, err := textpatch.Restore(pid, done, textpatch.Options{Keep: func(p *textpatch.Patch) (bool, error) { return ask.Others(p.Index) }})
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return 0, nil
 	}

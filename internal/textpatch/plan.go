@@ -21,6 +21,11 @@ type Patch struct {
 	Func, To      string
 	Entry, Target uint64
 	Writes        []Write
+	// Index names the function among those of its executable that have
+	// a traced copy, the same for every tracer of the executable: its
+	// rank (internal/switchplan), by which tracers hold its switch
+	// (internal/switchhold). Planner.Plan leaves it 0.
+	Index int
 }
 
 // Moved returns p for a process that loaded the executable bias bytes

@@ -56,16 +56,12 @@ func planSwitches(opt Options, sites []site, bpf bool) *switchPlan {
 		sp.say("no function switched to its traced copy: %v", err)
 		return sp
 	}
-	for _, p := range pairs {
-		switch {
-		case p.Patch != nil:
-			sp.patches = append(sp.patches, *p.Patch)
-		case bpf:
-			sp.say("%s stays as compiled: %v: its calls fire at the notes on its code, with a trap each", p.Func, p.Why)
-		default:
-			sp.say("%s stays as compiled: %v: its calls go untraced", p.Func, p.Why)
-		}
+	then := "its calls go untraced"
+	if bpf {
+		then = "its calls fire at the notes on its code, with a trap each"
 	}
+	switchplan.Unswitched(pairs, opt.Verbose, then, func(line string) { sp.say("%s", line) })
+	sp.patches = switchplan.Patches(pairs)
 	return sp
 }
 
