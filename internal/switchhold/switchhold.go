@@ -99,6 +99,17 @@ func (h *Holds) Release(indexes ...int) error {
 	return nil
 }
 
+// OthersIn reports whether another tracer, whose locks are not h's,
+// holds any function of the indexes from lo to hi: one question for a
+// stop's worth of functions, where most often none is held.
+func (h *Holds) OthersIn(lo, hi int) (bool, error) {
+	lk, err := h.lock(unix.F_OFD_GETLK, unix.F_WRLCK, lo, hi-lo+1)
+	if err != nil {
+		return false, fmt.Errorf("asking who holds the switches of functions %d to %d: %w", lo, hi, err)
+	}
+	return lk.Type != unix.F_UNLCK, nil
+}
+
 // Others reports whether another tracer, whose locks are not h's, holds
 // the function of index.
 func (h *Holds) Others(index int) (bool, error) {

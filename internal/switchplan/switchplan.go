@@ -287,6 +287,29 @@ func Hold(pid int, patches []textpatch.Patch) (*switchhold.Holds, error) {
 	return h, nil
 }
 
+// kept says which of ps another tracer than ask's holds: nothing of
+// any, with one question, where none holds any of them.
+func kept(ask *switchhold.Holds, ps []*textpatch.Patch) ([]bool, error) {
+	if len(ps) == 0 {
+		return nil, nil
+	}
+	lo, hi := ps[0].Index, ps[0].Index
+	for _, p := range ps {
+		lo, hi = min(lo, p.Index), max(hi, p.Index)
+	}
+	if held, err := ask.OthersIn(lo, hi); err != nil || !held {
+		return nil, err
+	}
+	keep := make([]bool, len(ps))
+	for i, p := range ps {
+		var err error
+		if keep[i], err = ask.Others(p.Index); err != nil {
+			return nil, err
+		}
+	}
+	return keep, nil
+}
+
 // Restore switches back the functions of process pid that done
 // switched, but those that another tracer than holds's holder holds
 // (holds may be nil: a keeper, which holds none), says through warn
@@ -304,7 +327,7 @@ func Restore(pid int, done []textpatch.Patch, holds *switchhold.Holds, warn func
 		}
 		defer ask.Close()
 	}
-	rep, err := textpatch.Restore(pid, done, textpatch.Options{Keep: func(p *textpatch.Patch) (bool, error) { return ask.Others(p.Index) }})
+	rep, err := textpatch.Restore(pid, done, textpatch.Options{Keep: func(ps []*textpatch.Patch) ([]bool, error) { return kept(ask, ps) }})
 	if errors.Is(err, os.ErrNotExist) || errors.Is(err, unix.ESRCH) {
 		return 0, nil
 	}

@@ -25,10 +25,11 @@ type Options struct {
 	// Tries is how many times the program is stopped for the patches
 	// that a thread was inside of: 20 when 0, 1 ms apart.
 	Tries int
-	// Keep, for Restore, says whether another tracer still wants p
-	// switched (internal/switchhold): then it stays, Kept. It is asked
-	// while every thread of the program is stopped for the writes.
-	Keep func(p *Patch) (bool, error)
+	// Keep, for Restore, says which of ps another tracer still wants
+	// switched (internal/switchhold): those stay, Kept. It is asked once
+	// a stop of the program, while every thread is stopped, of the
+	// patches that the stop may write.
+	Keep func(ps []*Patch) (keep []bool, err error)
 	// pause, in tests, runs between the steps of a write (see Steps).
 	pause func(step string)
 }
@@ -156,6 +157,20 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		pause("stopped")
 		// Each stop writes one patch at least, whatever the stop took.
 		writing := time.Now()
+		var keep []bool
+		if !on && opt.Keep != nil {
+			ps := make([]*Patch, len(todo))
+			for n, i := range todo {
+				ps[n] = &patches[i]
+			}
+			if keep, err = opt.Keep(ps); err != nil {
+				for _, i := range todo {
+					rep.Results[i] = Result{Kept, err.Error()}
+				}
+				w.resume()
+				break
+			}
+		}
 		var busy, later []int
 		for n, i := range todo {
 			if n > 0 && time.Since(writing) > opt.Budget {
@@ -167,16 +182,9 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 				busy = append(busy, i)
 				continue
 			}
-			if !on && opt.Keep != nil {
-				keep, err := opt.Keep(p)
-				switch {
-				case err != nil:
-					rep.Results[i] = Result{Kept, err.Error()}
-					continue
-				case keep:
-					rep.Results[i] = Result{Outcome: Kept}
-					continue
-				}
+			if keep != nil && keep[n] {
+				rep.Results[i] = Result{Outcome: Kept}
+				continue
 			}
 			rep.Results[i] = apply(mem, p, on, pause)
 		}
