@@ -105,9 +105,6 @@ type Func struct {
 	// switch has no such copy, and is probed as sites: code probes it.
 	Switch   bool
 	NoSwitch string
-	// PlainNotes says a switched function's code as compiled has notes
-	// of its copy's probes too (see plainNotes).
-	PlainNotes bool
 }
 
 // ProbedInlineCost is about what a split function's probes cost the
@@ -274,7 +271,7 @@ func generate(cfg Config, fset *token.FileSet, files []*file, inlined map[inlini
 						return nil, false, in.err
 					}
 					in.fn.Rule = rule.Pos
-					in.fn.PlainNotes = g.plainNotes(fd, obj, cfg, g.probes[first:])
+					g.plainNotes(fd, obj, cfg, g.probes[first:])
 					res.Funcs = append(res.Funcs, in.fn)
 					edits = append(edits, splice{At: len(f.src), Text: in.traced})
 					continue

@@ -108,13 +108,12 @@ func init() { %[3]s = &%[2]s }
 // sits in a single integer register at fd's entry (its exit, for a
 // result) is read from there, and the rest (a string or a slice, which
 // take more than one, a struct, a float, an attribute the copy
-// computes) pass the constant 0. It reports whether fd got the notes:
-// not where Go's register ABI is unknown (no GOARCH but amd64 and
-// arm64).
-func (g *generator) plainNotes(fd *ast.FuncDecl, obj *types.Func, cfg Config, copy []probe.Probe) bool {
+// computes) pass the constant 0. Where Go's register ABI is unknown
+// (no GOARCH but amd64 and arm64), fd gets none.
+func (g *generator) plainNotes(fd *ast.FuncDecl, obj *types.Func, cfg Config, copy []probe.Probe) {
 	goid, err := goidSpec(cfg.GOARCH, cfg.GoidOffset)
 	if err != nil {
-		return false
+		return
 	}
 	sig := obj.Type().(*types.Signature)
 	var params []types.Type
@@ -151,5 +150,4 @@ func (g *generator) plainNotes(fd *ast.FuncDecl, obj *types.Func, cfg Config, co
 			Args: p.Args, Dropped: p.Dropped, Spec: strings.Join(specs, " "),
 			Receiver: p.Receiver, Func: symbol})
 	}
-	return true
 }

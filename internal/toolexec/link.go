@@ -107,8 +107,8 @@ func writeNotes(path string, ahead *probetable.Ahead, warn func(error)) ([]probe
 // shareSemaphores gives each note on a function as compiled (sites:
 // switch, rewrite's plainNotes) the semaphore of its traced copy's
 // probe of the same name, which it has none of its own: a consumer
-// that takes one semaphore for all the sites of a probe (bpftrace
-// before 0.20 takes the first) then turns on the copy's sites too,
+// that takes one semaphore for all the sites of a probe (bpftrace 0.17
+// takes the first) then turns on the copy's sites too,
 // and one that counts each site's (the kernel's uprobes) counts both.
 // The function's code reads no semaphore, and is the same either way.
 func shareSemaphores(sites []probe.Probe) {
