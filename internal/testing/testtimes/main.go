@@ -75,6 +75,7 @@ func main() {
 
 // event is the part of a test2json event that testtimes reads.
 type event struct {
+	Time    time.Time
 	Action  string
 	Package string
 	Test    string
@@ -108,10 +109,16 @@ type report struct {
 	// ended is each package that ended, in order, with its time.
 	ended     []timing
 	anyFailed bool
+	// first is the time of the run's first event, and started each
+	// package's start (test2json's "start"), so that the summary says
+	// when in the run a slow package began: a package that starts late
+	// lengthens the run by as much.
+	first   time.Time
+	started map[string]time.Time
 }
 
 func newReport(w io.Writer, n int, over time.Duration) *report {
-	return &report{w: w, n: n, over: over, pending: map[string][]line{}, passed: map[string]map[string]bool{}, tests: map[string][]timing{}}
+	return &report{w: w, n: n, over: over, pending: map[string][]line{}, passed: map[string]map[string]bool{}, tests: map[string][]timing{}, started: map[string]time.Time{}}
 }
 
 // read copies the command's output as go test without -json would
@@ -139,7 +146,14 @@ func (r *report) read(in io.Reader) error {
 }
 
 func (r *report) add(e event) {
+	if r.first.IsZero() && !e.Time.IsZero() {
+		r.first = e.Time
+	}
 	switch e.Action {
+	case "start":
+		if e.Test == "" {
+			r.started[e.Package] = e.Time
+		}
 	case "build-output":
 		io.WriteString(r.w, e.Output)
 	case "output":
@@ -204,7 +218,11 @@ func (r *report) summary() {
 		if p.elapsed <= r.over || len(r.tests[p.test]) == 0 {
 			continue
 		}
-		fmt.Fprintf(r.w, "testtimes: %s took %v; its slowest tests:", p.test, p.elapsed.Round(time.Second))
+		fmt.Fprintf(r.w, "testtimes: %s took %v", p.test, p.elapsed.Round(time.Second))
+		if at, ok := r.started[p.test]; ok && !at.IsZero() {
+			fmt.Fprintf(r.w, ", from %v into the run", at.Sub(r.first).Round(time.Second))
+		}
+		fmt.Fprint(r.w, "; its slowest tests:")
 		for _, t := range slowest(r.tests[p.test], r.n) {
 			fmt.Fprintf(r.w, " %s %.1fs", t.test, t.elapsed.Seconds())
 		}

@@ -62,8 +62,8 @@ func TestSameAsGoTest(t *testing.T) {
 		t.Errorf("testtimes printed, times taken out and sorted:\n%s\ngo test:\n%s", strings.Join(g, ""), strings.Join(w, ""))
 	}
 	for _, want := range []*regexp.Regexp{
-		regexp.MustCompile(`(?m)^testtimes: example.com/sample/a took \S+; its slowest tests: TestSlow 0\.[3-9]s TestSubtests 0\.\ds TestFast 0\.\ds$`),
-		regexp.MustCompile(`(?m)^testtimes: example.com/sample/b took \S+; its slowest tests: (Test(Fails|Passes|Skips) 0\.\ds ?){3}$`),
+		regexp.MustCompile(`(?m)^testtimes: example.com/sample/a took \S+, from \S+ into the run; its slowest tests: TestSlow 0\.[3-9]s TestSubtests 0\.\ds TestFast 0\.\ds$`),
+		regexp.MustCompile(`(?m)^testtimes: example.com/sample/b took \S+, from \S+ into the run; its slowest tests: (Test(Fails|Passes|Skips) 0\.\ds ?){3}$`),
 	} {
 		if !want.MatchString(strings.Join(summary, "")) {
 			t.Errorf("no summary line matches %s:\n%s", want, strings.Join(summary, ""))
@@ -146,5 +146,41 @@ func TestFlushedAsPackagesEnd(t *testing.T) {
 	events.Close()
 	if err := <-done; err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestSummaryStart: a slow package's line says when in the run it
+// started, from test2json's start event, so that a CI log shows a long
+// package that began late.
+func TestSummaryStart(t *testing.T) {
+	t0 := time.Date(2026, 11, 30, 5, 0, 0, 0, time.UTC)
+	for _, c := range []struct {
+		name   string
+		events []event
+		want   string
+	}{
+		{"late", []event{
+			{Time: t0, Action: "start", Package: "a"},
+			{Time: t0.Add(90 * time.Second), Action: "start", Package: "b"},
+			{Action: "pass", Package: "b", Test: "TestX", Elapsed: 100},
+			{Action: "pass", Package: "b", Elapsed: 100},
+		}, "testtimes: b took 1m40s, from 1m30s into the run; its slowest tests: TestX 100.0s\n"},
+		{"no start event", []event{
+			{Action: "pass", Package: "b", Test: "TestX", Elapsed: 100},
+			{Action: "pass", Package: "b", Elapsed: 100},
+		}, "testtimes: b took 1m40s; its slowest tests: TestX 100.0s\n"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			var out bytes.Buffer
+			r := newReport(&out, 3, time.Minute)
+			for _, e := range c.events {
+				r.add(e)
+			}
+			out.Reset()
+			r.summary()
+			if got := out.String(); got != c.want {
+				t.Errorf("summary:\n got %q\nwant %q", got, c.want)
+			}
+		})
 	}
 }
