@@ -44,7 +44,7 @@ func boxed(x box) int { return x.n + len(x.name) + len(x.data) }
 func failed(err error) bool { return err != nil }
 
 func main() {
-	m, err := syscall.Mmap(-1, 0, os.Getpagesize(), syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE)
+	m, err := mmapLow(os.Getpagesize())
 	if err != nil {
 		panic(err)
 	}
@@ -54,8 +54,8 @@ func main() {
 	r := (*rec)(unsafe.Pointer(&m[256]))
 	x := box{n: 7, name: unsafe.String(&m[512], 40), data: m[1024:2048]}
 	var e error = (*failure)(unsafe.Pointer(&m[3072]))
-	if err := syscall.Munmap(m); err != nil {
-		panic(err)
+	if _, _, errno := syscall.Syscall(syscall.SYS_MUNMAP, uintptr(unsafe.Pointer(&m[0])), uintptr(len(m)), 0); errno != 0 {
+		panic(errno)
 	}
 	total, fails := 0, 0
 	for range 5 {
@@ -69,4 +69,33 @@ func main() {
 		panic(err)
 	}
 	os.Exit(3)
+}
+
+// mmapLow maps n bytes at the first of a few addresses low in the address
+// space, which stay unmapped once unmapped. The kernel places a mapping
+// that names no address top-down, below the lowest one of that region:
+// a page mapped there and unmapped leaves the place where the next
+// mapping of any size ends (the Go runtime's own, made on any of its
+// threads, or the [uprobes] page of a uprobe's first hit), and the
+// program's slices then point into readable memory. That was seen in the
+// 6.1 arm64 guest: trace through BPF read zeros there, once.
+func mmapLow(n int) ([]byte, error) {
+	const fixedNoReplace = 0x100000 // MAP_FIXED_NOREPLACE, Linux 4.17+
+	var last error
+	for hint := uintptr(1) << 32; hint < 16<<32; hint += 1 << 32 {
+		addr, _, errno := syscall.Syscall6(syscall.SYS_MMAP, hint, uintptr(n),
+			syscall.PROT_READ|syscall.PROT_WRITE, syscall.MAP_ANON|syscall.MAP_PRIVATE|fixedNoReplace, ^uintptr(0), 0)
+		if errno != 0 {
+			last = errno
+			continue
+		}
+		if addr != hint {
+			// A kernel that ignores the flag took it as a hint.
+			syscall.Syscall(syscall.SYS_MUNMAP, addr, uintptr(n), 0)
+			last = fmt.Errorf("mapped at %#x, not %#x", addr, hint)
+			continue
+		}
+		return unsafe.Slice((*byte)(unsafe.Pointer(addr)), n), nil
+	}
+	return nil, fmt.Errorf("no low address to map a page at: %v", last)
 }
