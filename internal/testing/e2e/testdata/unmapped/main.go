@@ -77,8 +77,9 @@ func main() {
 // a page mapped there and unmapped leaves the place where the next
 // mapping of any size ends (the Go runtime's own, made on any of its
 // threads, or the [uprobes] page of a uprobe's first hit), and the
-// program's slices then point into readable memory. That was seen in the
-// 6.1 arm64 guest: trace through BPF read zeros there, once.
+// program's slices then point into readable memory. That is the likely
+// reason trace through BPF read zeros there, once, in the 6.1 arm64 guest
+// (a failed read shows as unreadable; the page was not looked at).
 func mmapLow(n int) ([]byte, error) {
 	const fixedNoReplace = 0x100000 // MAP_FIXED_NOREPLACE, Linux 4.17+
 	var last error
