@@ -110,42 +110,11 @@ func startJaeger(t *testing.T) jaeger {
 func startJaegerOn(t *testing.T, p []int) (jaeger, *server) {
 	t.Helper()
 	bin := jaegerBinary(t)
-	config := fmt.Sprintf(`service:
-  extensions: [jaeger_storage, jaeger_query]
-  pipelines:
-    traces:
-      receivers: [otlp]
-      processors: [batch]
-      exporters: [jaeger_storage_exporter]
-  telemetry:
-    metrics:
-      level: none
-extensions:
-  jaeger_storage:
-    backends:
-      memstore:
-        memory:
-          max_traces: 10000
-  jaeger_query:
-    storage:
-      traces: memstore
-    enable_tracing: false
-    http:
-      endpoint: 127.0.0.1:%d
-    grpc:
-      endpoint: 127.0.0.1:%d
-receivers:
-  otlp:
-    protocols:
-      http:
-        endpoint: 127.0.0.1:%d
-processors:
-  batch:
-    timeout: 100ms
-exporters:
-  jaeger_storage_exporter:
-    trace_storage: memstore
-`, p[0], p[1], p[2])
+	tmpl, err := os.ReadFile("testdata/jaeger.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := fmt.Sprintf(string(tmpl), p[0], p[1], p[2])
 	file := filepath.Join(t.TempDir(), "jaeger.yaml")
 	writeFile(t, file, config)
 	proc := startServer(t, exec.Command(bin, "--config", file))
