@@ -158,7 +158,7 @@ func (sw *switcher) process(pid int, patterns []string) error {
 		return err
 	}
 	done := sw.report(rep, patches, holds)
-	sw.say("%d of %d functions of process %d switched in %v (%s); Ctrl-C switches them back", len(done), len(patches), pid, time.Since(start).Round(time.Microsecond), stops(rep))
+	sw.say("%d of %d functions of process %d switched in %v (%s); Ctrl-C switches them back", len(done), len(patches), pid, time.Since(start).Round(time.Microsecond), rep.StopsText())
 	select {
 	case <-sigs:
 	case <-gone:
@@ -251,10 +251,4 @@ type guardOrder struct {
 	Path    string
 	Patches []textpatch.Patch
 	Verbose bool
-}
-
-// stops says how often, and how long at most, a switch stopped the
-// program.
-func stops(rep textpatch.Report) string {
-	return fmt.Sprintf("%d stops of the program, the longest %v", rep.Stops, rep.Longest.Round(time.Microsecond))
 }

@@ -74,7 +74,28 @@ type Report struct {
 	// longest stop, from the first seize to the last thread let go.
 	Stops   int
 	Longest time.Duration
-	Threads int // in the last stop
+	// LongestParts is where the longest stop's time went, and AllParts
+	// where all the stops' went.
+	LongestParts, AllParts StopParts
+	Threads                int // in the last stop
+}
+
+// StopParts divide one stop of the program: Stopping, from the first
+// seize to the last thread seen stopped; Writing, the patches' reads and
+// writes (and Options.Keep); Resuming, letting every thread go on.
+type StopParts struct {
+	Stopping, Writing, Resuming time.Duration
+	Written                     int // patches written or found written
+}
+
+// StopsText says how often, and how long at most, the writes stopped the
+// program, and where the longest stop's time went.
+func (r Report) StopsText() string {
+	l := r.LongestParts
+	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
+	a := r.AllParts
+	return fmt.Sprintf("%d stops of the program, the longest %v: %v stopping %d threads, %v writing %d functions, %v letting them go; in all %v stopping, %v writing, %v letting go",
+		r.Stops, us(r.Longest), us(l.Stopping), r.Threads, us(l.Writing), l.Written, us(l.Resuming), us(a.Stopping), us(a.Writing), us(a.Resuming))
 }
 
 // Switch writes the patches into process pid: each function then runs
@@ -101,7 +122,7 @@ func SwitchHeld(pid int, patches []Patch) (Report, error) {
 	}
 	defer mem.Close()
 	for i := range patches {
-		rep.Results[i] = apply(mem, &patches[i], true, func(string) {})
+		rep.Results[i] = apply(mem, &patches[i], true, func(string) {}, nil)
 	}
 	return rep, nil
 }
@@ -157,6 +178,7 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		pause("stopped")
 		// Each stop writes one patch at least, whatever the stop took.
 		writing := time.Now()
+		parts := StopParts{Stopping: writing.Sub(start)}
 		var keep []bool
 		if !on && opt.Keep != nil {
 			ps := make([]*Patch, len(todo))
@@ -172,6 +194,7 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 			}
 		}
 		var busy, later []int
+		ahead := readAhead{pid: pid, patches: patches, todo: todo}
 		for n, i := range todo {
 			if n > 0 && time.Since(writing) > opt.Budget {
 				later = todo[n:]
@@ -186,10 +209,20 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 				rep.Results[i] = Result{Outcome: Kept}
 				continue
 			}
-			rep.Results[i] = apply(mem, p, on, pause)
+			rep.Results[i] = apply(mem, p, on, pause, ahead.bytes(n))
+			parts.Written++
 		}
+		resuming := time.Now()
+		parts.Writing = resuming.Sub(writing)
 		w.resume()
-		rep.Longest = max(rep.Longest, time.Since(start))
+		parts.Resuming = time.Since(resuming)
+		rep.AllParts.Stopping += parts.Stopping
+		rep.AllParts.Writing += parts.Writing
+		rep.AllParts.Resuming += parts.Resuming
+		rep.AllParts.Written += parts.Written
+		if took := time.Since(start); took > rep.Longest {
+			rep.Longest, rep.LongestParts = took, parts
+		}
 		todo = append(slices.Clip(later), busy...)
 		// A stop cut short by the budget is no try: only one that
 		// found a thread inside every patch left is.
@@ -217,18 +250,28 @@ func (w *world) inside(p *Patch) bool {
 
 // apply makes one patch's writes into a stopped process's memory, mem:
 // in order to switch, in the reverse order to restore. A patch that a
-// tracer killed between two writes left half done is finished.
-func apply(mem *os.File, p *Patch, on bool, pause func(string)) Result {
+// tracer killed between two writes left half done is finished. read,
+// when not nil, holds the bytes at each of p's writes, read in this stop
+// (readAhead); else they are read from mem.
+func apply(mem *os.File, p *Patch, on bool, pause func(string), read [][]byte) Result {
 	writes := slices.Clone(p.Writes)
+	if read == nil {
+		read = make([][]byte, len(writes))
+		for k, w := range writes {
+			read[k] = make([]byte, len(w.New))
+			if _, err := mem.ReadAt(read[k], int64(w.At)); err != nil {
+				return Result{Changed, fmt.Sprintf("read %#x: %v", w.At, err)}
+			}
+		}
+	}
+	read = slices.Clone(read)
 	if !on {
 		slices.Reverse(writes)
+		slices.Reverse(read)
 	}
 	var todo []Write
-	for _, w := range writes {
-		cur := make([]byte, len(w.New))
-		if _, err := mem.ReadAt(cur, int64(w.At)); err != nil {
-			return Result{Changed, fmt.Sprintf("read %#x: %v", w.At, err)}
-		}
+	for k, w := range writes {
+		cur := read[k]
 		from, to := w.Old, w.New
 		if !on {
 			from, to = w.New, w.Old
@@ -260,4 +303,71 @@ func apply(mem *os.File, p *Patch, on bool, pause func(string)) Result {
 		return Result{Outcome: Switched}
 	}
 	return Result{Outcome: Restored}
+}
+
+// readAhead reads the bytes at the writes of a stop's patches, todo's,
+// a chunk of them in one process_vm_readv, rather than one pread of
+// /proc/PID/mem for each write: a stop reads up to twice as many
+// functions' bytes as it writes within its budget.
+type readAhead struct {
+	pid      int
+	patches  []Patch
+	todo     []int
+	from, to int        // the chunk read: todo[from:to]
+	chunk    [][][]byte // its bytes, a slice a patch, one a write
+}
+
+// chunkPatches bounds a chunk, and iovMax its writes (IOV_MAX).
+const chunkPatches, iovMax = 256, 1024
+
+// bytes are the bytes at the writes of patches[todo[n]], or nil where
+// they could not be read this way: apply reads them itself then.
+func (r *readAhead) bytes(n int) [][]byte {
+	if n < r.from || n >= r.to {
+		r.read(n)
+	}
+	if n < r.from || n >= r.to {
+		return nil
+	}
+	return r.chunk[n-r.from]
+}
+
+func (r *readAhead) read(n int) {
+	r.from, r.to = n, n
+	end := min(len(r.todo), n+chunkPatches)
+	var remote []unix.RemoteIovec
+	size, count := 0, 0
+	for _, i := range r.todo[n:end] {
+		ws := r.patches[i].Writes
+		if len(remote)+len(ws) > iovMax {
+			break
+		}
+		for _, w := range ws {
+			remote = append(remote, unix.RemoteIovec{Base: uintptr(w.At), Len: len(w.New)})
+			size += len(w.New)
+		}
+		count++
+	}
+	end = n + count
+	if size == 0 {
+		return
+	}
+	buf := make([]byte, size)
+	local := []unix.Iovec{{Base: &buf[0]}}
+	local[0].SetLen(size)
+	got, err := unix.ProcessVMReadv(r.pid, local, remote, 0)
+	if err != nil || got != size {
+		// Unreadable this way (a partial read stops at the first
+		// remote iovec it cannot read): each patch reads its own.
+		return
+	}
+	r.chunk = r.chunk[:0]
+	for _, i := range r.todo[n:end] {
+		ws := make([][]byte, len(r.patches[i].Writes))
+		for k, w := range r.patches[i].Writes {
+			ws[k], buf = buf[:len(w.New):len(w.New)], buf[len(w.New):]
+		}
+		r.chunk = append(r.chunk, ws)
+	}
+	r.to = end
 }

