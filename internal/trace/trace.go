@@ -17,7 +17,9 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime/debug"
+	rtmetrics "runtime/metrics"
 	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
@@ -85,7 +87,8 @@ type Options struct {
 }
 
 // MemoryLimit is the soft limit of the Go heap that trace sets for
-// itself (debug.SetMemoryLimit), unless GOMEMLIMIT or its caller set one:
+// itself (debug.SetMemoryLimit), unless GOMEMLIMIT or its caller set one,
+// and raises by what the binary's tables take (roomForTables):
 // what it holds is bounded (the backlog of records to print, 128 MiB,
 // one copy out of the rings, ring.TakeMax, and under 512 KiB for each
 // process it traces), and the limit keeps the collector from letting the
@@ -97,6 +100,45 @@ func limitMemory() {
 	if os.Getenv("GOMEMLIMIT") == "" && debug.SetMemoryLimit(-1) == math.MaxInt64 {
 		debug.SetMemoryLimit(MemoryLimit)
 	}
+}
+
+// roomForTables raises the soft limit of the heap by what it grew since
+// before (heapObjects) while the binary's tables were read, and returns
+// the func that takes that room back once they are dropped: the tables
+// of a large binary fill most of the heap (Caddy's 120,000 probes, some
+// 300 MiB), and under the limit alone the collector ran back to back, a
+// quarter of trace's CPU, while trace switched Caddy's functions, and
+// each stop of Caddy took longer. A limit that GOMEMLIMIT set stays as
+// set. Each process that -exe traces reads its tables, and makes its
+// room.
+func roomForTables(before uint64) (release func()) {
+	after := heapObjects()
+	if os.Getenv("GOMEMLIMIT") != "" || after <= before {
+		return func() {}
+	}
+	add := func(d int64) {
+		limitMu.Lock()
+		defer limitMu.Unlock()
+		if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+			debug.SetMemoryLimit(limit + d)
+		}
+	}
+	room := int64(after - before)
+	add(room)
+	return func() { add(-room) }
+}
+
+var limitMu sync.Mutex
+
+// heapObjects is the bytes of the heap's objects, live or not yet
+// collected.
+func heapObjects() uint64 {
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	rtmetrics.Read(s)
+	if s[0].Value.Kind() != rtmetrics.KindUint64 {
+		return 0
+	}
+	return s[0].Value.Uint64()
 }
 
 // started hands Started the pid of a process whose events come, and
@@ -137,10 +179,12 @@ func Run(opt Options) error {
 		return err
 	}
 	opt.exe = exe
+	before := heapObjects()
 	all, err := readSites(opt.Binary)
 	if err != nil {
 		return err
 	}
+	defer roomForTables(before)()
 	if len(all) == 0 {
 		return fmt.Errorf("%s has no USDT probes (build it with usdtgen probes or with go build -toolexec=usdt-toolexec and a rules file)", opt.Binary)
 	}
