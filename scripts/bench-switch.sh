@@ -12,11 +12,17 @@
 #
 # each RUNS times, alternating. It prints what each says: the functions
 # switched, the time the switch took in all, the number of stops of the
-# program and the longest; and the time switching back took. The program
-# must answer every request the loaders made, and the same as plain.
+# program, the longest and where its time went; and the time switching
+# back took. The program must answer every request the loaders made, and
+# the same as plain.
 #
-# Environment: RUNS=5, LOADERS=2, OUT= (a new temp dir if empty; the
-# Go build cache is the user's, so a second run builds nothing).
+# With BASE=REV, a third tool, REV's usdt-toolexec switch (built from
+# the git revision REV), switches the same process in each run too, before
+# this tree's switch on odd runs and after it on even ones: the two
+# compared side by side.
+#
+# Environment: RUNS=5, LOADERS=2, BASE=, OUT= (a new temp dir if empty;
+# the Go build cache is the user's, so a second run builds nothing).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -25,8 +31,17 @@ LOADERS=${LOADERS:-2}
 export CGO_ENABLED=0 GOTOOLCHAIN=local GOFLAGS=-mod=mod USDT_RULES=
 OUT=${OUT:-$(mktemp -d "${TMPDIR:-/tmp}/usdt-bench-switch.XXXXXX")}
 mkdir -p "$OUT/bin"
-go build -o "$OUT/bin/" ./cmd/usdt-toolexec
+# With the tests' identity of the wrapper (internal/testing/wrapperid):
+# a change to the tracer alone leaves Caddy's build cached.
+go build "$(go run ./internal/testing/wrapperid/cmd/wrapperid)" -o "$OUT/bin/" ./cmd/usdt-toolexec
 UT=$OUT/bin/usdt-toolexec
+if [ -n "${BASE:-}" ]; then
+	rm -rf "$OUT/base"
+	mkdir -p "$OUT/base" "$OUT/bin-base"
+	git archive "$BASE" | tar -x -C "$OUT/base"
+	# Only switches: it builds nothing.
+	(cd "$OUT/base" && go build -o "$OUT/bin-base/" ./cmd/usdt-toolexec)
+fi
 
 rm -rf "$OUT/caddy"
 cp -r scripts/testdata/caddy "$OUT/caddy"
@@ -82,14 +97,23 @@ run() {
 		sleep 0.1
 	done
 	sleep 1
+	local t0=$SECONDS
 	kill -INT "$pid"
 	wait "$pid" || true
 	grep -E 'switched|stops' "$log" | grep -v 'stays as compiled' || cat "$log"
+	echo "ended $((SECONDS - t0)) s after its interrupt"
 }
 
+base() {
+	[ -n "${BASE:-}" ] || return 0
+	echo "--- run $r: switch at $BASE"
+	run "$OUT/bin-base/usdt-toolexec" switch -v -p "$caddy" '*' | grep -v ' switched to '
+}
 for r in $(seq "$RUNS"); do
+	[ $((r % 2)) -eq 1 ] && base
 	echo "--- run $r: switch"
 	run "$UT" switch -v -p "$caddy" '*' | grep -v ' switched to '
+	[ $((r % 2)) -eq 0 ] && base
 	echo "--- run $r: trace -stats"
 	run "$UT" trace -v -stats -p "$caddy"
 done
