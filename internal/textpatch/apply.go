@@ -88,8 +88,15 @@ type StopParts struct {
 	Written                     int // patches written or found written
 }
 
+func (a *StopParts) add(b StopParts) {
+	a.Stopping += b.Stopping
+	a.Writing += b.Writing
+	a.Resuming += b.Resuming
+	a.Written += b.Written
+}
+
 // StopsText says how often, and how long at most, the writes stopped the
-// program, and where the longest stop's time went.
+// program, and where the longest stop's time went, and all the stops'.
 func (r Report) StopsText() string {
 	l := r.LongestParts
 	us := func(d time.Duration) time.Duration { return d.Round(time.Microsecond) }
@@ -216,10 +223,7 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		parts.Writing = resuming.Sub(writing)
 		w.resume()
 		parts.Resuming = time.Since(resuming)
-		rep.AllParts.Stopping += parts.Stopping
-		rep.AllParts.Writing += parts.Writing
-		rep.AllParts.Resuming += parts.Resuming
-		rep.AllParts.Written += parts.Written
+		rep.AllParts.add(parts)
 		if took := time.Since(start); took > rep.Longest {
 			rep.Longest, rep.LongestParts = took, parts
 		}
