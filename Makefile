@@ -159,7 +159,7 @@ unit:
 # again under the race detector (past 10 minutes). The wrapper's
 # packages run their own tests here.
 RACE_PKGS = $(shell $(GO) list ./... | grep -v -E '/(internal/testing/e2e|cmd/usdt-toolexec)$$')
-RACE_E2E  ?= ^(TestRingEvents|TestRingChildrenUnprivileged|TestRingStatsUnprivileged|TestRingProviderUnprivileged|TestRingExec|TestRingBufferFull|TestRingKilledTracer|TestRingGOMAXPROCSRaised|TestRingCommandSignals|TestRingCommandTracerStopped|TestRingAttachedTracerStopped|TestRingAttachedStatsExit|TestTraceValues|TestTraceCommandOnly|TestTraceStats|TestTraceStatsInterval|TestTracePIDExit|TestTraceOTLP|TestTraceOTLPSpanTimes|TestTraceContext|TestTracePprof|TestMetricsPrometheus|TestRingKilledAnyMoment|TestRingWithBpftrace|TestTraceExe|TestTraceExeMetrics|TestMetricsSpans|TestTraceSwitches|TestSwitchesCounted)$$
+RACE_E2E  ?= ^(TestRingEvents|TestRingChildrenUnprivileged|TestRingStatsUnprivileged|TestRingProviderUnprivileged|TestRingExec|TestRingBufferFull|TestRingBlock|TestRingKilledTracer|TestRingGOMAXPROCSRaised|TestRingCommandSignals|TestRingCommandTracerStopped|TestRingAttachedTracerStopped|TestRingAttachedStatsExit|TestTraceValues|TestTraceCommandOnly|TestTraceStats|TestTraceStatsInterval|TestTracePIDExit|TestTraceOTLP|TestTraceOTLPSpanTimes|TestTraceContext|TestTracePprof|TestMetricsPrometheus|TestRingKilledAnyMoment|TestRingWithBpftrace|TestTraceExe|TestTraceExeMetrics|TestMetricsSpans|TestTraceSwitches|TestSwitchesCounted)$$
 
 race:
 	$(GO) test -race -short -count=1 $(RACE_PKGS)

@@ -91,8 +91,10 @@ const ringWrite = "\tMOVQ DI, R11\n\tANDQ R8, R11\n\tMOVQ R10, (R9)(R11*1)\n\tAD
 // Then, for value reads, the P's id, the site's reads and the bytes of
 // its value area, the buffer's head while they run, the count of reads
 // gathered in the P's batch and the first not yet read, and the
-// registers process_vm_readv and its arguments take. Last, the time the
-// caller gave, if any.
+// registers process_vm_readv and its arguments take. Then the time the
+// caller gave, if any. Last, for a wait for room, its end and the
+// P's header and the record's size, which the clock's call does not
+// keep.
 const (
 	recordTime    = 8 * 9
 	recordWords   = recordTime + 8
@@ -106,7 +108,10 @@ const (
 	recordBatchAt = recordBatch + 8
 	recordSaved   = recordBatch + 32
 	recordGiven   = recordSaved + 24
-	recordFrame   = recordGiven + 8
+	recordUntil   = recordGiven + 8
+	recordHeader  = recordUntil + 8
+	recordSize    = recordHeader + 8
+	recordFrame   = recordSize + 8
 )
 
 // wordTo loads word i (in idx) of the trampoline's arguments into dst:
@@ -182,7 +187,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	// The P's header in BX; room for the record below the tracer's tail?
 	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ringlayout.HeaderSize), ctl, ringlayout.HeadersAt)
 	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ringlayout.HeadAt, ringlayout.TailAt)
-	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\n", ctl, ringlayout.SizeAt)
+	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJHI full\nroomy:\n", ctl, ringlayout.SizeAt)
 	// The buffer in R9, the mask in R8.
 	fmt.Fprintf(b, "\tIMULQ R8, R13\n\tLEAQ %s+%d(SB), R9\n\tADDQ R13, R9\n\tDECQ R8\n", ctl, ringlayout.BuffersAt)
 	// The site's address, the count of words and which are strings; the
@@ -222,7 +227,8 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tADDQ $8, SI\n\tDECQ DX\n\tJNE strcopy\nstrnext:\n\tINCQ CX\n\tCMPQ CX, %d(SP)\n\tJCS strings\n", recordWords)
 	valueReads(b)
 	fmt.Fprintf(b, "publish:\n\tMOVQ DI, %d(BX)\n\tJMP done\n", ringlayout.HeadAt)
-	fmt.Fprintf(b, "full:\n\tINCQ %d(BX)\n\tJMP done\n", ringlayout.LostAt)
+	waitForRoom(b)
+	fmt.Fprintf(b, "lost:\n\tINCQ %d(BX)\n\tJMP done\n", ringlayout.LostAt)
 	countCalls(b)
 	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ringlayout.NoSlotAt)
 	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ringlayout.Recording, ringlayout.Expiring, ctl, ringlayout.OnAt)
@@ -235,6 +241,45 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	}
 	fmt.Fprintf(b, "\tMOVQ %d(SP), DX\n\tRET\n", recordTime)
 	bucketFunc(b)
+}
+
+// sysSchedYieldAMD64 is sched_yield's number on linux/amd64.
+const sysSchedYieldAMD64 = 24
+
+// waitForRoom writes record's wait at full, with the P's header in BX,
+// the record's size in CX, the head in DI: with a bound in BlockAt
+// (-block), it yields the thread until the tracer's tail leaves room,
+// then goes on at roomy with R8 and R13 as it left them; it goes to
+// lost when the bound has passed since its first look at the clock,
+// when the ring is no longer on, or at once when this P's last wait ran
+// out at the tail the tracer is still at (GaveUpAt), where the P then
+// stays until the tracer reads; to expire when the tracer's lease has
+// run out. Assembly is not preempted: the goroutine keeps its
+// P while it waits.
+func waitForRoom(b *bytes.Buffer) {
+	ctl := ringSym()
+	fmt.Fprintf(b, "full:\n\tMOVQ %s+%d(SB), R10\n\tTESTQ R10, R10\n\tJEQ lost\n", ctl, ringlayout.BlockAt)
+	fmt.Fprintf(b, "\tMOVQ %d(BX), AX\n\tINCQ AX\n\tCMPQ AX, %d(BX)\n\tJEQ lost\n", ringlayout.TailAt, ringlayout.GaveUpAt)
+	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tMOVQ BX, %d(SP)\n\tMOVQ CX, %d(SP)\n", recordUntil, recordHeader, recordSize)
+	// A system call keeps every register but AX, CX and R11; the
+	// clock's call keeps none.
+	fmt.Fprintf(b, "wait:\n\tMOVQ $%d, AX\n\tSYSCALL\n\tMOVQ %d(SP), BX\n\tMOVQ %d(SP), CX\n\tMOVQ %d(BX), DI\n\tMOVQ %d(SP), R13\n", sysSchedYieldAMD64, recordHeader, recordSize, ringlayout.HeadAt, recordP)
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJNE lost\n", ctl, ringlayout.OnAt, ringlayout.Recording)
+	fmt.Fprintf(b, "\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n\tMOVQ %s+%d(SB), R8\n\tCMPQ SI, R8\n\tJLS roomy\n", ringlayout.TailAt, ctl, ringlayout.SizeAt)
+	// The time, of the clock the event's was: the ticks, tagged, or
+	// runtime.nanotime. A clock changed meanwhile (another tracer's)
+	// ends the wait.
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ waittsc\n\tCALL runtime·nanotime<ABIInternal>(SB)\n\tJMP waited\n", ctl, ringlayout.ClockAt, ringlayout.Ticks)
+	b.WriteString("waittsc:\n" + ticksTo("AX") + "waited:\n")
+	// A tracer that stopped renewing its lease is gone: the waiter
+	// takes its probes down, as any writer past the lease does, rather
+	// than wait on for it (every other P may be waiting too).
+	fmt.Fprintf(b, "\tCMPQ AX, %s+%d(SB)\n\tJGT expire\n", ctl, ringlayout.UntilAt)
+	// The first time read sets the bound: the event's own may be a
+	// caller's, older.
+	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n\tTESTQ R10, R10\n\tJNE waitcmp\n\tMOVQ %s+%d(SB), R10\n\tADDQ AX, R10\n\tMOVQ R10, %[1]d(SP)\n\tJMP wait\n", recordUntil, ctl, ringlayout.BlockAt)
+	fmt.Fprintf(b, "waitcmp:\n\tMOVQ AX, R11\n\tXORQ R10, R11\n\tBTQ $63, R11\n\tJCS gaveup\n\tCMPQ AX, R10\n\tJCS wait\n")
+	fmt.Fprintf(b, "gaveup:\n\tMOVQ %d(SP), BX\n\tMOVQ %d(BX), AX\n\tINCQ AX\n\tMOVQ AX, %d(BX)\n", recordHeader, ringlayout.TailAt, ringlayout.GaveUpAt)
 }
 
 // cleanList takes down the probes of the tracer's list, R12 entries

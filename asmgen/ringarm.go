@@ -27,8 +27,9 @@ import (
 // R15, so that a usdtgen probe's twelfth word, which its trampoline
 // moves from R12 to R15, is word 11), then the time, the count of
 // words, the strings' bits, the site's address, the P's id, the site's
-// reads and its value area's bytes, process_vm_readv's two iovecs, and
-// the time the caller gave, if any.
+// reads and its value area's bytes, process_vm_readv's two iovecs, the
+// time the caller gave, if any, and, for a wait for room, its end and
+// the record's size.
 const (
 	a64Regs      = 8
 	a64Words     = a64Regs + 8 // saved R1, word 0
@@ -42,7 +43,9 @@ const (
 	a64Area      = a64Plan + 8
 	a64Iov       = a64Area + 8
 	a64Given     = a64Iov + 32
-	a64RecordTop = a64Given + 8
+	a64Until     = a64Given + 8
+	a64Size      = a64Until + 8
+	a64RecordTop = a64Size + 8
 )
 
 // sysProcessVMReadvARM64 is process_vm_readv's number on linux/arm64.
@@ -113,7 +116,7 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 	// tail?
 	fmt.Fprintf(b, "\tLSL $%d, R20, R21\n\tADD $%d, R21\n\tADD R19, R21\n", log2(ringlayout.HeaderSize), ringlayout.HeadersAt)
 	fmt.Fprintf(b, "\tMOVD %d(R21), R22\n\tMOVD %d(R21), R0\n\tSUB R0, R22, R0\n\tADD R2, R0\n", ringlayout.HeadAt, ringlayout.TailAt)
-	fmt.Fprintf(b, "\tMOVD %d(R19), R23\n\tCMP R23, R0\n\tBHI full\n", ringlayout.SizeAt)
+	fmt.Fprintf(b, "\tMOVD %d(R19), R23\n\tCMP R23, R0\n\tBHI full\nroomy:\n", ringlayout.SizeAt)
 	// The buffer in R24, the mask in R23.
 	fmt.Fprintf(b, "\tMUL R23, R20, R24\n\tADD $%d, R24\n\tADD R19, R24\n\tSUB $1, R23\n", ringlayout.BuffersAt)
 	// The site's address, the count of words and which are strings; the
@@ -143,7 +146,8 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 	valueReadsARM64(b)
 	// The head last, released: a tracer that reads it reads the record.
 	fmt.Fprintf(b, "publish:\n\tADD $%d, R21, R0\n\tSTLR R22, (R0)\n\tB done\n", ringlayout.HeadAt)
-	fmt.Fprintf(b, "full:\n\tMOVD %[1]d(R21), R0\n\tADD $1, R0\n\tMOVD R0, %[1]d(R21)\n\tB done\n", ringlayout.LostAt)
+	waitForRoomARM64(b)
+	fmt.Fprintf(b, "lost:\n\tMOVD %[1]d(R21), R0\n\tADD $1, R0\n\tMOVD R0, %[1]d(R21)\n\tB done\n", ringlayout.LostAt)
 	countCallsARM64(b)
 	fmt.Fprintf(b, "noslot:\n\tADD $%d, R19, R0\nnoslotadd:\n\tLDAXR (R0), R1\n\tADD $1, R1\n\tSTLXR R1, (R0), R2\n\tCBNZ R2, noslotadd\n\tB done\n", ringlayout.NoSlotAt)
 	// The first writer past the lease takes the tracer's probes down
@@ -157,6 +161,33 @@ func recordFuncARM64(b *bytes.Buffer, rt Runtime) {
 		fmt.Fprintf(b, "\tMOVD %d(RSP), R%d\n", a64Regs+8*i, i)
 	}
 	fmt.Fprintf(b, "\tMOVD %d(RSP), R15\n\tMOVD %d(RSP), R14\n\tRET\n", a64R15, a64Time)
+}
+
+// sysSchedYieldARM64 is sched_yield's number on linux/arm64.
+const sysSchedYieldARM64 = 124
+
+// waitForRoomARM64 is waitForRoom for arm64, the P's header in R21, the
+// record's size in R2: it goes on at roomy with R2, R15 and R19 to R23
+// as the writer had them, to lost, or to expire past the tracer's lease. The clock's call keeps no register, so
+// each turn computes them again.
+func waitForRoomARM64(b *bytes.Buffer) {
+	fmt.Fprintf(b, "full:\n\tMOVD %d(R19), R0\n\tCBZ R0, lost\n", ringlayout.BlockAt)
+	fmt.Fprintf(b, "\tMOVD %d(R21), R0\n\tADD $1, R0\n\tMOVD %d(R21), R1\n\tCMP R0, R1\n\tBEQ lost\n", ringlayout.TailAt, ringlayout.GaveUpAt)
+	fmt.Fprintf(b, "\tMOVD ZR, %d(RSP)\n\tMOVD R2, %d(RSP)\n", a64Until, a64Size)
+	fmt.Fprintf(b, "wait:\n\tMOVD $%d, R8\n\tSVC\n", sysSchedYieldARM64)
+	header := fmt.Sprintf("\tMOVD $%s(SB), R19\n\tMOVD %d(RSP), R20\n\tLSL $%d, R20, R21\n\tADD $%d, R21\n\tADD R19, R21\n", ringSym(), a64P, log2(ringlayout.HeaderSize), ringlayout.HeadersAt)
+	b.WriteString(header)
+	fmt.Fprintf(b, "\tMOVD %d(RSP), R2\n\tADD $%d, RSP, R15\n\tMOVD %d(R21), R22\n\tMOVD %d(R19), R0\n\tCMP $%d, R0\n\tBNE lost\n", a64Size, a64Words, ringlayout.HeadAt, ringlayout.OnAt, ringlayout.Recording)
+	fmt.Fprintf(b, "\tMOVD %d(R21), R0\n\tSUB R0, R22, R0\n\tADD R2, R0\n\tMOVD %d(R19), R23\n\tCMP R23, R0\n\tBLS roomy\n", ringlayout.TailAt, ringlayout.SizeAt)
+	// The first time read sets the bound: the event's own may be a
+	// caller's, older.
+	// A tracer past its lease is gone: expire, as any writer would.
+	fmt.Fprintf(b, "\tBL runtime·nanotime<ABIInternal>(SB)\n\tMOVD $%s(SB), R19\n\tMOVD %d(R19), R1\n\tCMP R1, R0\n\tBGT expire\n", ringSym(), ringlayout.UntilAt)
+	fmt.Fprintf(b, "\tMOVD %d(RSP), R1\n\tCBNZ R1, waitcmp\n", a64Until)
+	fmt.Fprintf(b, "\tMOVD %d(R19), R1\n\tADD R0, R1\n\tMOVD R1, %d(RSP)\n\tB wait\n", ringlayout.BlockAt, a64Until)
+	b.WriteString("waitcmp:\n\tCMP R1, R0\n\tBLO wait\n")
+	b.WriteString(header)
+	fmt.Fprintf(b, "\tMOVD %d(R21), R0\n\tADD $1, R0\n\tMOVD R0, %d(R21)\n", ringlayout.TailAt, ringlayout.GaveUpAt)
 }
 
 // cleanListARM64 is cleanList for arm64: R12 entries from R13, the

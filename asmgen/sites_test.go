@@ -50,7 +50,7 @@ func TestPlan9Sites(t *testing.T) {
 			"TEXT usdt∕p_1·tr1<ABIInternal>(SB), 516, $0\n\tMOVQ $1, R12\n\tJMP usdt∕p_1·since<ABIInternal>(SB)\n",
 			"TEXT usdt∕p_1·tr2<ABIInternal>(SB), 4, $0\n\tCMPQ usdt∕ring·ctl(SB), $1\n\tJEQ ring\n",
 			"TEXT usdt∕p_1·since<ABIInternal>(SB), 4, $88\n",
-			"TEXT usdt∕ring·record<ABIInternal>(SB), 6, $200\n",
+			"TEXT usdt∕ring·record<ABIInternal>(SB), 6, $224\n",
 			// The P's id, through g.m and m.p.
 			"\tMOVQ 48(R14), R13\n\tMOVQ 200(R13), R13\n\tTESTQ R13, R13\n\tJEQ done\n\tMOVLQZX 0(R13), R13\n",
 		}, "", &Symbols{Trampolines: []Trampoline{{Symbol: "usdt/p_1.tr0", Words: 2}, {Symbol: "usdt/p_1.tr1", Clock: ClockSince, Words: 1}, {Symbol: "usdt/p_1.tr2", Clock: ClockNow, Words: 3}},

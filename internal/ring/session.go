@@ -239,6 +239,7 @@ func Open(pid int, ctl, where uint64, slots, size int) (*Session, error) {
 		s.setWord(ringlayout.EntryTicksAt, 0),
 		s.setWord(ringlayout.PidAt, uint64(innerPid(pid))),
 		s.setWord(ringlayout.ClockAt, ringlayout.Monotonic),
+		s.setWord(ringlayout.BlockAt, 0),
 		s.Renew(),
 		s.setWord(ringlayout.OwnerAt, s.token),
 		s.setWord(ringlayout.OnAt, ringlayout.Preparing),
@@ -352,6 +353,21 @@ func (s *Session) Plan(plans []SitePlan) error {
 		s.setWord(ringlayout.TableMaskAt, mask),
 		s.setWord(ringlayout.PlansAt, 1),
 	)
+}
+
+// MaxBlock bounds Block's wait: a writer that waits keeps its P, and a
+// stop of the world (a garbage collection's) waits for it.
+const MaxBlock = 10 * time.Second
+
+// Block has a writer whose buffer is full wait up to d for the tracer
+// to make room before it drops its event (ringlayout.BlockAt); 0, as
+// Open leaves it, drops at once. It is for a session of events, whose
+// writers read runtime.nanotime.
+func (s *Session) Block(d time.Duration) error {
+	if d < 0 || d > MaxBlock {
+		return fmt.Errorf("a wait for room of %v: want from 0 to %v", d, MaxBlock)
+	}
+	return s.setWord(ringlayout.BlockAt, uint64(d.Nanoseconds()))
 }
 
 // table is the writers' table of sites (see TableMaskAt): entries of two

@@ -52,10 +52,19 @@
 //	           follow the table, below BatchAt, where each P has
 //	           BatchSize bytes for the iovecs of its reads (see OpFlush),
 //	           and from ScratchAt AreaMax bytes to fill the area in.
+//	BlockAt    0, or how long a writer that finds its P's buffer full
+//	           waits for the tracer to make room (-block), in the
+//	           clock's unit. It yields its thread meanwhile (no other
+//	           goroutine runs on its P, and a stop of the world waits
+//	           for it), and drops the event when the time is up, when
+//	           the ring goes off, or at once when the tracer has read
+//	           nothing since this P last waited in vain (GaveUpAt): a
+//	           stopped tracer costs each P one wait, not one an event.
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
-//	           buffer, that count as the P's last record saw it, and at
-//	           TailAt, the bytes the tracer has read
+//	           buffer, that count as the P's last record saw it, at
+//	           TailAt, the bytes the tracer has read, and at GaveUpAt,
+//	           one more than the tail when the P's last wait ran out
 //	ListAt     the semaphores the tracer turned on, a word each: the
 //	           address in the low 48 bits (ListAddr) and ListNarrow,
 //	           ListRaised and ListClaimed above
@@ -83,12 +92,13 @@ const (
 	// symbols too, and knows its layout. The writer reaches the ring
 	// through it, which keeps it linked.
 	Where = "usdt/ring.where"
-	// WhereMagic ends with the layout's version: "\x7fUSDTrn3", since an
-	// automatic probe's semaphore is the low half of a 32-bit slot whose
-	// high half is the tracer's flag (ListNarrow). A tracer writes no
+	// WhereMagic ends with the layout's version: "\x7fUSDTrn4", since a
+	// writer waits for room (BlockAt); "rn3", since an automatic probe's
+	// semaphore is the low half of a 32-bit slot whose high half is the
+	// tracer's flag (ListNarrow). A tracer writes no
 	// ring of another version: its writer reads the plans, fills the
 	// areas and takes the probes down otherwise.
-	WhereMagic = 0x336e72544453557f
+	WhereMagic = 0x346e72544453557f
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
 	// Since is the code a fire function calls for the time elapsed since
@@ -139,6 +149,9 @@ const (
 	// it does not hold (OpHeld) through process_vm_readv, which fails
 	// where a load would fault.
 	PidAt = 104
+	// BlockAt bounds a writer's wait for room (-block), in the clock's
+	// unit; 0 drops at once.
+	BlockAt = 128
 
 	HeadersAt  = 4096
 	HeaderSize = 64
@@ -146,6 +159,7 @@ const (
 	LostAt     = 8
 	LostSeenAt = 16
 	TailAt     = 32
+	GaveUpAt   = 40
 	MaxSlots   = 256
 
 	ListAt  = HeadersAt + MaxSlots*HeaderSize

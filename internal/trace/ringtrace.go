@@ -234,7 +234,7 @@ func (t *ringTrace) prepare(s *ring.Session, bias uint64) error {
 			plans = append(plans, ring.SitePlan{Addr: site.addr + bias, Ops: site.plan.Ops})
 		}
 	}
-	return s.Plan(plans)
+	return errors.Join(s.Plan(plans), s.Block(t.opt.Block))
 }
 
 // startEvents sets the trace up to decode and print the events of the

@@ -59,6 +59,10 @@ type Options struct {
 	// Buffer is the size of the ring buffer the events come through, a
 	// power of two; 0 for bpfprog.DefaultRing.
 	Buffer int
+	// Block is how long a probe whose buffer is full waits for the
+	// tracer to make room before it drops its event (-block); 0 drops
+	// at once. Only the in-process ring can wait.
+	Block time.Duration
 	// Transport is how the events reach the tracer; TransportAuto when
 	// empty.
 	Transport Transport
@@ -200,6 +204,10 @@ func Run(opt Options) error {
 	opt.transportWhy = why
 	if useRing {
 		return runRing(opt, all, sites, ctl, exited)
+	}
+	if opt.Block > 0 {
+		// Only a writer in the program can wait: a BPF program may not.
+		return fmt.Errorf("-block waits in the program, for room in its own ring, and this trace goes through BPF (%s): drop -block, or trace through the ring (-transport ring)", why)
 	}
 	raiseMemlock()
 	if err := needCookies(opt.Binary); err != nil {

@@ -19,14 +19,15 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/trace"
 	"github.com/go-usdt/usdt/internal/values"
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -exe PATH [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -exe PATH [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -56,7 +57,11 @@ them to OTEL_EXPORTER_OTLP_METRICS_ENDPOINT where that is set. -attach multi att
 every probe with one uprobe_multi link (Linux 6.6+), single with one
 uprobe per probe, auto (the default) with the first that works. -buffer sets the size of the ring buffer the
 events come through, a power of two (256K, 32M, the default, or 1G): a
-trace that lost events says so at the end.
+trace that lost events says so at the end. -block D, through the ring,
+has a probe whose buffer is full wait up to D (at most 10s) for trace to
+make room instead of dropping its event: the program runs at the pace
+trace reads, and a stop of the world waits for a probe that waits; a
+trace that stops reading costs each P one wait of D, then drops.
 
 -transport ring has the probes write their events into a buffer in the
 program's own memory, with no trap, as any user who may ptrace the
@@ -149,6 +154,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	attach := fs.String("attach", string(trace.AttachAuto), "")
 	transport := fs.String("transport", string(trace.TransportAuto), "")
 	fs.Var((*bufferSize)(&opt.Buffer), "buffer", "")
+	fs.DurationVar(&opt.Block, "block", 0, "")
 	var exp Exports
 	exp.flags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -181,6 +187,15 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		return 2
 	case opt.Stats && opt.Buffer != 0:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in the kernel and sends no events through a buffer: drop -buffer\n")
+		return 2
+	case opt.Block < 0 || opt.Block > ring.MaxBlock:
+		fmt.Fprintf(stderr, "usdt-toolexec trace: -block %v: want how long a probe may wait for room, up to %v (100ms, 1s)\n", opt.Block, ring.MaxBlock)
+		return 2
+	case opt.Stats && opt.Block > 0:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in place and writes no events to wait for room for: drop -block\n")
+		return 2
+	case opt.Block > 0 && opt.Transport == trace.TransportBPF:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -block waits in the program, for room in its own ring: a BPF program cannot wait: drop -block, or use -transport ring\n")
 		return 2
 	case exp.Metrics != "" && !opt.Stats && exp.OTLP == "":
 		fmt.Fprint(stderr, "usdt-toolexec trace: -metrics serves what -stats counts, or the calls of -otlp's spans: add -stats or -otlp URL\n")

@@ -64,6 +64,7 @@ var (
 		"TestGDB", "TestTraceSpanTimes", "TestNotes",
 		"TestRingProviderUnprivileged", "TestRingProfileUnwinds",
 		"TestSwitchCommand", "TestTraceSwitches", "TestSwitchStress",
+		"TestRingBlock",
 	}
 	// smokeTests run, instead of guestTests, on a row whose kernel
 	// version another row runs whole, on the other architecture, and

@@ -15,8 +15,10 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -439,6 +441,103 @@ func TestRingBufferFull(t *testing.T) {
 	if printed+lost < 2*100000 || printed+lost > 2*(100000+1000) {
 		t.Errorf("%d events printed and %d lost, want 200,000 of add's in all (and at most wide's 2,000 more)", printed, lost)
 	}
+}
+
+// TestRingBlock traces TestRingBufferFull's 100,000 calls through the
+// same smallest buffer, with -block: a probe that finds its buffer full
+// waits for trace to read, and every event is printed, none lost. Then,
+// with trace stopped (SIGSTOP) while a program on one P calls add in a
+// loop, a probe waits for room that does not come, longer (-block 10s)
+// than the tracer's lease (1 s): it sees the lease run out as it waits
+// and takes the probes down, so that the semaphores' slots are back at 0
+// within 2 s, and the program goes on and ends its calls when told.
+func TestRingBlock(t *testing.T) {
+	requireRing(t)
+	bin := buildFixtureRules(t, "ring")
+	t.Run("every event", func(t *testing.T) {
+		calls := 100000
+		if tracetest.TimeSlack > 1 {
+			calls = 10000
+		}
+		out, errOut, err := usdtTrace(t, "-transport", "ring", "-buffer", "4K", "-block", "1s", "main.add", "--", bin, strconv.Itoa(calls))
+		if err != nil {
+			t.Fatalf("trace: %v\n%s", err, errOut)
+		}
+		if strings.Contains(errOut, "lost") {
+			t.Errorf("trace -block lost events:\n%s", errOut)
+		}
+		if printed := strings.Count(out, " main.add"); printed != 2*calls {
+			t.Errorf("trace -block printed %d events of add, want every call's two, %d:\n%s", printed, 2*calls, errOut)
+		}
+		if !strings.Contains(errOut, fmt.Sprintf("add=%d ", calls)) {
+			t.Errorf("the program did not make its calls:\n%s", errOut)
+		}
+	})
+	t.Run("tracer stopped", func(t *testing.T) {
+		t.Setenv("GOMAXPROCS", "1")
+		prog, stdin, out := startReady(t, bin, "-wait", "0")
+		fmt.Fprintln(stdin) // it calls until the next line
+		pid := prog.Process.Pid
+		tr, _, _ := traceAttached(t, io.Discard, "-v", "-transport", "ring", "-buffer", "4K", "-block", "10s", "-p", strconv.Itoa(pid), "main.add")
+		sems := semaphores(t, bin)
+		waitFor(t, 5*time.Second, "the probes on", func() bool { return slices.Contains(readUints(t, pid, sems, 4), 1<<16) })
+		time.Sleep(300 * time.Millisecond)
+		if err := tr.Process.Signal(syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		stopped := time.Now()
+		defer func() { tr.Process.Signal(syscall.SIGCONT); tr.Process.Kill(); tr.Wait() }()
+		// The lease runs out 1 s after the tracer last renewed it.
+		semaphoresOff(t, pid, sems, 4, stopped)
+		t.Logf("the program turned its probes off %v after its tracer stopped", time.Since(stopped).Round(time.Millisecond))
+		fmt.Fprintln(stdin)
+		line, _ := out.ReadString('\n')
+		if err := prog.Wait(); err != nil || !strings.HasPrefix(line, "add=") {
+			t.Fatalf("the program printed %q: %v", line, err)
+		}
+	})
+}
+
+// TestRingBlockOutputStalled traces add with -block 500ms, its output
+// into a pipe that nothing reads: trace fills its backlog of events to
+// print (128 MB), then stops taking records from the ring, while it
+// renews its lease. A probe on the program's one P waits once for room,
+// then drops at once as long as trace has read nothing since: in 8 s
+// the program makes far more calls (over 5 million) than trace's
+// backlog and the ring hold (160 MB, two records of 48 bytes a call:
+// 1.75 million calls), where a wait at every event would add 16 (with
+// that wait, 1.8 million here; without it, 81 million).
+func TestRingBlockOutputStalled(t *testing.T) {
+	requireRing(t)
+	if tracetest.TimeSlack > 1 {
+		t.Skip("the count of calls it checks is a native machine's")
+	}
+	bin := buildFixtureRules(t, "ring")
+	t.Setenv("GOMAXPROCS", "1")
+	prog, stdin, out := startReady(t, bin, "-wait", "0")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	tr, _, _ := traceAttached(t, w, "-v", "-transport", "ring", "-block", "500ms", "-p", strconv.Itoa(prog.Process.Pid), "main.add")
+	w.Close()
+	defer func() { tr.Process.Kill(); tr.Wait() }()
+	fmt.Fprintln(stdin) // it calls until the next line
+	time.Sleep(8 * time.Second)
+	if on := readUints(t, prog.Process.Pid, semaphores(t, bin), 4); !slices.Contains(on, 1<<16) {
+		t.Fatalf("the probes went off (%#x): trace's lease ran out", on)
+	}
+	fmt.Fprintln(stdin)
+	line, _ := out.ReadString('\n')
+	if err := prog.Wait(); err != nil {
+		t.Fatalf("the program printed %q: %v", line, err)
+	}
+	var adds int
+	if _, err := fmt.Sscanf(line, "add=%d ", &adds); err != nil || adds < 5000000 {
+		t.Errorf("the program printed %q, want more than 5,000,000 calls of add: its probes waited at every event", line)
+	}
+	t.Logf("the program printed %q", strings.TrimSpace(line))
 }
 
 // TestRingKilledTracer kills a ring trace with SIGKILL: within two
