@@ -83,7 +83,7 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	var spans *otlp.Exporter
 	if x.OTLP != "" {
 		var err error
-		if spans, err = otlp.New(context.Background(), x.OTLP, x.Service, filepath.Base(bin)); err != nil {
+		if spans, err = otlp.New(context.Background(), x.OTLP, x.Service, filepath.Base(bin), opt.Block > 0); err != nil {
 			return err
 		}
 		spans.MinSpan = x.MinSpan

@@ -48,7 +48,7 @@ func BenchmarkExport(b *testing.B) {
 const goroutines, perRoot = 8, 64
 
 func benchEvents(b *testing.B, url string) {
-	e, err := New(context.Background(), url, "", "shop")
+	e, err := New(context.Background(), url, "", "shop", false)
 	if err != nil {
 		b.Fatal(err)
 	}

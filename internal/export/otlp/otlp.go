@@ -144,8 +144,11 @@ type call struct {
 // process's spans have a resource of their own, with its service.name
 // (see process.go): the process's OTEL_SERVICE_NAME or
 // OTEL_RESOURCE_ATTRIBUTES, else service, else trace's own environment's,
-// else fallback, the executable's name.
-func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, error) {
+// else fallback, the executable's name. With block (trace's -block),
+// a span that finds the SDK's queue full waits for room rather than
+// being dropped: the wait goes back to the program's probes, which
+// wait for the ring (bounded there).
+func New(ctx context.Context, endpoint, service, fallback string, block bool) (*Exporter, error) {
 	u, err := url.Parse(endpoint)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 		return nil, fmt.Errorf("-otlp %s: want the collector's base URL, such as http://127.0.0.1:4318", endpoint)
@@ -165,7 +168,11 @@ func New(ctx context.Context, endpoint, service, fallback string) (*Exporter, er
 		sources: map[string][]attribute.KeyValue{}, started: map[int]identity{},
 	}
 	otel.SetErrorHandler(&e.errs)
-	e.batch, e.queue = watchedBatch(e.sent, batchOptions()...)
+	opts := batchOptions()
+	if block {
+		opts = append(opts, sdktrace.WithBlocking())
+	}
+	e.batch, e.queue = watchedBatch(e.sent, opts...)
 	e.tree.Begin = e.begin
 	e.tree.End = e.end
 	return e, nil

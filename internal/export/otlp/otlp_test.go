@@ -74,7 +74,7 @@ func newReceiver(t *testing.T, status int, hold chan struct{}) *receiver {
 // newExporter starts an exporter of the service shop to the receiver.
 func newExporter(t *testing.T, r *receiver) *Exporter {
 	t.Helper()
-	e, err := New(context.Background(), r.url, "", "shop")
+	e, err := New(context.Background(), r.url, "", "shop", false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +536,7 @@ func TestServiceName(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			r := newReceiver(t, http.StatusOK, nil)
 			t.Setenv("OTEL_SERVICE_NAME", tt.env)
-			e, err := New(context.Background(), r.url+"/", tt.service, "shop")
+			e, err := New(context.Background(), r.url+"/", tt.service, "shop", false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -553,7 +553,7 @@ func TestServiceName(t *testing.T) {
 
 func TestNewRejects(t *testing.T) {
 	for _, endpoint := range []string{"127.0.0.1:4318", "ftp://127.0.0.1:4318", "http://", "localhost", "http://[::1"} {
-		_, err := New(context.Background(), endpoint, "", "shop")
+		_, err := New(context.Background(), endpoint, "", "shop", false)
 		want := "-otlp " + endpoint + ": want the collector's base URL, such as http://127.0.0.1:4318"
 		if err == nil || err.Error() != want {
 			t.Errorf("New(%q): %v, want %s", endpoint, err, want)
@@ -652,6 +652,47 @@ func TestCloseReports(t *testing.T) {
 				t.Errorf("Dropped() = %v, want %v", got, wantDropped)
 			}
 		})
+	}
+}
+
+// TestBlockingQueue: with block (trace's -block), TestCloseReports'
+// queue of one span, whose first export the collector keeps waiting,
+// makes the spans wait for room instead of dropping them: every one
+// reaches the collector, and Close reports nothing.
+func TestBlockingQueue(t *testing.T) {
+	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "1")
+	t.Setenv("OTEL_BSP_MAX_EXPORT_BATCH_SIZE", "1")
+	hold := make(chan struct{})
+	r := newReceiver(t, http.StatusOK, hold)
+	e, err := New(context.Background(), r.url, "", "shop", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const events = 50
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range events {
+			e.Event(thread(1).fire("tick", i))
+		}
+	}()
+	select {
+	case <-done:
+		t.Fatal("50 spans went into a queue of one while the collector held the first export")
+	case <-time.After(200 * time.Millisecond):
+	}
+	close(hold)
+	<-done
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.Close(ctx); err != nil {
+		t.Errorf("Close: %v, want every span sent", err)
+	}
+	if spans, _ := r.received(); len(spans) != events {
+		t.Errorf("%d spans received, want all %d", len(spans), events)
+	}
+	if got := e.Dropped(); got["queue_full"] != 0 {
+		t.Errorf("Dropped() = %v, want none for a full queue", got)
 	}
 }
 
@@ -893,7 +934,7 @@ func TestJoin(t *testing.T) {
 func TestObservabilityNotInherited(t *testing.T) {
 	t.Setenv(observability, "")
 	os.Unsetenv(observability)
-	e, err := New(context.Background(), "http://127.0.0.1:1", "", "shop")
+	e, err := New(context.Background(), "http://127.0.0.1:1", "", "shop", false)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -222,7 +222,7 @@ func TestProcessResource(t *testing.T) {
 			if tt.exe != "" {
 				fakeProc(t, dir, 4242, tt.exe, tt.environ, tt.cgroup)
 			}
-			e, err := New(context.Background(), r.url, tt.service, "shop")
+			e, err := New(context.Background(), r.url, tt.service, "shop", false)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -298,7 +298,7 @@ func fakeProcExporter(t *testing.T) (*receiver, string, *Exporter) {
 	r := newReceiver(t, http.StatusOK, nil)
 	dir := t.TempDir()
 	setProcfs(t, dir)
-	e, err := New(context.Background(), r.url, "", "shop")
+	e, err := New(context.Background(), r.url, "", "shop", false)
 	if err != nil {
 		t.Fatal(err)
 	}
