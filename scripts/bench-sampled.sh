@@ -43,19 +43,8 @@ printf 'rules:\n  - package: "net/http"\n' >"$OUT/jsonapi.yml"
 if ! command -v wrk >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi
-scripts/jaeger.sh >/dev/null
-jaeger=${USDT_JAEGER_DIR:-/var/cache/go-usdt/jaeger}/jaeger
-
-# Jaeger on loopback, in memory, as the end-to-end tests start it.
-# shellcheck disable=SC2059 # the file is the format: its ports are verbs
-printf "$(cat internal/testing/e2e/testdata/jaeger.yaml)\n" 16696 16695 4328 >"$OUT/jaeger.yaml"
-"$jaeger" --config "$OUT/jaeger.yaml" >"$OUT/jaeger.txt" 2>&1 &
-jaegerpid=$!
+start_jaeger "$OUT" 16696 16695 4328
 trap 'kill $jaegerpid 2>/dev/null || true' EXIT
-for _ in $(seq 300); do
-	curl -fsS -o /dev/null http://127.0.0.1:16696/api/services 2>/dev/null && break
-	sleep 0.2
-done
 
 # run MODE prints the requests/s wrk gets from the server under MODE, and
 # keeps its output and trace's in $OUT/MODE.PASS.txt.
@@ -76,11 +65,7 @@ run() {
 	: >"$log"
 	"${cmd[@]}" >"$log" 2>&1 &
 	server=$!
-	for _ in $(seq 300); do
-		grep -q '^listening on' "$log" && break
-		sleep 0.1
-	done
-	addr=$(awk '/^listening on/ { print $3 }' "$log")
+	addr=$(listening_addr "$log" 30)
 	if [ -z "$addr" ]; then
 		echo "$1: the server did not say where it listens in 30 s:" >&2
 		cat "$log" >&2
@@ -99,11 +84,7 @@ run() {
 : >"$OUT/results.txt"
 read -ra modes <<<"$MODES"
 for pass in $(seq "$COUNT"); do
-	order=("${modes[@]}")
-	if [ $((pass % 2)) -eq 0 ]; then
-		for ((i = ${#modes[@]} - 1, j = 0; i >= 0; i--, j++)); do order[j]=${modes[i]}; done
-	fi
-	for m in "${order[@]}"; do
+	for m in $(turns "$pass" "${modes[@]}"); do
 		echo "$m $(run "$m" "$pass")" | tee -a "$OUT/results.txt"
 	done
 done

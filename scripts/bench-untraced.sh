@@ -93,11 +93,7 @@ serve() {
 	: >"$log"
 	"$1" >>"$log" 2>&1 &
 	server=$!
-	for _ in $(seq 100); do
-		grep -q '^listening on' "$log" && break
-		sleep 0.1
-	done
-	addr=$(awk '/^listening on/ { print $3 }' "$log")
+	addr=$(listening_addr "$log" 10)
 	wrk -t2 -c"$2" -d"${DURATION}s" "http://$addr/items/42" | awk '/^Requests\/sec:/ { print $2 }'
 	kill "$server"
 	wait "$server" 2>/dev/null || true
@@ -129,10 +125,8 @@ run() {
 
 : >"$OUT/results.txt"
 for pass in $(seq "$COUNT"); do
-	order="plain probed notes switch"
-	[ $((pass % 2)) -eq 0 ] && order="switch notes probed plain"
 	for w in $WORKLOADS; do
-		for b in $order; do
+		for b in $(turns "$pass" plain probed notes switch); do
 			run "$w" "$b" | while read -r metric value; do
 				echo "$w $metric $b $value" >>"$OUT/results.txt"
 			done

@@ -1,5 +1,6 @@
 # Sourced by the benchmark scripts (bench.sh, bench-auto.sh, fire-measure.sh,
-# build-cost.sh) for what their summaries share, and by jaeger.sh and
+# build-cost.sh, ...) for what their summaries share, the modules and the
+# Jaeger they run, and the servers they wait for, and by jaeger.sh and
 # prometheus.sh for their builds once per machine.
 
 # SORTMED is an awk function to put in front of a summary program:
@@ -79,4 +80,52 @@ build_cached_binary() {
 	echo "$version" >"$partial/.complete"
 	mv "$partial" "$dir"
 	echo "$name: built $dir/$name in $((SECONDS - start)) s, $(du -h "$dir/$name" | cut -f1)"
+}
+
+# start_jaeger DIR QUERY GRPC HTTP starts the Jaeger that scripts/jaeger.sh
+# builds once per machine (built first if it is not), on loopback and in
+# memory, as the end-to-end tests start it (their jaeger.yaml), its API
+# on port QUERY and OTLP on GRPC and HTTP; its log goes to DIR/jaeger.txt.
+# It sets jaegerpid, and returns once the API answers (60 s at most).
+start_jaeger() {
+	local dir=$1 jaeger
+	scripts/jaeger.sh >/dev/null
+	jaeger=${USDT_JAEGER_DIR:-/var/cache/go-usdt/jaeger}/jaeger
+	# shellcheck disable=SC2059 # the file is the format: its ports are verbs
+	printf "$(cat internal/testing/e2e/testdata/jaeger.yaml)\n" "$2" "$3" "$4" >"$dir/jaeger.yaml"
+	"$jaeger" --config "$dir/jaeger.yaml" >"$dir/jaeger.txt" 2>&1 &
+	jaegerpid=$!
+	for _ in $(seq 300); do
+		curl -fsS -o /dev/null "http://127.0.0.1:$2/api/services" 2>/dev/null && return 0
+		sleep 0.2
+	done
+	kill "$jaegerpid" 2>/dev/null || true
+	echo "Jaeger did not answer on port $2 within 60 s:" >&2
+	cat "$dir/jaeger.txt" >&2
+	return 1
+}
+
+# listening_addr LOG SECONDS waits up to SECONDS for a server (such as
+# scripts/testdata/jsonapi) to write "listening on ADDR" into LOG, and
+# prints ADDR; it prints nothing when the line did not come.
+listening_addr() {
+	local i
+	for ((i = 0; i < $2 * 10; i++)); do
+		grep -q '^listening on' "$1" && break
+		sleep 0.1
+	done
+	awk '/^listening on/ { print $3; exit }' "$1"
+}
+
+# turns PASS MODE... prints the modes, one a line, in pass PASS's order:
+# as given on odd passes, reversed on even ones, so that no mode always
+# runs first or last (a cache warmed, a CPU cooled).
+turns() {
+	local pass=$1 i
+	shift
+	if ((pass % 2)); then
+		printf '%s\n' "$@"
+	else
+		for ((i = $#; i >= 1; i--)); do printf '%s\n' "${!i}"; done
+	fi
 }

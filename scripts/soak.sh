@@ -14,6 +14,8 @@
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
 DURATION=${DURATION:-600}
 CONNS=${CONNS:-8}
 MODE=${MODE:-events}
@@ -40,11 +42,7 @@ esac
 log=$OUT/server.txt
 "$tool" trace -transport ring "${args[@]}" -- "$OUT/jsonapi" >/dev/null 2>"$log" &
 trace=$!
-for _ in $(seq 100); do
-	grep -q '^listening on' "$log" && break
-	sleep 0.1
-done
-addr=$(awk '/^listening on/ { print $3 }' "$log")
+addr=$(listening_addr "$log" 10)
 wrk -t2 -c"$CONNS" -d"${DURATION}s" "http://$addr/items/42" >"$OUT/wrk.txt" &
 load=$!
 
