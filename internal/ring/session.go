@@ -682,6 +682,14 @@ func (b *Batch) Len() int { return len(b.recs) }
 // 4). The batch is nil when there is nothing to hand on. Batches go to
 // Deliver in the order Take returned them.
 func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
+	return s.TakeUpTo(final, takeLimit)
+}
+
+// TakeUpTo is Take of at most limit bytes of records (each P's share of
+// it at least a MiB), for a reader that frees the ring's room a little
+// at a time, as fast as it hands the records on: one whose writers wait
+// for room (Block).
+func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err error) {
 	until := int64(math.MaxInt64)
 	if !final {
 		until = monotonic() - HoldBack.Nanoseconds()
@@ -717,7 +725,7 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	// that the batch keeps their order; the rest waits for the next
 	// Take, which busy says to make at once.
 	heads := make([]uint64, s.slots)
-	share := uint64(max(takeLimit/s.slots, minShare))
+	share := uint64(max(min(limit, takeLimit)/s.slots, minShare))
 	total := uint64(0)
 	for i := range s.slots {
 		head := binary.LittleEndian.Uint64(hdrs[i*ringlayout.HeaderSize+ringlayout.HeadAt:])

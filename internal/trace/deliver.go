@@ -59,6 +59,17 @@ func (d *deliverer) after(fn func()) {
 	d.cond.Broadcast()
 }
 
+// room waits until the backlog has room for n bytes more, or the
+// deliverer is closed, and returns the room it has then (n at least).
+func (d *deliverer) room(n int) int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for maxBacklog-d.bytes < n && !d.closed {
+		d.cond.Wait()
+	}
+	return max(n, maxBacklog-d.bytes)
+}
+
 // put queues a batch, waiting while the backlog is full.
 func (d *deliverer) put(s *ring.Session, b *ring.Batch, fn func(*ring.Record)) {
 	d.mu.Lock()
