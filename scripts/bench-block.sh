@@ -11,9 +11,13 @@
 # run's service; then each mode's median time and its ratio to
 # untraced. The modes take turns, the order reversed every second pass.
 #
+# TESTSKIP's tests are left out: TestDB_Open_InitialMmapSize asserts
+# that a write takes less than 5 s, which the blocking trace's pace
+# (12x untraced) breaks: -block slows the program to trace's pace.
+#
 # Environment: COUNT=3, BLOCK=1s, TESTRUN=^TestDB_ (a -test.run
-# pattern; every test if empty), MODES="untraced dropping blocking", OUT= (a new temp
-# dir if empty).
+# pattern; every test if empty), TESTSKIP=TestDB_Open_InitialMmapSize,
+# MODES="untraced dropping blocking", OUT= (a new temp dir if empty).
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
@@ -22,6 +26,7 @@ cd "$(dirname "$0")/.."
 COUNT=${COUNT:-3}
 BLOCK=${BLOCK:-1s}
 TESTRUN=${TESTRUN-^TestDB_}
+TESTSKIP=${TESTSKIP-TestDB_Open_InitialMmapSize}
 MODES=${MODES:-untraced dropping blocking}
 OUT=${OUT:-$(mktemp -d /tmp/usdt-bench-block-XXXXXX)}
 mkdir -p "$OUT"
@@ -42,6 +47,7 @@ trap 'kill $jaegerpid 2>/dev/null || true' EXIT
 
 args=(-test.short -test.count=1)
 [ -n "$TESTRUN" ] && args+=("-test.run=$TESTRUN")
+[ -n "$TESTSKIP" ] && args+=("-test.skip=$TESTSKIP")
 
 # run MODE PASS runs the tests under MODE and prints "MODE seconds lost
 # spans-lost in-Jaeger", keeping trace's output in
