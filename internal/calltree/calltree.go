@@ -9,8 +9,10 @@
 // to the innermost open call that began before it; the calls open above
 // that one began in it, and end there, marked Lost. An exit closes the
 // innermost open call of its function; calls opened above it never saw
-// their exit (an event lost, or a panic through them) and end there,
-// marked Lost.
+// their exit and end there: marked Lost where events of the goroutine
+// were lost while they were open, else Unwound: with every event seen,
+// they did not return, a panic went through them, and a caller of theirs
+// recovered it (an exit probe fires at a return, not in a deferred call).
 //
 // Where the goroutine's events were lost (trace.Event.AfterLoss), the
 // calls it had open may have returned in the gap without a sign: a call
@@ -57,6 +59,9 @@ type Call struct {
 	// call it was in returned, or by Close: its End is the last end of
 	// the calls it made, or its Start.
 	Lost bool
+	// Unwound is set instead of Lost where no event of the goroutine was
+	// lost while the call was open: a panic unwound it.
+	Unwound bool
 	// Adopted is set on a call that opened at its exit, when calls open
 	// on its goroutine had begun in it: the outermost of them, which is
 	// its child from then on. Begin sees it set, so that a root made this
@@ -109,9 +114,10 @@ type Tree struct {
 	// last is the goroutine whose automatic probe fired last on a
 	// thread, which OnThread goes by.
 	last map[thread]goroutine
-	// lost counts the calls ended Lost, and uncertain the calls ended
-	// that were marked Uncertain, per goroutine.
-	lost, uncertain map[goroutine]int
+	// lost counts the calls ended Lost, unwound those ended Unwound,
+	// and uncertain the calls ended that were marked Uncertain, per
+	// goroutine.
+	lost, unwound, uncertain map[goroutine]int
 }
 
 // misplaced is how far before the innermost open call an exit-only call
@@ -241,14 +247,25 @@ func (t *Tree) end(c *Call, at time.Time) {
 }
 
 // abandon ends the open calls of g above the one an exit closes, the
-// innermost first: their exits were lost.
+// innermost first: their exits were lost, or, where none of g's events
+// was lost while they were open, they did not return.
 func (t *Tree) abandon(g goroutine, above []*Call) {
 	for i := len(above) - 1; i >= 0; i-- {
+		c := above[i]
+		if !c.gap {
+			if t.unwound == nil {
+				t.unwound = map[goroutine]int{}
+			}
+			t.unwound[g]++
+			c.Unwound = true
+			t.end(c, c.Start)
+			continue
+		}
 		if t.lost == nil {
 			t.lost = map[goroutine]int{}
 		}
 		t.lost[g]++
-		t.endLost(above[i])
+		t.endLost(c)
 	}
 }
 
@@ -279,6 +296,15 @@ func (t *Tree) Lost() (calls, goroutines int) {
 		calls += n
 	}
 	return calls, len(t.lost)
+}
+
+// Unwound reports how many calls were ended Unwound, and on how many
+// goroutines.
+func (t *Tree) Unwound() (calls, goroutines int) {
+	for _, n := range t.unwound {
+		calls += n
+	}
+	return calls, len(t.unwound)
 }
 
 func (t *Tree) begin(c *Call) {

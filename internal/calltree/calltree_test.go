@@ -42,6 +42,7 @@ func TestTree(t *testing.T) {
 		want      string
 		open      int
 		lost      int // calls ended lost
+		unwound   int // calls ended unwound
 		uncertain int // calls marked uncertain
 	}{
 		{
@@ -81,11 +82,21 @@ func TestTree(t *testing.T) {
 		},
 		{
 			// c, whose entry was lost, began long before b, whose exit
-			// was lost: b was in c, and ends lost.
-			name:   "exit without entry before a lost call",
-			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 500), exit(1, "c", 600, 300), exit(1, "a", 700, 700)},
-			want:   "b<c 500-500 0s lost, c<a 300-600 300µs, a 0-700 400µs",
-			lost:   1,
+			// was lost: b was in c, and ends lost. c's parent, open
+			// through the loss, is a guess.
+			name:      "exit without entry before a lost call",
+			events:    []*trace.Event{entry(1, "a", 0), entry(1, "b", 500), afterLoss(exit(1, "c", 600, 300)), exit(1, "a", 700, 700)},
+			want:      "b<c 500-500 0s lost, c<a 300-600 300µs uncertain, a 0-700 400µs",
+			lost:      1,
+			uncertain: 1,
+		},
+		{
+			// c began before the trace did (its entry unseen, nothing
+			// lost), b in it: b did not return, a panic unwound it.
+			name:    "exit without entry before an unwound call",
+			events:  []*trace.Event{entry(1, "a", 0), entry(1, "b", 500), exit(1, "c", 600, 300), exit(1, "a", 700, 700)},
+			want:    "b<c 500-500 0s unwound, c<a 300-600 300µs, a 0-700 400µs",
+			unwound: 1,
 		},
 		{
 			name:   "exit without entry",
@@ -98,10 +109,20 @@ func TestTree(t *testing.T) {
 			want:   "f<f 1-3 2µs, f 0-4 2µs",
 		},
 		{
-			// b's exit was never seen: a's exit ends it, lost, at the
-			// end of the last call it made.
+			// b's and d's exits were never seen, nor was any event
+			// lost: a panic went through them, and a recovered it. a's
+			// exit ends them, unwound, at the end of the last call
+			// each made.
+			name:    "unwound calls",
+			events:  []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(1, "d", 5), exit(1, "a", 9, 9)},
+			want:    "c<b 2-4 2µs, d<b 5-5 0s unwound, b<a 1-5 2µs unwound, a 0-9 5µs",
+			unwound: 2,
+		},
+		{
+			// The same, a's exit the first event after a loss: b's and
+			// d's exits were lost, maybe, and they end lost.
 			name:   "lost exits",
-			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(1, "d", 5), exit(1, "a", 9, 9)},
+			events: []*trace.Event{entry(1, "a", 0), entry(1, "b", 1), entry(1, "c", 2), exit(1, "c", 4, 2), entry(1, "d", 5), afterLoss(exit(1, "a", 9, 9))},
 			want:   "c<b 2-4 2µs, d<b 5-5 0s lost, b<a 1-5 2µs lost, a 0-9 5µs",
 			lost:   2,
 		},
@@ -239,6 +260,9 @@ func TestTree(t *testing.T) {
 			if n, _ := tree.Lost(); n != tt.lost {
 				t.Errorf("%d calls lost, want %d", n, tt.lost)
 			}
+			if n, _ := tree.Unwound(); n != tt.unwound {
+				t.Errorf("%d calls unwound, want %d", n, tt.unwound)
+			}
 			if n, _ := tree.Uncertain(); n != tt.uncertain {
 				t.Errorf("%d calls uncertain, want %d", n, tt.uncertain)
 			}
@@ -247,7 +271,7 @@ func TestTree(t *testing.T) {
 }
 
 // describe is a call as it ends: function<parent start-end self, and
-// whether it is lost or uncertain.
+// whether it is lost, unwound or uncertain.
 func describe(c *Call) string {
 	s := c.Function
 	if c.Parent != nil {
@@ -257,6 +281,9 @@ func describe(c *Call) string {
 	s = fmt.Sprintf("%s %d-%d %v", s, us(c.Start), us(c.End), c.Self())
 	if c.Lost {
 		s += " lost"
+	}
+	if c.Unwound {
+		s += " unwound"
 	}
 	if c.Uncertain {
 		s += " uncertain"

@@ -411,9 +411,12 @@ func (e *Exporter) end(c *calltree.Call) {
 		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
 	}
 	var results []trace.Value
-	if c.Exit != nil {
+	switch {
+	case c.Exit != nil:
 		results = c.Exit.Values
-	} else {
+	case c.Unwound:
+		attrs = append(attrs, attribute.Bool("usdt.unwound", true))
+	default:
 		attrs = append(attrs, attribute.Bool("usdt.lost_exit", true))
 	}
 	if c.Uncertain {
@@ -426,6 +429,9 @@ func (e *Exporter) end(c *calltree.Call) {
 	_, span := p.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
 	for _, ev := range d.events {
 		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
+	}
+	if c.Unwound {
+		span.SetStatus(codes.Error, "a panic unwound the call")
 	}
 	for _, v := range results {
 		if v.NonNilError() {
@@ -476,6 +482,9 @@ func (e *Exporter) Close(ctx context.Context) error {
 	}
 	if n, gs := e.tree.Lost(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their spans (usdt.lost_exit) end with the last call they made", n, gs))
+	}
+	if n, gs := e.tree.Unwound(); n > 0 {
+		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines did not return, with none of their events lost: a panic unwound them (and a caller recovered it); their spans (usdt.unwound, status error) end with the last call they made", n, gs))
 	}
 	if n, gs := e.tree.Uncertain(); n > 0 {
 		msgs = append(msgs, fmt.Sprintf("%d calls on %d goroutines began after events of theirs were lost: their spans' parents (usdt.parent_uncertain) may be calls that had returned", n, gs))

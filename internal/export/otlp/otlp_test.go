@@ -776,11 +776,14 @@ func TestAdoptedRoot(t *testing.T) {
 	g := thread(1)
 	r := newReceiver(t, http.StatusOK, nil)
 	e := newExporter(t, r)
+	// serve's exit is the first event after the loss.
+	serve := g.leave("main.serve", 600, 300)
+	serve.AfterLoss = true
 	for _, ev := range []*trace.Event{
 		g.enter("main.handle", 500),
 		g.enter("main.parse", 510),
 		g.leave("main.parse", 520, 10),
-		g.leave("main.serve", 600, 300),
+		serve,
 	} {
 		e.Event(ev)
 	}
@@ -790,6 +793,36 @@ func TestAdoptedRoot(t *testing.T) {
 		{name: "main.parse", parent: "main.handle", start: us(510), end: us(520), attrs: mainAttrs("parse", nil)},
 		{name: "main.handle", parent: "main.serve", start: us(500), end: us(520), attrs: mainAttrs("handle", map[string]any{"usdt.lost_exit": true})},
 		{name: "main.serve", start: us(300), end: us(600), attrs: mainAttrs("serve", nil)},
+	})
+}
+
+// TestUnwound: with no event lost, a call whose exit never came did not
+// return: a panic went through it, and its caller recovered. Its span
+// says so (usdt.unwound, status error), inside its caller's, and Close
+// counts it apart from lost exits.
+func TestUnwound(t *testing.T) {
+	g := thread(1)
+	r := newReceiver(t, http.StatusOK, nil)
+	e := newExporter(t, r)
+	for _, ev := range []*trace.Event{
+		g.enter("main.handle", 0),
+		g.enter("main.parse", 1),
+		g.enter("main.token", 2),
+		g.leave("main.token", 4, 2),
+		g.leave("main.handle", 10, 10),
+	} {
+		e.Event(ev)
+	}
+	err := e.Close(context.Background())
+	want := "1 calls on 1 goroutines did not return, with none of their events lost: a panic unwound them (and a caller recovered it); their spans (usdt.unwound, status error) end with the last call they made"
+	if err == nil || err.Error() != want {
+		t.Errorf("Close: %v, want %s", err, want)
+	}
+	spans, _ := r.received()
+	checkSpans(t, spans, []wantSpan{
+		{name: "main.token", parent: "main.parse", start: us(2), end: us(4), attrs: mainAttrs("token", nil)},
+		{name: "main.parse", parent: "main.handle", start: us(1), end: us(4), attrs: mainAttrs("parse", map[string]any{"usdt.unwound": true}), status: tracepb.Status_STATUS_CODE_ERROR, msg: "a panic unwound the call"},
+		{name: "main.handle", start: us(0), end: us(10), attrs: mainAttrs("handle", nil)},
 	})
 }
 

@@ -128,6 +128,9 @@ func (p *Profile) Write(w io.Writer) error {
 	if n, gs := p.tree.Lost(); n > 0 {
 		prof.Comments = append(prof.Comments, fmt.Sprintf("%d calls on %d goroutines lost their exit event: their time is what the calls they made took", n, gs))
 	}
+	if n, gs := p.tree.Unwound(); n > 0 {
+		prof.Comments = append(prof.Comments, fmt.Sprintf("%d calls on %d goroutines did not return, with none of their events lost: a panic unwound them; their time is what the calls they made took", n, gs))
+	}
 	if n, gs := p.tree.Uncertain(); n > 0 {
 		prof.Comments = append(prof.Comments, fmt.Sprintf("%d calls on %d goroutines began after events of theirs were lost: their callers in the stacks may be calls that had returned", n, gs))
 	}

@@ -333,3 +333,26 @@ func TestLossComments(t *testing.T) {
 		t.Errorf("comments %q, want %q", got, want)
 	}
 }
+
+// TestUnwoundComment: with no event lost, b, whose exit never came, did
+// not return (a panic a recovered): the profile says so, apart from lost
+// exits.
+func TestUnwoundComment(t *testing.T) {
+	p := selfProfile(t)
+	a, b := fn{"main.a", "main", 1}, fn{"main.b", "main", 1}
+	for _, ev := range []*trace.Event{a.enter(0), b.enter(1), a.leave(9, 9)} {
+		p.Event(ev)
+	}
+	var buf bytes.Buffer
+	if err := p.Write(&buf); err != nil {
+		t.Fatal(err)
+	}
+	prof, err := profile.Parse(&buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"1 calls on 1 goroutines did not return, with none of their events lost: a panic unwound them; their time is what the calls they made took"}
+	if got := prof.Comments[1:]; !slices.Equal(got, want) {
+		t.Errorf("comments %q, want %q", got, want)
+	}
+}
