@@ -317,6 +317,19 @@ func TestLossComments(t *testing.T) {
 	for _, ev := range []*trace.Event{a.enter(0), b.enter(1), after, c.leave(6, 1), a.leave(9, 9)} {
 		p.Event(ev)
 	}
+	want := []string{
+		"1 calls on 1 goroutines lost their exit event: their time is what the calls they made took",
+		"1 calls on 1 goroutines began after events of theirs were lost: their callers in the stacks may be calls that had returned",
+	}
+	if got := comments(t, p); !slices.Equal(got, want) {
+		t.Errorf("comments %q, want %q", got, want)
+	}
+}
+
+// comments writes p and returns its comments after the first, which
+// names the binary.
+func comments(t *testing.T, p *Profile) []string {
+	t.Helper()
 	var buf bytes.Buffer
 	if err := p.Write(&buf); err != nil {
 		t.Fatal(err)
@@ -325,13 +338,7 @@ func TestLossComments(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
-		"1 calls on 1 goroutines lost their exit event: their time is what the calls they made took",
-		"1 calls on 1 goroutines began after events of theirs were lost: their callers in the stacks may be calls that had returned",
-	}
-	if got := prof.Comments[1:]; !slices.Equal(got, want) {
-		t.Errorf("comments %q, want %q", got, want)
-	}
+	return prof.Comments[1:]
 }
 
 // TestUnwoundComment: with no event lost, b, whose exit never came, did
@@ -343,16 +350,8 @@ func TestUnwoundComment(t *testing.T) {
 	for _, ev := range []*trace.Event{a.enter(0), b.enter(1), a.leave(9, 9)} {
 		p.Event(ev)
 	}
-	var buf bytes.Buffer
-	if err := p.Write(&buf); err != nil {
-		t.Fatal(err)
-	}
-	prof, err := profile.Parse(&buf)
-	if err != nil {
-		t.Fatal(err)
-	}
 	want := []string{"1 calls on 1 goroutines did not return, with none of their events lost: a panic unwound them; their time is what the calls they made took"}
-	if got := prof.Comments[1:]; !slices.Equal(got, want) {
+	if got := comments(t, p); !slices.Equal(got, want) {
 		t.Errorf("comments %q, want %q", got, want)
 	}
 }
