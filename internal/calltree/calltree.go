@@ -117,7 +117,7 @@ type Tree struct {
 	// lost counts the calls ended Lost, unwound those ended Unwound,
 	// and uncertain the calls ended that were marked Uncertain, per
 	// goroutine.
-	lost, unwound, uncertain map[goroutine]int
+	lost, unwound, uncertain counts
 }
 
 // misplaced is how far before the innermost open call an exit-only call
@@ -228,10 +228,7 @@ func (c *Call) startAt(s time.Time) {
 // made.
 func (t *Tree) end(c *Call, at time.Time) {
 	if c.Uncertain {
-		if t.uncertain == nil {
-			t.uncertain = map[goroutine]int{}
-		}
-		t.uncertain[goroutine{c.PID, c.Goroutine}]++
+		t.uncertain.add(goroutine{c.PID, c.Goroutine})
 	}
 	c.End = slices.MaxFunc([]time.Time{c.End, at, c.Start}, time.Time.Compare)
 	if p := c.Parent; p != nil {
@@ -252,20 +249,14 @@ func (t *Tree) end(c *Call, at time.Time) {
 func (t *Tree) abandon(g goroutine, above []*Call) {
 	for i := len(above) - 1; i >= 0; i-- {
 		c := above[i]
-		if !c.gap {
-			if t.unwound == nil {
-				t.unwound = map[goroutine]int{}
-			}
-			t.unwound[g]++
-			c.Unwound = true
-			t.end(c, c.Start)
+		if c.gap {
+			t.lost.add(g)
+			t.endLost(c)
 			continue
 		}
-		if t.lost == nil {
-			t.lost = map[goroutine]int{}
-		}
-		t.lost[g]++
-		t.endLost(c)
+		t.unwound.add(g)
+		c.Unwound = true
+		t.end(c, c.Start)
 	}
 }
 
@@ -282,29 +273,32 @@ func guess(c *Call) {
 
 // Uncertain reports how many calls that ended were marked Uncertain, and
 // on how many goroutines.
-func (t *Tree) Uncertain() (calls, goroutines int) {
-	for _, n := range t.uncertain {
-		calls += n
-	}
-	return calls, len(t.uncertain)
-}
+func (t *Tree) Uncertain() (calls, goroutines int) { return t.uncertain.total() }
 
 // Lost reports how many calls were ended Lost, and on how many
 // goroutines.
-func (t *Tree) Lost() (calls, goroutines int) {
-	for _, n := range t.lost {
-		calls += n
-	}
-	return calls, len(t.lost)
-}
+func (t *Tree) Lost() (calls, goroutines int) { return t.lost.total() }
 
 // Unwound reports how many calls were ended Unwound, and on how many
 // goroutines.
-func (t *Tree) Unwound() (calls, goroutines int) {
-	for _, n := range t.unwound {
+func (t *Tree) Unwound() (calls, goroutines int) { return t.unwound.total() }
+
+// counts counts calls per goroutine.
+type counts map[goroutine]int
+
+func (c *counts) add(g goroutine) {
+	if *c == nil {
+		*c = counts{}
+	}
+	(*c)[g]++
+}
+
+// total is how many calls, on how many goroutines.
+func (c counts) total() (calls, goroutines int) {
+	for _, n := range c {
 		calls += n
 	}
-	return calls, len(t.unwound)
+	return calls, len(c)
 }
 
 func (t *Tree) begin(c *Call) {

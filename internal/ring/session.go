@@ -685,8 +685,8 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 	return s.TakeUpTo(final, takeLimit)
 }
 
-// TakeUpTo is Take of at most limit bytes of records (each P's share of
-// it at least a MiB), for a reader that frees the ring's room a little
+// TakeUpTo is Take of at most limit bytes of records (TakeMax at most,
+// each P's share of it a MiB at least), for a reader that frees the ring's room a little
 // at a time, as fast as it hands the records on: one whose writers wait
 // for room (Block).
 func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err error) {

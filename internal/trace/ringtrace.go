@@ -350,7 +350,7 @@ func (t *ringTrace) take(s *ringSession, fn func(*ring.Record), final bool) (bus
 			// longer than the probes wait (bbolt's TestDB_ tests
 			// under -block 1s into Jaeger lost 70,587 and 1,205,116
 			// events so).
-			b, busy, err = s.TakeUpTo(final, min(ring.TakeMax, t.dl.room(blockTake)))
+			b, busy, err = s.TakeUpTo(final, t.dl.room(blockTake))
 		} else {
 			b, busy, err = s.Take(final)
 		}
