@@ -19,6 +19,9 @@
 // that begins under one of them before any has been seen to end since is
 // marked Uncertain, its parent a guess. An exit seen of a call open
 // through the gap shows that it and the calls it was in were still open.
+// A call that an exit without its entry adopts is marked Uncertain too
+// where events of its goroutine were lost between the two calls' starts:
+// a call between them may have been lost whole.
 //
 // A call's place in time nests in its parent's, whatever the delays of the
 // events. Where its exit's event carries the start time the program read
@@ -70,7 +73,8 @@ type Call struct {
 	// Uncertain is set on a call that began under a call that was open
 	// when events of the goroutine were lost, and not seen to end since:
 	// that call may have returned in the gap, and this one be its
-	// sibling's or a caller's.
+	// sibling's or a caller's; or on a call Adopted where events of the
+	// goroutine were lost between the adopter's start and its own.
 	Uncertain bool
 	// Inner is the time spent in the calls it made that have ended: its
 	// elapsed time less Inner is its own.
@@ -82,6 +86,9 @@ type Call struct {
 	// gap is set while it is open through a loss of its goroutine's
 	// events, until an exit shows it was.
 	gap bool
+	// lossBefore is when its goroutine's events were last seen lost
+	// when it began, or may have been (Tree.forgot).
+	lossBefore time.Time
 }
 
 // Elapsed is the call's duration, as its exit probe measured it; for a
@@ -118,7 +125,17 @@ type Tree struct {
 	// and uncertain the calls ended that were marked Uncertain, per
 	// goroutine.
 	lost, unwound, uncertain counts
+	// lossAt is the time of each goroutine's last event after a loss.
+	// Past maxLossTimes goroutines, those with no call open are
+	// forgotten: forgot is the latest time forgotten, which a call of a
+	// goroutine with none kept takes for its loss.
+	lossAt map[goroutine]time.Time
+	forgot time.Time
 }
+
+// maxLossTimes bounds the goroutines whose last loss a Tree keeps
+// without a call open.
+const maxLossTimes = 1 << 16
 
 // misplaced is how far before the innermost open call an exit-only call
 // may seem to start and still be taken for its child: the delays of two
@@ -142,10 +159,14 @@ func (t *Tree) Add(ev *trace.Event) {
 		for _, c := range stack {
 			c.gap = true
 		}
+		t.lostAt(g, ev.Time)
 	}
 	if !ev.Exit {
 		if ev.Paired {
-			c := &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine, Entry: ev, Start: ev.Time}
+			c := &Call{Function: ev.Function, Package: ev.Package, PID: ev.PID, Goroutine: ev.Goroutine, Entry: ev, Start: ev.Time, lossBefore: t.forgot}
+			if at, ok := t.lossAt[g]; ok {
+				c.lossBefore = at
+			}
 			if len(stack) > 0 {
 				c.Parent = stack[len(stack)-1]
 			}
@@ -188,8 +209,13 @@ func (t *Tree) Add(ev *trace.Event) {
 		guess(c)
 		c.startAt(start)
 		// The calls that began after c did in c: their exits were lost.
+		// The outermost is c's child, unless a call between them was
+		// lost whole: events were lost after c began and before it did.
 		if i < len(stack) {
 			c.Adopted = stack[i]
+			if c.Adopted.lossBefore.After(start.Add(-misplaced)) {
+				c.Adopted.Uncertain = true
+			}
 		}
 		t.begin(c)
 		if c.Adopted != nil {
@@ -264,6 +290,22 @@ func (t *Tree) abandon(g goroutine, above []*Call) {
 func (t *Tree) endLost(c *Call) {
 	c.Lost = true
 	t.end(c, c.Start)
+}
+
+// lostAt notes that events of g were lost before one at the time at.
+func (t *Tree) lostAt(g goroutine, at time.Time) {
+	if t.lossAt == nil {
+		t.lossAt = map[goroutine]time.Time{}
+	}
+	if len(t.lossAt) >= maxLossTimes {
+		for o, when := range t.lossAt {
+			if len(t.open[o]) == 0 {
+				t.forgot = slices.MaxFunc([]time.Time{t.forgot, when}, time.Time.Compare)
+				delete(t.lossAt, o)
+			}
+		}
+	}
+	t.lossAt[g] = at
 }
 
 // guess marks c Uncertain where its parent is open through a loss.

@@ -99,6 +99,33 @@ func TestTree(t *testing.T) {
 			unwound: 1,
 		},
 		{
+			// a's and b's entries were lost, c's seen after them, then
+			// c's and b's exits lost: a adopts c, which may be b's or
+			// any call's that a made in the gap.
+			name:      "adopted after a loss",
+			events:    []*trace.Event{afterLoss(entry(1, "c", 500)), afterLoss(exitFrom(1, "a", 900, 800, 5))},
+			want:      "c<a 500-500 0s lost uncertain, a 5-805 800µs",
+			lost:      1,
+			uncertain: 1,
+		},
+		{
+			// The loss came after a began and before c did, c's exit
+			// seen after it: c is still a guess under a.
+			name:      "adopted after a loss before it",
+			events:    []*trace.Event{afterLoss(entry(1, "d", 10)), exit(1, "d", 12, 2), entry(1, "c", 500), afterLoss(exitFrom(1, "a", 900, 800, 5))},
+			want:      "d 10-12 2µs, c<a 500-500 0s lost uncertain, a 5-805 800µs",
+			lost:      1,
+			uncertain: 1,
+		},
+		{
+			// The last loss came before a began: c, which a adopts, was
+			// surely a's.
+			name:   "adopted after an earlier loss",
+			events: []*trace.Event{afterLoss(entry(1, "d", 1)), exit(1, "d", 2, 1), entry(1, "c", 800), afterLoss(exitFrom(1, "a", 900, 500, 400))},
+			want:   "d 1-2 1µs, c<a 800-800 0s lost, a 400-900 500µs",
+			lost:   1,
+		},
+		{
 			name:   "exit without entry",
 			events: []*trace.Event{entry(1, "a", 0), exit(1, "b", 30, 10), exit(1, "a", 40, 40)},
 			want:   "b<a 20-30 10µs, a 0-40 30µs",
@@ -310,6 +337,38 @@ func TestClose(t *testing.T) {
 	}
 	if n := tree.Open(); n != 0 {
 		t.Errorf("%d calls open after Close", n)
+	}
+}
+
+// TestLossTimesBounded: a Tree keeps the last loss of at most
+// maxLossTimes goroutines with no call open; one it forgot counts as
+// lost up to the latest it forgot, so that a call adopted after it is
+// still a guess.
+func TestLossTimesBounded(t *testing.T) {
+	var tree Tree
+	var c *Call
+	tree.End = func(x *Call) {
+		if x.Function == "c" {
+			c = x
+		}
+	}
+	// Goroutine 1's loss, at 1000, is the first of many goroutines'.
+	tree.Add(afterLoss(entry(1, "d", 1000)))
+	tree.Add(exit(1, "d", 1001, 1))
+	for g := uint64(2); g < maxLossTimes+10; g++ {
+		tree.Add(afterLoss(entry(g, "d", 1002)))
+		tree.Add(exit(g, "d", 1003, 1))
+	}
+	if n := len(tree.lossAt); n > maxLossTimes {
+		t.Errorf("the tree keeps the losses of %d goroutines, more than %d", n, maxLossTimes)
+	}
+	if _, kept := tree.lossAt[goroutine{1, 1}]; kept {
+		t.Fatalf("goroutine 1's loss is still kept: the test does not reach the bound")
+	}
+	tree.Add(entry(1, "c", 2000))
+	tree.Add(exitFrom(1, "a", 3000, 2500, 500))
+	if c == nil || c.Parent == nil || c.Parent.Function != "a" || !c.Uncertain {
+		t.Errorf("c ended as %+v, want adopted by a and uncertain", c)
 	}
 }
 
