@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # bench-export.sh measures trace's export path on one core (-cpu 1),
 # COUNT runs each: the decoder turning ring records into events
-# (internal/trace BenchmarkDecode: a call's entry and exit, with values),
+# (internal/trace BenchmarkDecode/values: a call's entry and exit, their
+# values read; /unread: not read, as for a call that sampling drops),
 # and the events turned into OTLP/HTTP protobuf at a receiver that
 # discards it (internal/export/otlp BenchmarkExport/usdt), beside the
 # OpenTelemetry SDK alone making the same spans through the same batch
@@ -26,13 +27,15 @@ go test -run '^$' -bench '^BenchmarkExport$' -cpu 1 -count "$COUNT" -benchtime "
 echo "median rates on one core ($COUNT runs, $(go env GOVERSION), $(grep -m1 '^cpu:' "$out" | cut -d' ' -f2- | sed 's/ *$//')):"
 awk "$SORTMED"'
 	function metric(unit,    i) { for (i = 3; i < NF; i++) if ($(i + 1) == unit) return $i; return "" }
-	/^BenchmarkDecode/ { d[++nd] = metric("records/s") }
+	/^BenchmarkDecode\/values/ { d[++nd] = metric("records/s") }
+	/^BenchmarkDecode\/unread/ { r[++nr] = metric("records/s") }
 	/^BenchmarkExport\/usdt/ { u[++nu] = metric("spans/s"); ud[nu] = metric("dropped/span") }
 	/^BenchmarkExport\/sdk/ { s[++ns] = metric("spans/s"); sd[ns] = metric("dropped/span") }
 	END {
 		dec = sortmed(d, nd); ex = sortmed(u, nu); sdk = sortmed(s, ns)
 		udrop = sortmed(ud, nu); sdrop = sortmed(sd, ns)
 		printf "decode              %9.0f records/s (%.0f calls/s)\n", dec, dec / 2
+		printf "decode, values unread %7.0f records/s (a call that sampling drops)\n", sortmed(r, nr)
 		printf "export (usdt)       %9.0f spans/s, median share dropped %s\n", ex, udrop
 		printf "the SDK alone       %9.0f spans/s, median share dropped %s\n", sdk, sdrop
 		if (dec > 0 && ex > 0)

@@ -184,8 +184,8 @@ func countCall(tally *metrics.Tally, ev *trace.Event) {
 		tally.Call(ev.Label(), false, 0, false, false)
 	case ev.Exit:
 		errResult, failed := false, false
-		if n := len(ev.Values); n > 0 && ev.Values[n-1].Type == "error" {
-			errResult, failed = true, ev.Values[n-1].NonNilError()
+		if vs := ev.Values(); len(vs) > 0 && vs[len(vs)-1].Type == "error" {
+			errResult, failed = true, vs[len(vs)-1].NonNilError()
 		}
 		tally.Call(ev.Function, true, uint64(max(0, ev.Elapsed)), errResult, failed)
 	case !ev.Paired:

@@ -3,7 +3,9 @@ package trace
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/go-usdt/usdt/internal/probe"
@@ -21,8 +23,6 @@ type decoder struct {
 	// paired are the functions whose exit probe is traced.
 	paired map[string]bool
 	names  *typeNames
-	// area holds a value area that its record ends before.
-	area []byte
 	// open holds, per process and goroutine, the calls of functions
 	// whose sites are notes (see timeNotes) that have not returned yet.
 	open map[[2]uint64][]openCall
@@ -52,7 +52,10 @@ func newDecoder(sites []site, pid int, names *typeNames) *decoder {
 }
 
 // decode returns the Event of a record, nil for one of another process
-// than the traced one's or one too damaged to name its site.
+// than the traced one's or one too damaged to name its site. What a
+// consumer may never read, the values of its arguments and results, it
+// decodes when first asked (Event.Values): a span that sampling drops,
+// or a call that only pairs with another, costs no value decoding.
 func (d *decoder) decode(b []byte) *Event {
 	if len(b) < bpfprog.RecSmall {
 		return nil
@@ -67,28 +70,6 @@ func (d *decoder) decode(b []byte) *Event {
 		return nil
 	}
 	s := &d.sites[idx]
-	vals := make([]value, len(s.args))
-	area := d.valueArea(s, b)
-	for i, a := range s.args {
-		vals[i] = value{raw: le.Uint64(b[bpfprog.RecArgs+8*i:]), signed: a.Signed, size: a.Size}
-		if s.kinds != nil {
-			vals[i].kind = s.kinds[i]
-		}
-		if s.strs[i] && vals[i].raw != 0 && len(b) >= bpfprog.RecStrings+bpfprog.StrMax*(i+1) {
-			str := b[bpfprog.RecStrings+bpfprog.StrMax*i : bpfprog.RecStrings+bpfprog.StrMax*(i+1)]
-			if n := bytes.IndexByte(str, 0); n >= 0 {
-				str = str[:n]
-			}
-			v := string(str)
-			vals[i].str = &v
-			if addr, ok := probe.ParseUnreadable(v); ok {
-				vals[i].val = values.Unreadable(addr)
-			}
-		}
-		if vals[i].val == nil {
-			vals[i].val = s.decodeValue(i, vals[i].raw, area, d.names.of(tgid))
-		}
-	}
 	ev := &Event{
 		AfterLoss: s.fn != "" && le.Uint32(b[bpfprog.RecFlags:])&bpfprog.RecAfterLoss != 0,
 		Time:      time.Unix(0, int64(le.Uint64(b[bpfprog.RecTime:]))+int64(d.mono)),
@@ -96,13 +77,17 @@ func (d *decoder) decode(b []byte) *Event {
 		Function: s.fn, Exit: s.exit, Paired: s.fn != "" && !s.exit && d.paired[s.fn],
 		Dropped: s.dropped,
 	}
+	raw := func(i int) value {
+		return value{raw: le.Uint64(b[bpfprog.RecArgs+8*i:]), signed: s.args[i].Signed, size: s.args[i].Size}
+	}
+	shown := 0 // the first argument shown as a value
 	if s.fn != "" {
 		ev.Package = s.table.Package
-		if len(vals) > 0 {
-			ev.Goroutine, vals = vals[0].uint(), vals[1:]
+		if len(s.args) > 0 {
+			ev.Goroutine, shown = raw(0).uint(), 1
 		}
-		if s.exit && len(vals) > 0 {
-			ev.Elapsed, vals = time.Duration(vals[0].uint()), vals[1:]
+		if s.exit && len(s.args) > 1 {
+			ev.Elapsed, shown = time.Duration(raw(1).uint()), 2
 			// A negative start is in ticks (ringlayout.TicksTag), read for
 			// a ring trace that counted while this call began.
 			if start := int64(le.Uint64(b[bpfprog.RecStart:])); start > 0 {
@@ -113,22 +98,82 @@ func (d *decoder) decode(b []byte) *Event {
 			d.timeNotes(s, ev, tgid)
 		}
 	}
+	if shown == len(s.args) {
+		return ev
+	}
+	lv := &lazyValues{s: s, shown: shown, text: !d.jsonOnly, raw: make([]value, len(s.args)-shown)}
+	for i := range lv.raw {
+		lv.raw[i] = raw(shown + i)
+	}
+	if slices.Contains(s.strs, true) {
+		// The strings' slots: the record itself is the reader's, and
+		// reused once decode returns.
+		if end := min(len(b), bpfprog.RecStrings+bpfprog.StrMax*len(s.args)); end > bpfprog.RecStrings {
+			lv.strs = bytes.Clone(b[bpfprog.RecStrings:end])
+		}
+	}
+	if s.plan != nil {
+		lv.area, lv.names = valueArea(s, b), d.names.of(tgid)
+	}
+	ev.lazy = lv
+	return ev
+}
+
+// lazyValues is what an event's values are decoded from when first
+// asked.
+type lazyValues struct {
+	once  sync.Once
+	s     *site
+	shown int     // the site's first argument that is a value
+	raw   []value // the arguments from shown on, as the record held them
+	strs  []byte  // the record's string slots, from the first argument's
+	area  []byte  // the record's value area, for a site with a plan
+	names values.Namer
+	text  bool // the values' Text too
+	vals  []Value
+}
+
+func (lv *lazyValues) decode() []Value {
+	s := lv.s
+	var area []byte
+	if s.plan != nil {
+		area = fullArea(lv.area)
+	}
+	for j := range lv.raw {
+		v, i := &lv.raw[j], lv.shown+j
+		if s.kinds != nil {
+			v.kind = s.kinds[i]
+		}
+		if s.strs[i] && v.raw != 0 && len(lv.strs) >= bpfprog.StrMax*(i+1) {
+			str := lv.strs[bpfprog.StrMax*i : bpfprog.StrMax*(i+1)]
+			if n := bytes.IndexByte(str, 0); n >= 0 {
+				str = str[:n]
+			}
+			t := string(str)
+			v.str = &t
+			if addr, ok := probe.ParseUnreadable(t); ok {
+				v.val = values.Unreadable(addr)
+			}
+		}
+		if v.val == nil {
+			v.val = s.decodeValue(i, v.raw, area, lv.names)
+		}
+	}
 	var decl []probe.Arg
 	if len(s.table.Args) == len(s.args) {
 		decl = s.table.Args[s.firstShown():]
 	}
-	ev.Values = make([]Value, len(vals))
-	for i, v := range vals {
-		ev.Values[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json()}
-		if !d.jsonOnly {
-			ev.Values[i].Text = v.String()
+	vals := make([]Value, len(lv.raw))
+	for i, v := range lv.raw {
+		vals[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json()}
+		if lv.text {
+			vals[i].Text = v.String()
 		}
 		if i < len(decl) {
-			ev.Values[i].Type = decl[i].Type
+			vals[i].Type = decl[i].Type
 		}
 	}
-	ev.Values = showPanics(ev.Values)
-	return ev
+	return showPanics(vals)
 }
 
 // timeNotes gives the exit event of a function whose sites are notes,

@@ -11,9 +11,9 @@ import (
 	"github.com/go-usdt/usdt/internal/values"
 )
 
-// Event is one fired probe, decoded once from the record the tracer
-// received: the text and -json printers, the latency histograms and the
-// exporters (Options.Events) all read it.
+// Event is one fired probe, decoded from the record the tracer received,
+// its values when first read: the text and -json printers, the latency
+// histograms and the exporters (Options.Events) all read it.
 type Event struct {
 	Time     time.Time // wall clock
 	PID, TID int
@@ -40,11 +40,31 @@ type Event struct {
 	// clock, which Elapsed counts from: it returned at Start+Elapsed.
 	// Zero for other exits, whose program read it out of reach.
 	Start time.Time
-	// Values are the arguments of an entry or of a usdtgen probe, the
-	// results of an exit, as the tracer prints them.
-	Values []Value
 	// Dropped names the arguments the probe had no room for.
 	Dropped []string
+	// values are the arguments of an entry or of a usdtgen probe, the
+	// results of an exit, as the tracer prints them (Values); lazy,
+	// where set, is what they are decoded from when first asked.
+	values []Value
+	lazy   *lazyValues
+}
+
+// Values are the arguments of an entry or of a usdtgen probe, the results
+// of an exit, as the tracer prints them: decoded at the first call, which
+// any goroutine may make.
+func (e *Event) Values() []Value {
+	if lv := e.lazy; lv != nil {
+		lv.once.Do(func() { lv.vals = lv.decode() })
+		return lv.vals
+	}
+	return e.values
+}
+
+// WithValues sets the event's values, for an event made other than by
+// decoding a record; it returns e.
+func (e *Event) WithValues(vs []Value) *Event {
+	e.values, e.lazy = vs, nil
+	return e
 }
 
 // Value is one argument or result of an Event.
@@ -93,7 +113,7 @@ func (e *Event) AppendText(b []byte) []byte {
 	} else {
 		b = append(b, '(')
 	}
-	for i, v := range e.Values {
+	for i, v := range e.Values() {
 		if i > 0 {
 			b = append(b, ", "...)
 		}
@@ -133,7 +153,7 @@ func (e *Event) AppendJSON(b []byte) ([]byte, error) {
 	} else {
 		b = append(b, `,"args":{`...)
 	}
-	for i, v := range e.Values {
+	for i, v := range e.Values() {
 		if i > 0 {
 			b = append(b, ',')
 		}

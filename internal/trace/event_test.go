@@ -17,21 +17,21 @@ func TestEventOutputs(t *testing.T) {
 		{
 			name: "usdtgen probe",
 			ev: Event{Time: at, PID: 10, TID: 11, Provider: "shop", Probe: "order__placed",
-				Values: []Value{{Name: "id", Data: int64(-3), Text: "-3"}, {Name: "who", Data: "ann", Text: `"ann"`}}},
+				values: []Value{{Name: "id", Data: int64(-3), Text: "-3"}, {Name: "who", Data: "ann", Text: `"ann"`}}},
 			text: `13:04:05.123456 pid=10 tid=11 shop:order__placed(id=-3, who="ann")`,
 			json: `{"time":"2026-11-26T13:04:05.123456Z","pid":10,"tid":11,"provider":"shop","probe":"order__placed","args":{"id":-3,"who":"ann"}}`,
 		},
 		{
 			name: "entry",
 			ev: Event{Time: at, PID: 10, TID: 11, Provider: "usdt_main", Probe: "entry", Function: "main.(*Cache).Get", Package: "main", Paired: true, Goroutine: 7,
-				Values: []Value{{Name: "key", Data: "k1", Text: `"k1"`}}},
+				values: []Value{{Name: "key", Data: "k1", Text: `"k1"`}}},
 			text: `13:04:05.123456 g=7 main.(*Cache).Get(key="k1")`,
 			json: `{"time":"2026-11-26T13:04:05.123456Z","pid":10,"tid":11,"provider":"usdt_main","probe":"entry","function":"main.(*Cache).Get","goroutine":7,"args":{"key":"k1"}}`,
 		},
 		{
 			name: "exit with a dropped result",
 			ev: Event{Time: at, PID: 10, TID: 11, Provider: "usdt_main", Probe: "exit", Function: "main.load", Exit: true, Goroutine: 7, Elapsed: 1500 * time.Nanosecond,
-				Values: []Value{{Name: "r1", Data: uint64(14), Text: "14"}}, Dropped: []string{"r2"}},
+				values: []Value{{Name: "r1", Data: uint64(14), Text: "14"}}, Dropped: []string{"r2"}},
 			text: `13:04:05.123456 g=7 main.load = (r1=14; dropped: r2) 1.5µs`,
 			json: `{"time":"2026-11-26T13:04:05.123456Z","pid":10,"tid":11,"provider":"usdt_main","probe":"exit","function":"main.load","goroutine":7,"results":{"r1":14},"elapsed_ns":1500,"dropped":["r2"]}`,
 		},
@@ -81,9 +81,9 @@ func jsonEvents() []Event {
 	odd := "<a&b> \"q\" \\ \b\f\n\r\t\x00\x1f\x7f é \u2028\u2029 \xff\xfe end"
 	return []Event{
 		{Time: at, PID: 10, TID: 11, Provider: "shop", Probe: "order__placed",
-			Values: []Value{{Name: "id", Data: int64(-3)}, {Name: "who", Data: odd}, {Name: "n", Data: uint64(1 << 63)}, {Name: "ok", Data: true}, {Name: "nothing", Data: nil}}},
+			values: []Value{{Name: "id", Data: int64(-3)}, {Name: "who", Data: odd}, {Name: "n", Data: uint64(1 << 63)}, {Name: "ok", Data: true}, {Name: "nothing", Data: nil}}},
 		{Time: at, PID: 1, TID: 2, Provider: "usdt_main", Probe: "entry", Function: "main.(*Cache).Get<" + odd, Goroutine: 1<<64 - 1,
-			Values: []Value{{Name: odd, Data: map[string]any{"k": []any{1.5, "x", nil}}}, {Name: "f", Data: 0.000001}}},
+			values: []Value{{Name: odd, Data: map[string]any{"k": []any{1.5, "x", nil}}}, {Name: "f", Data: 0.000001}}},
 		{Time: at, Provider: "p", Probe: "exit", Function: "f", Exit: true, Elapsed: -1, AfterLoss: true,
 			Start: at.Add(-time.Nanosecond), Dropped: []string{"r2", odd}},
 		{Provider: "", Probe: "", Exit: true},
@@ -99,7 +99,7 @@ func TestAppendJSON(t *testing.T) {
 			o = append(o, field{"function", e.Function}, field{"goroutine", e.Goroutine})
 		}
 		vals := object{}
-		for _, v := range e.Values {
+		for _, v := range e.Values() {
 			vals = append(vals, field{v.Name, v.Data})
 		}
 		if e.Exit {
@@ -134,7 +134,7 @@ func TestAppendJSON(t *testing.T) {
 // integer arguments and a string.
 func BenchmarkAppendJSON(b *testing.B) {
 	e := Event{Time: time.Now(), PID: 10, TID: 11, Provider: "usdt_main", Probe: "entry", Function: "main.handle", Goroutine: 7,
-		Values: []Value{{Name: "a", Data: int64(3)}, {Name: "b", Data: int64(-9)}, {Name: "path", Data: "/api/orders/17"}}}
+		values: []Value{{Name: "a", Data: int64(3)}, {Name: "b", Data: int64(-9)}, {Name: "path", Data: "/api/orders/17"}}}
 	var line []byte
 	b.ReportAllocs()
 	for b.Loop() {

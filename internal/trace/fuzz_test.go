@@ -263,7 +263,7 @@ func FuzzRecord(f *testing.F) {
 			if len(events) != 1 || len(lines) != 1 || !json.Valid(lines[0]) {
 				t.Fatalf("%d events, -json printed\n%s", len(events), out.Bytes())
 			}
-			for _, v := range events[0].Values {
+			for _, v := range events[0].Values() {
 				if _, err := json.Marshal(v.Data); err != nil {
 					t.Errorf("value %s: %v", v.Name, err)
 				}

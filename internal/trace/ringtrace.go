@@ -292,7 +292,9 @@ func (t *ringTrace) startEvents() (finish, flush func()) {
 			if sites[i].exit && len(r.Words) > 0 && r.CallerTime {
 				le.PutUint64(rec[bpfprog.RecStart:], uint64(r.Time)-r.Words[0])
 			}
-			if ev := d.decode(rec); ev != nil {
+			// Up to the farthest byte written, as BPF sends a record: the
+			// event keeps a copy of its value area until it is read.
+			if ev := d.decode(rec[:dirty]); ev != nil {
 				p.print(ev)
 			}
 		}

@@ -1,6 +1,7 @@
 package trace
 
 import (
+	"bytes"
 	"debug/buildinfo"
 	"debug/elf"
 	"errors"
@@ -228,27 +229,29 @@ func loadBias(f *elf.File, path, maps string) (uint64, error) {
 	return 0, fmt.Errorf("%s maps no segment of %s: %w", maps, path, errNotYetMapped)
 }
 
-// valueArea is the value area of record b of site s, nil for a site
-// without values. The program sends a record up to its farthest read, so
-// the rest of the area is zeros here.
-func (d *decoder) valueArea(s *site, b []byte) []byte {
-	if s.plan == nil {
+// areaSize is the size of a record's value area.
+const areaSize = bpfprog.RecEnd - bpfprog.RecVals
+
+// valueArea is a copy of the value area of record b of site s, nil for a
+// site without values. The program sends a record up to its farthest
+// read: the copy ends there too, and fullArea adds the zeros after.
+func valueArea(s *site, b []byte) []byte {
+	at := bpfprog.ValsAt(s.strs)
+	if s.plan == nil || len(b) <= at {
 		return nil
 	}
-	at := bpfprog.ValsAt(s.strs)
-	const size = bpfprog.RecEnd - bpfprog.RecVals
-	if len(b) >= at+size {
-		return b[at : at+size]
+	return bytes.Clone(b[at:min(len(b), at+areaSize)])
+}
+
+// fullArea is area, the value area of a site with values, with the
+// zeros after the program's farthest read.
+func fullArea(area []byte) []byte {
+	if len(area) == areaSize {
+		return area
 	}
-	if d.area == nil {
-		d.area = make([]byte, size)
-	}
-	n := 0
-	if len(b) > at {
-		n = copy(d.area, b[at:])
-	}
-	clear(d.area[n:])
-	return d.area
+	full := make([]byte, areaSize)
+	copy(full, area)
+	return full
 }
 
 // decodeValue decodes argument i of an event of site s, whose raw value is

@@ -315,7 +315,7 @@ func (e *Exporter) Event(ev *trace.Event) {
 		d.events = append(d.events, ev)
 		return
 	}
-	attrs := append(valueAttributes("", ev.Values), semconv.ThreadID(ev.TID))
+	attrs := append(valueAttributes("", ev.Values()), semconv.ThreadID(ev.TID))
 	_, span := p.tracer.Start(context.Background(), probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(attrs...))
 	span.End(oteltrace.WithTimestamp(ev.Time))
 	e.ended++
@@ -356,7 +356,7 @@ func join(entry *trace.Event) oteltrace.SpanContext {
 		return oteltrace.SpanContext{}
 	}
 	carrier := propagation.MapCarrier{}
-	for _, v := range entry.Values {
+	for _, v := range entry.Values() {
 		s, ok := v.Data.(string)
 		switch {
 		case !ok:
@@ -408,12 +408,12 @@ func (e *Exporter) end(c *calltree.Call) {
 	name := values.Escape(c.Function)
 	attrs := append(e.code(c), attribute.Int64("goroutine", int64(c.Goroutine)))
 	if c.Entry != nil {
-		attrs = append(attrs, valueAttributes("args.", c.Entry.Values)...)
+		attrs = append(attrs, valueAttributes("args.", c.Entry.Values())...)
 	}
 	var results []trace.Value
 	switch {
 	case c.Exit != nil:
-		results = c.Exit.Values
+		results = c.Exit.Values()
 	case c.Unwound:
 		attrs = append(attrs, attribute.Bool("usdt.unwound", true))
 	default:
@@ -428,7 +428,7 @@ func (e *Exporter) end(c *calltree.Call) {
 	}
 	_, span := p.tracer.Start(ctx, name, oteltrace.WithTimestamp(c.Start), oteltrace.WithAttributes(attrs...))
 	for _, ev := range d.events {
-		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values)...))
+		span.AddEvent(probeName(ev), oteltrace.WithTimestamp(ev.Time), oteltrace.WithAttributes(valueAttributes("", ev.Values())...))
 	}
 	if c.Unwound {
 		span.SetStatus(codes.Error, "a panic unwound the call")

@@ -192,12 +192,12 @@ type thread uint64
 
 // enter is the entry event of fn, whose exit is traced too, at n µs.
 func (g thread) enter(fn string, n int, args ...trace.Value) *trace.Event {
-	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "entry", Function: fn, Package: "main", Paired: true, Goroutine: uint64(g), Values: args}
+	return (&trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "entry", Function: fn, Package: "main", Paired: true, Goroutine: uint64(g)}).WithValues(args)
 }
 
 // leave is the exit event of fn at n µs, elapsed µs after its entry.
 func (g thread) leave(fn string, n, elapsed int, results ...trace.Value) *trace.Event {
-	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "exit", Function: fn, Package: "main", Exit: true, Goroutine: uint64(g), Elapsed: time.Duration(elapsed) * time.Microsecond, Values: results}
+	return (&trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "usdt_main", Probe: "exit", Function: fn, Package: "main", Exit: true, Goroutine: uint64(g), Elapsed: time.Duration(elapsed) * time.Microsecond}).WithValues(results)
 }
 
 // inPackage is ev of a function of the package at path.
@@ -208,7 +208,7 @@ func inPackage(path string, ev *trace.Event) *trace.Event {
 
 // fire is an event of a usdtgen probe on the goroutine's thread at n µs.
 func (g thread) fire(name string, n int, args ...trace.Value) *trace.Event {
-	return &trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "shop", Probe: name, Values: args}
+	return (&trace.Event{Time: us(n), PID: 4242, TID: int(g) + 100, Provider: "shop", Probe: name}).WithValues(args)
 }
 
 // The values as the tracer hands them over: Data as -json writes it, Text
