@@ -146,7 +146,7 @@ func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 	t.described = make(chan struct{})
 	t.handle = func(*ringSession) func(*ring.Record) { return func(*ring.Record) {} }
 	t.forget = func(int) {}
-	if opt.Stats {
+	if opt.Stats || opt.NoValues {
 		close(t.described)
 	} else {
 		go func() {

@@ -25,9 +25,9 @@ import (
 )
 
 // Usage is trace's usage message.
-const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -p PID [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -exe PATH [PATTERN...]
-       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
+const Usage = `usage: usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-values=false] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -p PID [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-values=false] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] -exe PATH [PATTERN...]
+       usdt-toolexec trace [-v] [-json] [-latency | -stats [-interval D] [-metrics ADDR]] [-transport ring|bpf] [-attach MODE] [-buffer SIZE] [-block D] [-values=false] [-otlp URL [-service NAME] [-min-span D] [-sample R] [-metrics ADDR]] [-pprof FILE] [PATTERN...] -- CMD [ARGS...]
 
 Prints every event of the probes that match a PATTERN (all without one): a
 glob on provider:name or on the Go function of an automatic probe
@@ -62,6 +62,10 @@ has a probe whose buffer is full wait up to D (at most 10s) for trace to
 make room instead of dropping its event: the program runs at the pace
 trace reads, and a stop of the world waits for a probe that waits; a
 trace that stops reading costs each P one wait of D, then drops.
+-values=false has the probes read no Go value through their arguments'
+pointers: a struct, slice, map or interface shows and is sent as its
+address, a number as itself, a string as the probe copies it. A call
+then costs the program no reads of its memory.
 
 -transport ring has the probes write their events into a buffer in the
 program's own memory, with no trap, as any user who may ptrace the
@@ -155,6 +159,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 	transport := fs.String("transport", string(trace.TransportAuto), "")
 	fs.Var((*bufferSize)(&opt.Buffer), "buffer", "")
 	fs.DurationVar(&opt.Block, "block", 0, "")
+	withValues := fs.Bool("values", true, "")
 	var exp Exports
 	exp.flags(fs)
 	if i := slices.Index(args, "--"); i >= 0 {
@@ -164,6 +169,7 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		return 2
 	}
 	opt.Patterns = fs.Args()
+	opt.NoValues = !*withValues
 	opt.Attach = trace.Attach(*attach)
 	opt.Transport = trace.Transport(*transport)
 	switch {
@@ -190,6 +196,9 @@ func Run(args []string, stdout, stderr io.Writer, run func(opt trace.Options, x 
 		return 2
 	case opt.Block < 0 || opt.Block > ring.MaxBlock:
 		fmt.Fprintf(stderr, "usdt-toolexec trace: -block %v: want how long a probe may wait for room, up to %v (100ms, 1s)\n", opt.Block, ring.MaxBlock)
+		return 2
+	case opt.Stats && opt.NoValues:
+		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts calls and reads no values: drop -values=false\n")
 		return 2
 	case opt.Stats && opt.Block > 0:
 		fmt.Fprint(stderr, "usdt-toolexec trace: -stats counts in place and writes no events to wait for room for: drop -block\n")

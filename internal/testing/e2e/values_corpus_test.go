@@ -276,3 +276,62 @@ func prefixMatches(got, want any, text string, shown int) bool {
 	w, ok2 := want.([]any)
 	return ok1 && ok2 && cutList.MatchString(text) && len(g) == shown && len(w) > shown && reflect.DeepEqual(g, w[:shown])
 }
+
+// TestTraceNoValues traces the values fixture with -values=false through
+// each transport: the same events as with the values, and each argument
+// and result the word the probe passed, a number (a pointer, a map, an
+// interface: an address), or a string the probe copied, none a value
+// read through its layout, which the probe did not read.
+func TestTraceNoValues(t *testing.T) {
+	requireAMD64(t)
+	bin := buildValues(t, fixture(t, "values"), target{}, valuesVariants[0])
+	eachTransport(t, func(t *testing.T, transport string) {
+		if transport == "bpf" {
+			requireTraceable(t, bin)
+		}
+		events := func(flags ...string) []map[string]any {
+			out, errOut, err := usdtTrace(t, append(append([]string{"-json", "-transport", transport}, flags...), "--", bin)...)
+			if err != nil {
+				t.Fatalf("trace %q: %v\n%s", flags, err, errOut)
+			}
+			var evs []map[string]any
+			dec := json.NewDecoder(strings.NewReader(out))
+			for dec.More() {
+				var ev map[string]any
+				if err := dec.Decode(&ev); err != nil {
+					t.Fatalf("trace %q -json: %v\n%s", flags, err, out)
+				}
+				evs = append(evs, ev)
+			}
+			return evs
+		}
+		with, without := events(), events("-values=false")
+		if len(with) != len(without) || len(with) == 0 {
+			t.Fatalf("%d events with -values=false, %d with the values", len(without), len(with))
+		}
+		read := 0
+		for i, ev := range without {
+			if ev["probe"] != with[i]["probe"] {
+				t.Fatalf("event %d is %v with -values=false, %v with the values", i, ev["probe"], with[i]["probe"])
+			}
+			for _, part := range []string{"args", "results"} {
+				vals, _ := ev[part].(map[string]any)
+				for name, v := range vals {
+					switch v.(type) {
+					case float64:
+						if _, number := with[i][part].(map[string]any)[name].(float64); !number {
+							read++ // a value the default reads
+						}
+					case string, bool:
+					default:
+						t.Errorf("%v %s %s = %v: a value read through its layout", ev["function"], part, name, v)
+					}
+				}
+			}
+		}
+		if read == 0 {
+			t.Errorf("no argument the values show as more than a word: the fixture tests nothing")
+		}
+		t.Logf("%d events, %d values shown as their word where the default reads them", len(without), read)
+	})
+}
