@@ -13,6 +13,8 @@
 #             metrics, the sampled traces' spans sent to Jaeger (issue
 #             52's goal: at least 0.8x of untraced at -sample 0.01)
 #   spans     the same at -sample 1: every call a span (MODES adds it)
+#   words     sampled with -values=false: no Go value read through the
+#             arguments' pointers (MODES adds it)
 #
 # It prints the median requests/s of each mode and its ratio to
 # untraced's, from the same passes, how many traces Jaeger holds, and for
@@ -55,6 +57,7 @@ run() {
 	stats) cmd=("$tool" trace -transport ring -stats -- "$OUT/jsonapi") ;;
 	sampled) cmd=("$tool" trace -transport ring -otlp http://127.0.0.1:4328 -sample "$SAMPLE" -metrics 127.0.0.1:0 -- "$OUT/jsonapi") ;;
 	spans) cmd=("$tool" trace -transport ring -otlp http://127.0.0.1:4328 -metrics 127.0.0.1:0 -- "$OUT/jsonapi") ;;
+	words) cmd=("$tool" trace -transport ring -values=false -otlp http://127.0.0.1:4328 -sample "$SAMPLE" -metrics 127.0.0.1:0 -- "$OUT/jsonapi") ;;
 	*)
 		echo "MODES: unknown mode $1" >&2
 		exit 2
