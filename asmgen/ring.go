@@ -7,7 +7,7 @@ import (
 	"github.com/go-usdt/usdt/internal/goidoff"
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/ringlayout"
-	"github.com/go-usdt/usdt/internal/values"
+	"github.com/go-usdt/usdt/internal/valueop"
 )
 
 // Runtime is what the generated code reads of Go's runtime: where g keeps
@@ -278,7 +278,7 @@ func waitForRoom(b *bytes.Buffer) {
 	// The first time read sets the bound: the event's own may be a
 	// caller's, older.
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n\tTESTQ R10, R10\n\tJNE waitcmp\n\tMOVQ %s+%d(SB), R10\n\tADDQ AX, R10\n\tMOVQ R10, %[1]d(SP)\n\tJMP wait\n", recordUntil, ctl, ringlayout.BlockAt)
-	fmt.Fprintf(b, "waitcmp:\n\tMOVQ AX, R11\n\tXORQ R10, R11\n\tBTQ $63, R11\n\tJCS gaveup\n\tCMPQ AX, R10\n\tJCS wait\n")
+	b.WriteString("waitcmp:\n\tMOVQ AX, R11\n\tXORQ R10, R11\n\tBTQ $63, R11\n\tJCS gaveup\n\tCMPQ AX, R10\n\tJCS wait\n")
 	fmt.Fprintf(b, "gaveup:\n\tMOVQ %d(SP), BX\n\tMOVQ %d(BX), AX\n\tINCQ AX\n\tMOVQ AX, %d(BX)\n", recordHeader, ringlayout.TailAt, ringlayout.GaveUpAt)
 }
 
@@ -453,12 +453,12 @@ func valueReads(b *bytes.Buffer) {
 	// and source in SI. The gathered reads first, at the end and where
 	// this one's source is among their bytes.
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R13\nread:\n\tMOVBQZX %d(R13), AX\n\tCMPQ %d(SP), $0\n\tJEQ gathered\n", recordPlan, ringlayout.OpFrom, recordBatch)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ flush\n\tCMPB %d(R13), $0\n\tJNE flush\ngathered:\n", values.FromNone, ringlayout.OpFlush)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", values.FromNone, ringlayout.OpMax)
-	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", values.FromArg, ringlayout.OpArg)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ flush\n\tCMPB %d(R13), $0\n\tJNE flush\ngathered:\n", valueop.FromNone, ringlayout.OpFlush)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJEQ readsdone\n\tMOVWQZX %d(R13), CX\n", valueop.FromNone, ringlayout.OpMax)
+	fmt.Fprintf(b, "\tCMPQ AX, $%d\n\tJNE readmem\n\tMOVBQZX %d(R13), DX\n\tDECQ DX\n\tJMI readnext\n", valueop.FromArg, ringlayout.OpArg)
 	wordTo(b, "DX", "SI", "readarg")
 	b.WriteString("\tJMP readcopy\n")
-	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ringlayout.OpSrc, values.FromSlice)
+	fmt.Fprintf(b, "readmem:\n\tMOVWQZX %d(R13), DX\n\tMOVQ (R11)(DX*1), SI\n\tCMPQ AX, $%d\n\tJNE readcopy\n", ringlayout.OpSrc, valueop.FromSlice)
 	fmt.Fprintf(b, "\tMOVQ 8(R11)(DX*1), AX\n\tMOVWQZX %d(R13), DX\n\tIMULQ DX, AX\n\tCMPQ AX, CX\n\tJCC readcopy\n\tMOVQ AX, CX\n", ringlayout.OpElem)
 	fmt.Fprintf(b, "readcopy:\n\tTESTQ SI, SI\n\tJEQ readnext\n\tTESTQ CX, CX\n\tJEQ readnext\n\tMOVWQZX %d(R13), DI\n\tADDQ R11, DI\n", ringlayout.OpDst)
 	fmt.Fprintf(b, "\tCMPB %d(R13), $0\n\tJEQ gather\n\tREP; MOVSB\n\tJMP readnext\n", ringlayout.OpHeld)

@@ -6,7 +6,7 @@ import (
 
 	"github.com/go-usdt/usdt/internal/probe"
 	"github.com/go-usdt/usdt/internal/ringlayout"
-	"github.com/go-usdt/usdt/internal/values"
+	"github.com/go-usdt/usdt/internal/valueop"
 )
 
 // The ring's writer on arm64 does what recordFunc's does on amd64, with
@@ -220,9 +220,9 @@ func valueReadsARM64(b *bytes.Buffer) {
 	fmt.Fprintf(b, "values:\n\tMOVD %d(RSP), R12\n\tCBZ R12, publish\n", a64Area)
 	fmt.Fprintf(b, "\tMOVD %d(RSP), R11\n\tLSL $%d, R11\n\tMOVD $%s(SB), R0\n\tMOVD 8(R0), R0\n\tADD $%d, R0\n\tADD R0, R11\n", a64P, log2(ringlayout.AreaMax), constName(ringlayout.Where), ringlayout.ScratchAt)
 	b.WriteString("\tMOVD R11, R1\n\tLSR $3, R12, R2\nzero:\n\tMOVD.P ZR, 8(R1)\n\tSUB $1, R2\n\tCBNZ R2, zero\n")
-	fmt.Fprintf(b, "\tMOVD %d(RSP), R13\nread:\n\tMOVBU %d(R13), R0\n\tCMP $%d, R0\n\tBEQ readsdone\n\tMOVHU %d(R13), R2\n", a64Plan, ringlayout.OpFrom, values.FromNone, ringlayout.OpMax)
-	fmt.Fprintf(b, "\tCMP $%d, R0\n\tBNE readmem\n\tMOVBU %d(R13), R3\n\tSUBS $1, R3\n\tBMI readnext\n\tMOVD (R15)(R3<<3), R4\n\tB readcopy\n", values.FromArg, ringlayout.OpArg)
-	fmt.Fprintf(b, "readmem:\n\tMOVHU %d(R13), R3\n\tMOVD (R11)(R3), R4\n\tCMP $%d, R0\n\tBNE readcopy\n", ringlayout.OpSrc, values.FromSlice)
+	fmt.Fprintf(b, "\tMOVD %d(RSP), R13\nread:\n\tMOVBU %d(R13), R0\n\tCMP $%d, R0\n\tBEQ readsdone\n\tMOVHU %d(R13), R2\n", a64Plan, ringlayout.OpFrom, valueop.FromNone, ringlayout.OpMax)
+	fmt.Fprintf(b, "\tCMP $%d, R0\n\tBNE readmem\n\tMOVBU %d(R13), R3\n\tSUBS $1, R3\n\tBMI readnext\n\tMOVD (R15)(R3<<3), R4\n\tB readcopy\n", valueop.FromArg, ringlayout.OpArg)
+	fmt.Fprintf(b, "readmem:\n\tMOVHU %d(R13), R3\n\tMOVD (R11)(R3), R4\n\tCMP $%d, R0\n\tBNE readcopy\n", ringlayout.OpSrc, valueop.FromSlice)
 	fmt.Fprintf(b, "\tADD R11, R3\n\tMOVD 8(R3), R0\n\tMOVHU %d(R13), R3\n\tMUL R3, R0\n\tCMP R2, R0\n\tBHS readcopy\n\tMOVD R0, R2\n", ringlayout.OpElem)
 	fmt.Fprintf(b, "readcopy:\n\tCBZ R4, readnext\n\tCBZ R2, readnext\n\tMOVHU %d(R13), R1\n\tADD R11, R1\n", ringlayout.OpDst)
 	fmt.Fprintf(b, "\tMOVBU %d(R13), R0\n\tCBZ R0, readsafe\ncopy:\n\tMOVBU.P 1(R4), R0\n\tMOVBU.P R0, 1(R1)\n\tSUB $1, R2\n\tCBNZ R2, copy\n\tB readnext\n", ringlayout.OpHeld)

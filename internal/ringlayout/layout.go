@@ -83,7 +83,7 @@
 // table says. A record may wrap around its buffer's end.
 package ringlayout
 
-import "github.com/go-usdt/usdt/internal/values"
+import "github.com/go-usdt/usdt/internal/valueop"
 
 const (
 	Symbol = "usdt/ring.ctl"
@@ -175,7 +175,7 @@ const (
 	// at once: MaxOps iovecs for the area, MaxOps for the process, from
 	// BatchRemote, and from BatchOps the address of each one's op.
 	BatchSize   = 2048
-	BatchRemote = 16 * values.MaxOps
+	BatchRemote = 16 * valueop.MaxOps
 	BatchOps    = 2 * BatchRemote
 	BuffersAt   = DataAt + PlanRoom
 	// DataMax is the room for every P's buffer, or for the counters:
@@ -254,7 +254,7 @@ const (
 	OpGuess = 10
 	OpHeld  = 11
 	OpFlush = 12
-	AreaMax = values.AreaSize
+	AreaMax = valueop.AreaSize
 
 	RecordWords = 4
 	// A record's first word holds the site's address in its low 48

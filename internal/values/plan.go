@@ -9,16 +9,19 @@
 // bytes back into values.
 package values
 
-import "github.com/go-usdt/usdt/internal/layout"
+import (
+	"github.com/go-usdt/usdt/internal/layout"
+	"github.com/go-usdt/usdt/internal/valueop"
+)
 
-// From says where an Op reads.
-type From uint8
+// From says where an Op reads (valueop, which the probes' writer knows).
+type From = valueop.From
 
 const (
-	FromNone  From = iota
-	FromArg        // the address the argument holds
-	FromPtr        // the pointer at Src in the value area
-	FromSlice      // the pointer at Src, Max bytes at most but the length at Src+8 times Elem
+	FromNone  = valueop.FromNone
+	FromArg   = valueop.FromArg   // the address the argument holds
+	FromPtr   = valueop.FromPtr   // the pointer at Src in the value area
+	FromSlice = valueop.FromSlice // the pointer at Src, Max bytes at most but the length at Src+8 times Elem
 )
 
 // Op is one copy into the event's value area.
@@ -47,9 +50,9 @@ type Op struct {
 
 // Limits of a plan, which the BPF program is built for.
 const (
-	MaxOps   = 32
-	AreaSize = 2048 // the value area's bytes
-	OpMax    = 512  // bytes one Op copies at most
+	MaxOps   = valueop.MaxOps
+	AreaSize = valueop.AreaSize // the value area's bytes
+	OpMax    = 512              // bytes one Op copies at most
 	// StatusSize is the bytes at the start of the value area that say
 	// which reads failed: bit j of its first 32-bit word is set when
 	// Ops[j] could not read what it should (see Failed). The reads'
