@@ -23,7 +23,7 @@ func BenchmarkDecode(b *testing.B) {
 		b.Fatal(err)
 	}
 	sites := fuzzSites()
-	names, err := describeValues(sites, exe)
+	names, err := describeValues(sites, exe, false)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -175,7 +175,7 @@ func FuzzRecord(f *testing.F) {
 		f.Fatal(err)
 	}
 	sites := fuzzSites()
-	names, err := describeValues(sites, exe)
+	names, err := describeValues(sites, exe, false)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -146,12 +146,12 @@ func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 	t.described = make(chan struct{})
 	t.handle = func(*ringSession) func(*ring.Record) { return func(*ring.Record) {} }
 	t.forget = func(int) {}
-	if opt.Stats || opt.NoValues {
+	if opt.Stats {
 		close(t.described)
 	} else {
 		go func() {
 			defer close(t.described)
-			t.names, _ = describeValues(t.sites, opt.Binary)
+			t.names, _ = describeValues(t.sites, opt.Binary, opt.NoValues)
 		}()
 	}
 	return t

@@ -63,10 +63,10 @@ type Options struct {
 	// tracer to make room before it drops its event (-block); 0 drops
 	// at once. Only the in-process ring can wait.
 	Block time.Duration
-	// NoValues has the probes read no Go values through their arguments
-	// (-values=false): the events carry the arguments' words as the
-	// probes pass them, which costs the program no reads of its memory
-	// and sends none of its data.
+	// NoValues has the probes read no Go value through their arguments'
+	// pointers (-values=false): only the words of the arguments they
+	// hold, which costs the program no reads of its memory that could
+	// fault, nor a system call.
 	NoValues bool
 	// Transport is how the events reach the tracer; TransportAuto when
 	// empty.
@@ -221,11 +221,7 @@ func Run(opt Options) error {
 	if opt.Stats {
 		return runStats(opt, sites, exited)
 	}
-	var names *typeNames
-	var namesErr error
-	if !opt.NoValues {
-		names, namesErr = describeValues(sites, opt.Binary)
-	}
+	names, namesErr := describeValues(sites, opt.Binary, opt.NoValues)
 	progSites := make([]bpfprog.Site, len(sites))
 	for i, s := range sites {
 		progSites[i] = bpfprog.Site{Addr: s.addr, Args: s.args, Strs: s.strs, Plan: s.plan, Exit: s.exit, Goroutine: s.fn != "" && len(s.args) > 0}

@@ -18,10 +18,11 @@ import (
 )
 
 // describeValues gives the sites whose probe tables record layouts the
-// reads of their values (see internal/values), and returns what names
-// the binary's types for interfaces, nil when it cannot (an error says
-// why: no Go runtime data).
-func describeValues(sites []site, binary string) (*typeNames, error) {
+// reads of their values (see internal/values), only of the words the
+// probes hold where held (-values=false), and returns what names the
+// binary's types for interfaces, nil when it cannot (an error says why:
+// no Go runtime data).
+func describeValues(sites []site, binary string, held bool) (*typeNames, error) {
 	// A binary without build info is laid out as Go's releases do by
 	// default.
 	info, _ := buildinfo.ReadFile(binary)
@@ -74,7 +75,11 @@ func describeValues(sites []site, binary string) (*typeNames, error) {
 		}
 		var p planned
 		if ls != nil {
-			p = planned{ls, values.NewPlan(ls, groups)}
+			plan := values.NewPlan
+			if held {
+				plan = values.HeldPlan
+			}
+			p = planned{ls, plan(ls, groups)}
 		}
 		plans[key.String()] = p
 		s.layouts, s.plan = p.layouts, p.plan

@@ -62,10 +62,11 @@ has a probe whose buffer is full wait up to D (at most 10s) for trace to
 make room instead of dropping its event: the program runs at the pace
 trace reads, and a stop of the world waits for a probe that waits; a
 trace that stops reading costs each P one wait of D, then drops.
--values=false has the probes read no Go value through their arguments'
-pointers: a struct, slice, map or interface shows and is sent as its
-address, a number as itself, a string as the probe copies it. A call
-then costs the program no reads of its memory.
+-values=false has the probes read nothing through their arguments'
+pointers: a pointer, map or interface shows and is sent as its address,
+a string or slice in a struct as its length, what the argument holds
+itself (a number, a struct's fields) as it is, a string argument as the
+probe copies it. A call then costs the program no reads of its memory.
 
 -transport ring has the probes write their events into a buffer in the
 program's own memory, with no trap, as any user who may ptrace the

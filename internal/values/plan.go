@@ -83,7 +83,16 @@ type Plan struct {
 // NewPlan plans the reads of a site whose argument i has the layout
 // ls[i] (nil for none), in a binary whose maps keep their entries in
 // groups.
-func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
+func NewPlan(ls []*layout.Type, groups MapGroups) *Plan { return newPlan(ls, groups, false) }
+
+// HeldPlan plans only the copies of the arguments the probe holds
+// (Op.Held): each argument's own words, which no read can fault on,
+// and nothing they point to. A pointer or a map argument gets no read,
+// and decodes as its address; a string, a slice or an interface as its
+// header (a nil interface as nil).
+func HeldPlan(ls []*layout.Type, groups MapGroups) *Plan { return newPlan(ls, groups, true) }
+
+func newPlan(ls []*layout.Type, groups MapGroups, heldOnly bool) *Plan {
 	p := &Plan{roots: map[int]int{}, follow: map[uint16]int{}, groups: groups}
 	used := StatusSize
 	type item struct {
@@ -131,10 +140,16 @@ func NewPlan(ls []*layout.Type, groups MapGroups) *Plan {
 		// A pointer or a map argument is the pointer itself; any other
 		// is the address of the argument's copy.
 		held := l.Kind != layout.Pointer && l.Kind != layout.Map
+		if heldOnly && !held {
+			continue
+		}
 		if j, ok := add(Op{From: FromArg, Arg: uint8(i), Max: n, Held: held}); ok {
 			p.roots[i] = j + 1
 			queue = append(queue, item{root, int(p.Ops[j].Dst), l.Kind == layout.Map})
 		}
+	}
+	if heldOnly {
+		return p
 	}
 	// Breadth first, so that what lies nearer the argument is read
 	// first, but a pointer is followed only once everything else the

@@ -75,3 +75,34 @@ func TestPlanBounds(t *testing.T) {
 		}
 	}
 }
+
+// TestHeldPlan: a held plan copies only the arguments the probe holds,
+// each its own words, and follows nothing: a pointer or a map argument
+// gets no read at all.
+func TestHeldPlan(t *testing.T) {
+	str := &layout.Type{Kind: layout.String, Size: 16}
+	rec := &layout.Type{Kind: layout.Struct, Size: 24, Fields: []layout.Field{{Name: "S", Type: str}, {Name: "P", Offset: 16, Type: &layout.Type{Kind: layout.Pointer, Size: 8, Elem: str}}}}
+	ptr := &layout.Type{Kind: layout.Pointer, Size: 8, Elem: rec}
+	m := &layout.Type{Kind: layout.Map, Size: 8, Elem: &layout.Type{Kind: layout.Struct, Size: 32, Fields: []layout.Field{{Name: "key", Type: str}, {Name: "elem", Offset: 16, Type: str}}}}
+	iface := &layout.Type{Kind: layout.Iface, Size: 16}
+	ls := []*layout.Type{rec, ptr, m, iface, str, nil}
+	if full := NewPlan(ls, SlotGroups); len(full.Ops) <= 3 {
+		t.Fatalf("the full plan has %d reads: these layouts test nothing", len(full.Ops))
+	}
+	p := HeldPlan(ls, SlotGroups)
+	held := map[int]bool{}
+	for i, op := range p.Ops {
+		if op.From != FromArg || !op.Held {
+			t.Errorf("op %d %+v: a read the probe does not hold", i, op)
+		}
+		held[int(op.Arg)] = true
+	}
+	for i, want := range []bool{true, false, false, true, true, false} {
+		if held[i] != want {
+			t.Errorf("argument %d (%v) copied %v, want %v", i, ls[i], held[i], want)
+		}
+		if _, ok := p.Root(i); ok != want {
+			t.Errorf("argument %d has a root %v, want %v", i, ok, want)
+		}
+	}
+}

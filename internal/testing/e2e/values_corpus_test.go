@@ -278,10 +278,10 @@ func prefixMatches(got, want any, text string, shown int) bool {
 }
 
 // TestTraceNoValues traces the values fixture with -values=false through
-// each transport: the same events as with the values, and each argument
-// and result the word the probe passed, a number (a pointer, a map, an
-// interface: an address), or a string the probe copied, none a value
-// read through its layout, which the probe did not read.
+// each transport: the same events as with the values, and in them the
+// words the probes hold and nothing those point to: a pointer or a map
+// argument its address, a string in a struct its length, a struct passed
+// by value its own fields, a nil error nil and a non-nil one not.
 func TestTraceNoValues(t *testing.T) {
 	requireAMD64(t)
 	bin := buildValues(t, fixture(t, "values"), target{}, valuesVariants[0])
@@ -309,29 +309,65 @@ func TestTraceNoValues(t *testing.T) {
 		if len(with) != len(without) || len(with) == 0 {
 			t.Fatalf("%d events with -values=false, %d with the values", len(without), len(with))
 		}
-		read := 0
+		// value is the first value name of fn's events in evs, with key
+		// path under it.
+		value := func(evs []map[string]any, fn, part, name string, path ...string) (any, bool) {
+			for _, ev := range evs {
+				vals, ok := ev[part].(map[string]any)
+				if ev["function"] != fn || !ok {
+					continue
+				}
+				v, ok := vals[name]
+				for _, k := range path {
+					m, _ := v.(map[string]any)
+					v, ok = m[k]
+				}
+				return v, ok
+			}
+			return nil, false
+		}
 		for i, ev := range without {
 			if ev["probe"] != with[i]["probe"] {
 				t.Fatalf("event %d is %v with -values=false, %v with the values", i, ev["probe"], with[i]["probe"])
 			}
-			for _, part := range []string{"args", "results"} {
-				vals, _ := ev[part].(map[string]any)
-				for name, v := range vals {
-					switch v.(type) {
-					case float64:
-						if _, number := with[i][part].(map[string]any)[name].(float64); !number {
-							read++ // a value the default reads
-						}
-					case string, bool:
-					default:
-						t.Errorf("%v %s %s = %v: a value read through its layout", ev["function"], part, name, v)
-					}
-				}
+		}
+		for _, c := range []struct {
+			fn, part, name string
+			path           []string
+			want           func(any) bool
+			says           string
+		}{
+			{"main.Ship", "args", "a", nil, isNumber, "a pointer argument: its address"},
+			{"main.Walk", "args", "n", nil, isNumber, "a pointer argument: its address"},
+			{"main.Count", "args", "m", nil, isNumber, "a map argument: its address"},
+			{"main.Place", "args", "o", []string{"Name"}, equals("<12 bytes>"), "a string in a struct passed by value: its length"},
+			{"main.Swap", "args", "p", []string{"Key"}, equals("<1 bytes>"), "a string in a struct passed by value: its length"},
+			{"main.Nils", "args", "e", nil, equals(nil), "a nil error: nil"},
+			{"main.Ship", "results", "err", nil, notEquals(nil), "an error that is not nil: not nil"},
+			{"main.Open", "results", "r1", nil, notEquals(nil), "an error that is not nil: not nil"},
+		} {
+			label := c.fn + " " + c.part + " " + strings.Join(append([]string{c.name}, c.path...), ".")
+			got, ok := value(without, c.fn, c.part, c.name, c.path...)
+			if !ok || !c.want(got) {
+				t.Errorf("%s with -values=false is %v (found %v), want %s", label, got, ok, c.says)
+			}
+			if def, _ := value(with, c.fn, c.part, c.name, c.path...); c.want(def) && !strings.Contains(c.says, "error") {
+				t.Errorf("%s is %v with the values too: the fixture does not tell them apart", label, def)
 			}
 		}
-		if read == 0 {
-			t.Errorf("no argument the values show as more than a word: the fixture tests nothing")
+		// What the probe holds reads the same either way.
+		for _, c := range [][]string{{"main.Big", "args", "a"}, {"main.Place", "args", "o", "ID"}, {"main.Open", "args", "path"}} {
+			got, _ := value(without, c[0], c[1], c[2], c[3:]...)
+			want, ok := value(with, c[0], c[1], c[2], c[3:]...)
+			if !ok || fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("%s with -values=false is %v, with the values %v (found %v)", strings.Join(c, " "), got, want, ok)
+			}
 		}
-		t.Logf("%d events, %d values shown as their word where the default reads them", len(without), read)
 	})
 }
+
+func isNumber(v any) bool { _, ok := v.(float64); return ok }
+
+func equals(want any) func(any) bool { return func(v any) bool { return v == want } }
+
+func notEquals(not any) func(any) bool { return func(v any) bool { return v != not } }
