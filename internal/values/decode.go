@@ -187,7 +187,7 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		if t.Elem == nil {
 			return l
 		}
-		l.elems = make([]Value, 0, min(t.Len, ElemsMax, max(OpMax/max(t.Elem.Size, 1), 1)))
+		l.elems = make([]Value, 0, max(0, min(t.Len, ElemsMax, max(OpMax/max(t.Elem.Size, 1), 1))))
 		for k := 0; k < int(min(t.Len, ElemsMax)) && int64(k+1)*t.Elem.Size <= OpMax; k++ {
 			l.elems = append(l.elems, d.value(t.Elem, off+k*int(t.Elem.Size)))
 		}
@@ -211,7 +211,7 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 		if !ok || t.Elem == nil || t.Elem.Size == 0 {
 			return l
 		}
-		l.elems = make([]Value, 0, min(n, int(op.Max)/int(t.Elem.Size)))
+		l.elems = make([]Value, 0, max(0, min(n, int(op.Max)/int(t.Elem.Size))))
 		for k := 0; k < n && k < int(op.Max)/int(t.Elem.Size); k++ {
 			l.elems = append(l.elems, d.value(t.Elem, int(op.Dst)+k*int(t.Elem.Size)))
 		}
