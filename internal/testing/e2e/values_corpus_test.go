@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -289,35 +290,30 @@ func TestTraceNoValues(t *testing.T) {
 		if transport == "bpf" {
 			requireTraceable(t, bin)
 		}
-		events := func(flags ...string) []map[string]any {
+		events := func(flags ...string) []traceJSON {
 			out, errOut, err := usdtTrace(t, append(append([]string{"-json", "-transport", transport}, flags...), "--", bin)...)
 			if err != nil {
 				t.Fatalf("trace %q: %v\n%s", flags, err, errOut)
 			}
-			var evs []map[string]any
-			dec := json.NewDecoder(strings.NewReader(out))
-			for dec.More() {
-				var ev map[string]any
-				if err := dec.Decode(&ev); err != nil {
-					t.Fatalf("trace %q -json: %v\n%s", flags, err, out)
-				}
-				evs = append(evs, ev)
-			}
-			return evs
+			return parseTraceJSON(t, out)
 		}
 		with, without := events(), events("-values=false")
 		if len(with) != len(without) || len(with) == 0 {
 			t.Fatalf("%d events with -values=false, %d with the values", len(without), len(with))
 		}
-		// value is the first value name of fn's events in evs, with key
-		// path under it.
-		value := func(evs []map[string]any, fn, part, name string, path ...string) (any, bool) {
+		// value is value name of the first of fn's events in evs that
+		// has part ("args" or "results"), with key path under it.
+		value := func(evs []traceJSON, fn, part, name string, path ...string) (any, bool) {
 			for _, ev := range evs {
-				vals, ok := ev[part].(map[string]any)
-				if ev["function"] != fn || !ok {
+				vals := map[string]jsonObject{"args": ev.Args, "results": ev.Results}[part]
+				if ev.Function != fn || vals == nil {
 					continue
 				}
-				v, ok := vals[name]
+				i := slices.IndexFunc(vals, func(f jsonField) bool { return f.Key == name })
+				if i < 0 {
+					return nil, false
+				}
+				v, ok := vals[i].Value, true
 				for _, k := range path {
 					m, _ := v.(map[string]any)
 					v, ok = m[k]
@@ -327,8 +323,8 @@ func TestTraceNoValues(t *testing.T) {
 			return nil, false
 		}
 		for i, ev := range without {
-			if ev["probe"] != with[i]["probe"] {
-				t.Fatalf("event %d is %v with -values=false, %v with the values", i, ev["probe"], with[i]["probe"])
+			if ev.Probe != with[i].Probe {
+				t.Fatalf("event %d is %v with -values=false, %v with the values", i, ev.Probe, with[i].Probe)
 			}
 		}
 		for _, c := range []struct {
@@ -366,7 +362,7 @@ func TestTraceNoValues(t *testing.T) {
 	})
 }
 
-func isNumber(v any) bool { _, ok := v.(float64); return ok }
+func isNumber(v any) bool { _, ok := v.(json.Number); return ok }
 
 func equals(want any) func(any) bool { return func(v any) bool { return v == want } }
 
