@@ -300,7 +300,9 @@ func (t *Tree) lostAt(g goroutine, at time.Time) {
 	if len(t.lossAt) >= maxLossTimes {
 		for o, when := range t.lossAt {
 			if len(t.open[o]) == 0 {
-				t.forgot = slices.MaxFunc([]time.Time{t.forgot, when}, time.Time.Compare)
+				if when.After(t.forgot) {
+					t.forgot = when
+				}
 				delete(t.lossAt, o)
 			}
 		}
