@@ -54,7 +54,12 @@ type Event struct {
 // any goroutine may make.
 func (e *Event) Values() []Value {
 	if lv := e.lazy; lv != nil {
-		lv.once.Do(func() { lv.vals = lv.decode() })
+		lv.once.Do(func() {
+			// The record's copies are of no more use: an event a
+			// consumer keeps (a call still open) keeps only its values.
+			lv.vals = lv.decode()
+			lv.raw, lv.strs, lv.area, lv.names = nil, nil, nil, nil
+		})
 		return lv.vals
 	}
 	return e.values
