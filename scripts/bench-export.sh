@@ -2,7 +2,8 @@
 # bench-export.sh measures trace's export path on one core (-cpu 1),
 # COUNT runs each: the decoder turning ring records into events
 # (internal/trace BenchmarkDecode/values: a call's entry and exit, their
-# values read; /unread: not read, as for a call that sampling drops),
+# values read; /errors: only whether the exit's error is nil, as -otlp's
+# metrics count a call that sampling drops; /unread: none read),
 # and the events turned into OTLP/HTTP protobuf at a receiver that
 # discards it (internal/export/otlp BenchmarkExport/usdt), beside the
 # OpenTelemetry SDK alone making the same spans through the same batch
@@ -28,6 +29,7 @@ echo "median rates on one core ($COUNT runs, $(go env GOVERSION), $(grep -m1 '^c
 awk "$SORTMED"'
 	function metric(unit,    i) { for (i = 3; i < NF; i++) if ($(i + 1) == unit) return $i; return "" }
 	/^BenchmarkDecode\/values/ { d[++nd] = metric("records/s") }
+	/^BenchmarkDecode\/errors/ { e[++ne] = metric("records/s") }
 	/^BenchmarkDecode\/unread/ { r[++nr] = metric("records/s") }
 	/^BenchmarkExport\/usdt/ { u[++nu] = metric("spans/s"); ud[nu] = metric("dropped/span") }
 	/^BenchmarkExport\/sdk/ { s[++ns] = metric("spans/s"); sd[ns] = metric("dropped/span") }
@@ -35,6 +37,7 @@ awk "$SORTMED"'
 		dec = sortmed(d, nd); ex = sortmed(u, nu); sdk = sortmed(s, ns)
 		udrop = sortmed(ud, nu); sdrop = sortmed(sd, ns)
 		printf "decode              %9.0f records/s (%.0f calls/s)\n", dec, dec / 2
+		printf "decode, errors only %9.0f records/s (a call that sampling drops, counted by -metrics)\n", sortmed(e, ne)
 		printf "decode, values unread %7.0f records/s (a call that sampling drops)\n", sortmed(r, nr)
 		printf "export (usdt)       %9.0f spans/s, median share dropped %s\n", ex, udrop
 		printf "the SDK alone       %9.0f spans/s, median share dropped %s\n", sdk, sdrop

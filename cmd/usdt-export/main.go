@@ -183,10 +183,9 @@ func countCall(tally *metrics.Tally, ev *trace.Event) {
 	case ev.Function == "":
 		tally.Call(ev.Label(), false, 0, false, false)
 	case ev.Exit:
-		errResult, failed := false, false
-		if vs := ev.Values(); len(vs) > 0 && vs[len(vs)-1].Type == "error" {
-			errResult, failed = true, vs[len(vs)-1].NonNilError()
-		}
+		// The last result alone: the exit's other values are decoded
+		// only if a span needs them.
+		errResult, failed := ev.LastError()
 		tally.Call(ev.Function, true, uint64(max(0, ev.Elapsed)), errResult, failed)
 	case !ev.Paired:
 		tally.Call(ev.Function, false, 0, false, false)

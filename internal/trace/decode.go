@@ -122,15 +122,93 @@ func (d *decoder) decode(b []byte) *Event {
 // lazyValues is what an event's values are decoded from when first
 // asked.
 type lazyValues struct {
-	once  sync.Once
-	s     *site
-	shown int     // the site's first argument that is a value
-	raw   []value // the arguments from shown on, as the record held them
-	strs  []byte  // the record's string slots, from the first argument's
-	area  []byte  // the record's value area, for a site with a plan
-	names values.Namer
-	text  bool // the values' Text too
-	vals  []Value
+	mu      sync.Mutex
+	decoded bool // vals are made, and the record's copies let go
+	s       *site
+	shown   int     // the site's first argument that is a value
+	raw     []value // the arguments from shown on, as the record held them
+	strs    []byte  // the record's string slots, from the first argument's
+	area    []byte  // the record's value area, for a site with a plan
+	names   values.Namer
+	text    bool // the values' Text too
+	vals    []Value
+	// lastDone says that lastFailed holds whether the last value, an
+	// error, is not nil (see Event.LastError).
+	lastDone, lastFailed bool
+}
+
+// values decodes the values once, and lets go of the record's copies:
+// an event a consumer keeps (a call still open) keeps only its values.
+func (lv *lazyValues) values() []Value {
+	lv.mu.Lock()
+	defer lv.mu.Unlock()
+	if !lv.decoded {
+		lv.vals = lv.decode()
+		lv.raw, lv.strs, lv.area, lv.names = nil, nil, nil, nil
+		lv.decoded = true
+	}
+	return lv.vals
+}
+
+// lastError reports whether the site's last value is an error, and if
+// so whether it is not nil, decoding that value alone where the others
+// are not decoded yet.
+func (lv *lazyValues) lastError() (isErr, failed bool) {
+	decl := lv.declared()
+	if len(decl) == 0 || decl[len(decl)-1].Type != "error" {
+		return false, false
+	}
+	lv.mu.Lock()
+	if !lv.decoded && !lv.lastDone && len(lv.raw) > 0 {
+		j := len(lv.raw) - 1
+		var area []byte
+		if lv.s.plan != nil {
+			area = fullArea(lv.area)
+		}
+		v := lv.raw[j]
+		lv.fill(&v, lv.shown+j, area)
+		lv.lastDone, lv.lastFailed = true, Value{Type: "error", Data: v.json()}.NonNilError()
+	}
+	if lv.lastDone {
+		lv.mu.Unlock()
+		return true, lv.lastFailed
+	}
+	lv.mu.Unlock()
+	vs := lv.values()
+	return true, len(vs) > 0 && vs[len(vs)-1].NonNilError()
+}
+
+// declared are the declarations of the values, where the probe table
+// gives one for each of the site's arguments.
+func (lv *lazyValues) declared() []probe.Arg {
+	s := lv.s
+	if len(s.table.Args) != len(s.args) {
+		return nil
+	}
+	return s.table.Args[s.firstShown():]
+}
+
+// fill decodes v, the site's argument i, from its word, its string slot
+// and the value area.
+func (lv *lazyValues) fill(v *value, i int, area []byte) {
+	s := lv.s
+	if s.kinds != nil {
+		v.kind = s.kinds[i]
+	}
+	if s.strs[i] && v.raw != 0 && len(lv.strs) >= bpfprog.StrMax*(i+1) {
+		str := lv.strs[bpfprog.StrMax*i : bpfprog.StrMax*(i+1)]
+		if n := bytes.IndexByte(str, 0); n >= 0 {
+			str = str[:n]
+		}
+		t := string(str)
+		v.str = &t
+		if addr, ok := probe.ParseUnreadable(t); ok {
+			v.val = values.Unreadable(addr)
+		}
+	}
+	if v.val == nil {
+		v.val = s.decodeValue(i, v.raw, area, lv.names)
+	}
 }
 
 func (lv *lazyValues) decode() []Value {
@@ -140,29 +218,9 @@ func (lv *lazyValues) decode() []Value {
 		area = fullArea(lv.area)
 	}
 	for j := range lv.raw {
-		v, i := &lv.raw[j], lv.shown+j
-		if s.kinds != nil {
-			v.kind = s.kinds[i]
-		}
-		if s.strs[i] && v.raw != 0 && len(lv.strs) >= bpfprog.StrMax*(i+1) {
-			str := lv.strs[bpfprog.StrMax*i : bpfprog.StrMax*(i+1)]
-			if n := bytes.IndexByte(str, 0); n >= 0 {
-				str = str[:n]
-			}
-			t := string(str)
-			v.str = &t
-			if addr, ok := probe.ParseUnreadable(t); ok {
-				v.val = values.Unreadable(addr)
-			}
-		}
-		if v.val == nil {
-			v.val = s.decodeValue(i, v.raw, area, lv.names)
-		}
+		lv.fill(&lv.raw[j], lv.shown+j, area)
 	}
-	var decl []probe.Arg
-	if len(s.table.Args) == len(s.args) {
-		decl = s.table.Args[s.firstShown():]
-	}
+	decl := lv.declared()
 	vals := make([]Value, len(lv.raw))
 	for i, v := range lv.raw {
 		vals[i] = Value{Name: s.names[i], Kind: v.kind, Data: v.json()}

@@ -2,10 +2,10 @@ package trace
 
 import (
 	"errors"
-	"github.com/go-usdt/usdt/internal/trace/bpfprog"
-	"os"
 	"testing"
 	"time"
+
+	"github.com/go-usdt/usdt/internal/trace/bpfprog"
 )
 
 // BenchmarkDecode is the export path's first step: the tracer's decoder
@@ -15,18 +15,12 @@ import (
 // its arguments, whose values the probe read, and its exit, a struct and
 // an error. records/s is the rate on the benchmark's cores (-cpu 1 for
 // one: scripts/bench-export.sh). In "values" every event's values are
-// read, as a span's export reads them; in "unread" none are, as for a
-// call whose trace sampling drops, which decodes no value.
+// read, as a span's export reads them; in "errors" only whether the
+// exit's last result, an error, is nil (LastError), as -otlp's metrics
+// count every call; in "unread" none are, as for a call whose trace
+// sampling drops, which decodes no value.
 func BenchmarkDecode(b *testing.B) {
-	exe, err := os.Executable()
-	if err != nil {
-		b.Fatal(err)
-	}
-	sites := fuzzSites()
-	names, err := describeValues(sites, exe, false)
-	if err != nil {
-		b.Fatal(err)
-	}
+	sites, names := describedSites(b)
 	name := "widget"
 	o := &order{ID: 1, Name: "first", Err: errors.New("out of stock"), Items: []int32{1, -2, 3}, When: time.Date(2026, 11, 26, 9, 0, 0, 5, time.UTC)}
 	byName := map[string]order{"first": *o}
@@ -37,8 +31,10 @@ func BenchmarkDecode(b *testing.B) {
 	sink = append(sink, name, o, byName, errArg, anyArg, when, ids)
 	entry := sent(record(b, sites, 1, []uint64{3, addr(o), mapWord(byName), addr(&errArg), addr(&anyArg), addr(&name), addr(&when), mapWord(ids)}))
 	exit := sent(record(b, sites, 2, []uint64{3, 1500, addr(o), addr(&errArg)}))
-	for _, read := range []bool{true, false} {
-		name := map[bool]string{true: "values", false: "unread"}[read]
+	// values reads every value, errors only the exit's last result, an
+	// error (as -otlp's metrics count calls), unread none.
+	for _, name := range []string{"values", "errors", "unread"} {
+		read := name == "values"
 		b.Run(name, func(b *testing.B) {
 			d := newDecoder(sites, 0, names)
 			b.ReportAllocs()
@@ -49,6 +45,11 @@ func BenchmarkDecode(b *testing.B) {
 				}
 				if read && (len(in.Values()) != 7 || len(out.Values()) != 2) {
 					b.Fatalf("the call decoded to %d and %d values, want 7 and 2", len(in.Values()), len(out.Values()))
+				}
+				if name == "errors" {
+					if isErr, failed := out.LastError(); !isErr || !failed {
+						b.Fatalf("the exit's last result: error %v, not nil %v; want both", isErr, failed)
+					}
 				}
 			}
 			b.ReportMetric(2*float64(b.N)/b.Elapsed().Seconds(), "records/s")

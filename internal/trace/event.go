@@ -54,15 +54,23 @@ type Event struct {
 // any goroutine may make.
 func (e *Event) Values() []Value {
 	if lv := e.lazy; lv != nil {
-		lv.once.Do(func() {
-			// The record's copies are of no more use: an event a
-			// consumer keeps (a call still open) keeps only its values.
-			lv.vals = lv.decode()
-			lv.raw, lv.strs, lv.area, lv.names = nil, nil, nil, nil
-		})
-		return lv.vals
+		return lv.values()
 	}
 	return e.values
+}
+
+// LastError reports whether the event's last value is an error (an
+// exit's last result, where the probe table gives the types), and if so
+// whether it is not nil: what -otlp's metrics count as a failed call,
+// decoding that value alone while the others are not decoded yet.
+func (e *Event) LastError() (isErr, failed bool) {
+	if lv := e.lazy; lv != nil {
+		return lv.lastError()
+	}
+	if vs := e.values; len(vs) > 0 && vs[len(vs)-1].Type == "error" {
+		return true, vs[len(vs)-1].NonNilError()
+	}
+	return false, false
 }
 
 // WithValues sets the event's values, for an event made other than by

@@ -51,6 +51,22 @@ func layoutArg(name string, t reflect.Type) probe.Arg {
 // function's entry and exit, whose arguments and results are read through
 // their layouts, and the entry of a function whose argument's layout is
 // the fuzzer's.
+// describedSites are fuzzSites with their values described by this test
+// binary's types, as trace describes a program's, and their type names.
+func describedSites(t testing.TB) ([]site, *typeNames) {
+	t.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sites := fuzzSites()
+	names, err := describeValues(sites, exe, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sites, names
+}
+
 func fuzzSites() []site {
 	goid := probe.Arg{Name: "goid", Kind: probe.Uint64}
 	tables := []struct {
@@ -170,15 +186,7 @@ func mapWord(m any) uint64 {
 // probe table may have it. Each record is decoded as given, as the
 // program sends it up to its last byte read, and with the area placed.
 func FuzzRecord(f *testing.F) {
-	exe, err := os.Executable()
-	if err != nil {
-		f.Fatal(err)
-	}
-	sites := fuzzSites()
-	names, err := describeValues(sites, exe, false)
-	if err != nil {
-		f.Fatal(err)
-	}
+	sites, names := describedSites(f)
 	groups := values.MapGroupsOf(nil)
 
 	// Seeds: an event of each site, with live values.
