@@ -172,6 +172,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	pTo(b, rt, "done", "noslot")
 	fmt.Fprintf(b, "\tMOVQ R13, %d(SP)\n", recordP)
 	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $%d\n\tJEQ count\n", ctl, ringlayout.ModeAt, ringlayout.Counts)
+	fmt.Fprintf(b, "\tCMPQ %s+%d(SB), $0\n\tJNE sample\nsampled:\n", ctl, ringlayout.SamplingAt)
 	// The record's size in CX: its words, then each string's length and
 	// bytes.
 	fmt.Fprintf(b, "\tMOVQ %d(SP), CX\n\tLEAQ %d(CX), CX\n\tSHLQ $3, CX\n", recordWords, ringlayout.RecordWords)
@@ -183,7 +184,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	fmt.Fprintf(b, "\tMOVQ $0, %d(SP)\n\tCMPQ %s+%d(SB), $0\n\tJEQ planned\n", recordArea, ctl, ringlayout.PlansAt)
 	fmt.Fprintf(b, "\tMOVQ %d(SP), R10\n", recordSite)
 	siteEntry(b, countRegs{site: "R10", table: "R9", hash: "R11", idx: "AX", entry: "SI"}, "plan", "planned")
-	fmt.Fprintf(b, "\tMOVQ SI, AX\n\tSHRQ $32, AX\n\tADDQ AX, CX\n\tMOVQ AX, %d(SP)\n\tMOVLQZX SI, SI\n\tLEAQ %s(SB), AX\n\tADDQ AX, SI\n\tMOVQ SI, %d(SP)\nplanned:\n", recordArea, ctl, recordPlan)
+	fmt.Fprintf(b, "\tMOVQ SI, AX\n\tSHRQ $32, AX\n\tANDQ $%d, AX\n\tADDQ AX, CX\n\tMOVQ AX, %d(SP)\n\tMOVLQZX SI, SI\n\tLEAQ %s(SB), AX\n\tADDQ AX, SI\n\tMOVQ SI, %d(SP)\nplanned:\n", ringlayout.PlanAreaMask, recordArea, ctl, recordPlan)
 	// The P's header in BX; room for the record below the tracer's tail?
 	fmt.Fprintf(b, "\tMOVQ R13, BX\n\tSHLQ $%d, BX\n\tLEAQ %s+%d(SB), AX\n\tADDQ AX, BX\n", log2(ringlayout.HeaderSize), ctl, ringlayout.HeadersAt)
 	fmt.Fprintf(b, "\tMOVQ %d(BX), DI\n\tMOVQ DI, SI\n\tSUBQ %d(BX), SI\n\tADDQ CX, SI\n", ringlayout.HeadAt, ringlayout.TailAt)
@@ -230,6 +231,7 @@ func recordFunc(b *bytes.Buffer, arch Arch, rt Runtime) {
 	waitForRoom(b)
 	fmt.Fprintf(b, "lost:\n\tINCQ %d(BX)\n\tJMP done\n", ringlayout.LostAt)
 	countCalls(b)
+	sampleCalls(b, rt)
 	fmt.Fprintf(b, "noslot:\n\tLOCK\n\tINCQ %s+%d(SB)\n\tJMP done\n", ctl, ringlayout.NoSlotAt)
 	fmt.Fprintf(b, "expire:\n\tMOVQ $%d, AX\n\tMOVQ $%d, R13\n\tLOCK\n\tCMPXCHGQ R13, %s+%d(SB)\n\tJNE done\n", ringlayout.Recording, ringlayout.Expiring, ctl, ringlayout.OnAt)
 	fmt.Fprintf(b, "\tMOVQ %s+%d(SB), R12\n\tLEAQ %[1]s+%[3]d(SB), R13\n\tTESTQ R12, R12\n\tJEQ off\n", ctl, ringlayout.ListLenAt, ringlayout.ListAt)
@@ -371,9 +373,20 @@ type countRegs struct {
 // word in r.entry, or goes to missing. It takes r.table, r.hash, r.idx
 // and r.entry, which may be r.hash.
 func siteEntry(b *bytes.Buffer, r countRegs, label, missing string) {
+	siteEntryAt(b, r, label, missing, -1, ringlayout.TableMaskAt)
+}
+
+// siteEntryAt is siteEntry of the table whose offset from the ring the
+// word at baseAt holds (-1: at ringlayout.DataAt), with its mask at maskAt.
+func siteEntryAt(b *bytes.Buffer, r countRegs, label, missing string, baseAt, maskAt int) {
 	ctl := ringSym()
-	fmt.Fprintf(b, "\tMOVQ %s, %s\n\tSHRQ $3, %[2]s\n\tLEAQ %s+%d(SB), %s\n", r.site, r.hash, ctl, ringlayout.DataAt, r.table)
-	fmt.Fprintf(b, "%s:\n\tANDQ %s+%d(SB), %s\n\tMOVQ %[4]s, %[5]s\n\tSHLQ $4, %[5]s\n", label, ctl, ringlayout.TableMaskAt, r.hash, r.idx)
+	if baseAt < 0 {
+		fmt.Fprintf(b, "\tLEAQ %s+%d(SB), %s\n", ctl, ringlayout.DataAt, r.table)
+	} else {
+		fmt.Fprintf(b, "\tMOVQ %[1]s+%[2]d(SB), %[3]s\n\tLEAQ %[1]s(SB), %[4]s\n\tADDQ %[4]s, %[3]s\n", ctl, baseAt, r.table, r.hash)
+	}
+	fmt.Fprintf(b, "\tMOVQ %s, %s\n\tSHRQ $3, %[2]s\n", r.site, r.hash)
+	fmt.Fprintf(b, "%s:\n\tANDQ %s+%d(SB), %s\n\tMOVQ %[4]s, %[5]s\n\tSHLQ $4, %[5]s\n", label, ctl, maskAt, r.hash, r.idx)
 	fmt.Fprintf(b, "\tCMPQ (%[1]s)(%[2]s*1), %[3]s\n\tJEQ %[4]sfound\n\tCMPQ (%[1]s)(%[2]s*1), $0\n\tJEQ %[5]s\n\tINCQ %[6]s\n\tJMP %[4]s\n", r.table, r.idx, r.site, label, missing, r.hash)
 	fmt.Fprintf(b, "%sfound:\n\tMOVQ 8(%s)(%s*1), %s\n", label, r.table, r.idx, r.entry)
 }

@@ -137,3 +137,25 @@ func TestFlushes(t *testing.T) {
 		t.Errorf("%d flushes, want 3:\n%s", n, strings.Join(desc, "\n"))
 	}
 }
+
+// TestParseCompact: a compact record (CompactBit in its thread word) is
+// its header and its one word, with no value area even where its site's
+// events have one.
+func TestParseCompact(t *testing.T) {
+	const site = 0x4a1660
+	word := uint64(1500) | 1<<ringlayout.CompactError | 1<<ringlayout.CompactFailed
+	buf := words(site|1<<ringlayout.CountShift, 7, 100, 55|1<<ringlayout.CompactBit, word, 0xdead)
+	var rec Record
+	size, ok := parse(buf, &rec, map[uint64]int{site: 16})
+	if !ok || size != 40 {
+		t.Fatalf("parse = %d, %v; want 40, true", size, ok)
+	}
+	if !rec.Compact || rec.Area != nil || rec.Thread != 55 || !slices.Equal(rec.Words, []uint64{word}) {
+		t.Errorf("compact %v, area %x, thread %d, words %x; want a compact record of thread 55 with no area and the word %x", rec.Compact, rec.Area, rec.Thread, rec.Words, word)
+	}
+	// The same record, not compact, has its area.
+	buf = words(site|1<<ringlayout.CountShift, 7, 100, 55, word, 5, 6)
+	if size, ok := parse(buf, &rec, map[uint64]int{site: 16}); !ok || size != 56 || rec.Compact || len(rec.Area) != 16 {
+		t.Errorf("parse of the record with an area = %d, %v, compact %v, area %x", size, ok, rec.Compact, rec.Area)
+	}
+}

@@ -151,6 +151,10 @@ type Record struct {
 	// CallerTime says that Time is the trampoline's reading that timed
 	// the call (CallerTimeBit).
 	CallerTime bool
+	// Compact says that the record is of a call that sampling left out
+	// (Sample): its one word is the exit's elapsed ns, with
+	// ringlayout.CompactError and CompactFailed, and it has no area.
+	Compact bool
 }
 
 // Session is a ring trace of one process.
@@ -178,6 +182,9 @@ type Session struct {
 	// many bytes each P has, and how many counters.
 	counters, countersSize uint64
 	nCounters              int
+	// countsLeftOut says that the counters are CountLeftOut's, past the
+	// buffers.
+	countsLeftOut bool
 	// countBuf is where Counters reads, a chunk at a time.
 	countMu  sync.Mutex
 	countBuf []byte
@@ -226,9 +233,26 @@ func Open(pid int, ctl, where uint64, slots, size int) (*Session, error) {
 		mem.Close()
 		return nil, fmt.Errorf("process %d: another tracer records through its ring", pid)
 	}
-	// Every P's header, for those Grow may add.
+	// Every P's header, for those Grow may add, each with a seed of its
+	// random numbers for sampling.
 	hdrs := make([]byte, ringlayout.MaxSlots*ringlayout.HeaderSize)
+	for i := range ringlayout.MaxSlots {
+		binary.LittleEndian.PutUint64(hdrs[i*ringlayout.HeaderSize+ringlayout.RandAt:], rand.Uint64()|1)
+	}
+	// A new epoch: the goroutines' slots that an earlier session left
+	// are empty to this one's writers.
+	epoch, err := s.word(ringlayout.EpochAt)
+	if err != nil {
+		mem.Close()
+		return nil, err
+	}
+	epoch = (epoch>>ringlayout.GoEpochShift + 1) & (1<<(64-ringlayout.GoEpochShift) - 1)
+	epoch = max(epoch, 1)
 	err = errors.Join(
+		s.setWord(ringlayout.SamplingAt, 0),
+		s.setWord(ringlayout.CompactAt, 0),
+		s.setWord(ringlayout.CountLeftAt, 0),
+		s.setWord(ringlayout.EpochAt, epoch<<ringlayout.GoEpochShift),
 		s.write(ringlayout.HeadersAt, hdrs),
 		s.setWord(ringlayout.SlotsAt, uint64(slots)),
 		s.setWord(ringlayout.SizeAt, uint64(size)),
@@ -296,6 +320,11 @@ func InUse(pid int, ctl uint64) (bool, error) {
 type SitePlan struct {
 	Addr uint64 // in the process
 	Ops  []values.Op
+	// Role is the site's role for sampling (Sample): ringlayout's
+	// FlagEntry or FlagExit, and the words of its error result and of
+	// its incoming trace context, above ringlayout.PlanFlagsShift's
+	// bit. A site with a role is in the table without value reads too.
+	Role uint16
 }
 
 // Plan has the program copy these sites' values into their events, as
@@ -332,7 +361,11 @@ func (s *Session) Plan(plans []SitePlan) error {
 			area = max(area, int(op.Dst)+int(op.Max))
 		}
 		area = (area + 7) &^ 7
+		role := uint64(p.Role) << ringlayout.PlanFlagsShift
 		if area == 0 || area > ringlayout.AreaMax {
+			if role != 0 {
+				table.put(p.Addr, mask, role)
+			}
 			continue
 		}
 		at, ok := shared[string(enc)]
@@ -341,7 +374,7 @@ func (s *Session) Plan(plans []SitePlan) error {
 			shared[string(enc)] = at
 			reads = append(reads, enc...)
 		}
-		table.put(p.Addr, mask, at|uint64(area)<<32)
+		table.put(p.Addr, mask, at|uint64(area)<<32|role)
 		s.areas[p.Addr] = area
 	}
 	if readsAt+uint64(len(reads)) > ringlayout.BatchAt {
@@ -352,6 +385,31 @@ func (s *Session) Plan(plans []SitePlan) error {
 		s.write(readsAt, reads),
 		s.setWord(ringlayout.TableMaskAt, mask),
 		s.setWord(ringlayout.PlansAt, 1),
+	)
+}
+
+// Sample has the program sample its calls (ringlayout.SamplingAt), for a
+// session of events whose Plan gave every site its role: a root call is
+// sampled at rate (from 0 to 1) unless its incoming trace context says,
+// and the calls under it follow it. A call left out writes nothing, or,
+// with compact, a compact record at its exit (Record.Compact), for a
+// tracer that counts every call. Call it before Enable.
+func (s *Session) Sample(rate float64, compact bool) error {
+	if rate < 0 || rate > 1 {
+		return fmt.Errorf("a sampling rate of %v: want from 0 to 1", rate)
+	}
+	threshold := uint64(math.MaxUint64)
+	if v := rate * (1 << 64); v < 1<<64 {
+		threshold = uint64(v)
+	}
+	c := uint64(0)
+	if compact {
+		c = 1
+	}
+	return errors.Join(
+		s.setWord(ringlayout.SampleAt, threshold),
+		s.setWord(ringlayout.CompactAt, c),
+		s.setWord(ringlayout.SamplingAt, 1),
 	)
 }
 
@@ -440,6 +498,53 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 		err = errors.Join(err, s.setWord(ringlayout.EntryTicksAt, 1))
 	}
 	return errors.Join(err, s.Renew())
+}
+
+// CountLeftOut has the program count the calls that its sampling
+// (Sample) leaves out, as Count counts, in n counters of its own for each
+// P, placed past the Ps' buffers: Counters sums them. A timed site whose
+// role names an error result has its errors counted after its buckets.
+// It fails, writing nothing, where the buffers leave no room for them:
+// the program then writes compact records instead (Sample's compact).
+// Call it before Enable.
+func (s *Session) CountLeftOut(sites []Site, n int) error {
+	table, mask := newTable(len(sites))
+	for _, site := range sites {
+		v := uint64(site.First) << 1
+		if site.Timed {
+			v |= 1
+		}
+		table.put(site.Addr, mask, v)
+	}
+	tableAt := uint64(ringlayout.BuffersAt) + uint64(s.slots)*s.size
+	counters := (tableAt + uint64(len(table)) + 63) &^ 63
+	size := uint64(8*n+63) &^ 63
+	if end := counters + uint64(s.slots)*size; end > ringlayout.BuffersAt+ringlayout.DataMax {
+		return fmt.Errorf("counting %d sites in %d counters for each of %d Ps takes %d bytes more than the ring has past its buffers", len(sites), n, s.slots, end-ringlayout.BuffersAt-ringlayout.DataMax)
+	}
+	s.counters, s.countersSize, s.nCounters, s.countsLeftOut = counters, size, n, true
+	return errors.Join(
+		s.write(tableAt, table),
+		s.write(counters, make([]byte, uint64(s.slots)*size)),
+		s.setWord(ringlayout.CountTableAt, tableAt),
+		s.setWord(ringlayout.CountMaskAt, mask),
+		s.setWord(ringlayout.CountersAt, counters),
+		s.setWord(ringlayout.CountersSizeAt, size),
+		s.setWord(ringlayout.CountLeftAt, 1),
+	)
+}
+
+// LeftByCaller is how many calls the program's sampling left out because
+// their root's incoming trace context was not sampled.
+func (s *Session) LeftByCaller() (uint64, error) {
+	var n uint64
+	var err error
+	for i := range s.slots {
+		l, lerr := s.word(ringlayout.HeadersAt + uint64(i*ringlayout.HeaderSize) + ringlayout.LeftCallerAt)
+		n += l
+		err = errors.Join(err, lerr)
+	}
+	return n, err
 }
 
 // Clock says which clock the writers time calls by.
@@ -582,7 +687,11 @@ func (s *Session) Size() int { return int(s.size) }
 // headers are zero since Open, their counters zeroed before.
 func (s *Session) Grow(procs int) (int, error) {
 	room := ringlayout.DataMax / int(s.size)
-	if s.countersSize != 0 {
+	switch {
+	case s.countsLeftOut:
+		// The counters are past the buffers: no room for more.
+		room = s.slots
+	case s.countersSize != 0:
 		room = int((ringlayout.Size - s.counters) / s.countersSize)
 	}
 	n := min(procs, room, ringlayout.MaxSlots)
@@ -862,6 +971,7 @@ func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 	rec.Time = int64(binary.LittleEndian.Uint64(buf[16:]))
 	thread := binary.LittleEndian.Uint64(buf[24:])
 	rec.Thread, rec.AfterLoss, rec.CallerTime = uint32(thread), thread>>ringlayout.AfterLossBit&1 != 0, thread>>ringlayout.CallerTimeBit&1 != 0
+	rec.Compact = thread>>ringlayout.CompactBit&1 != 0
 	rec.Words = rec.Words[:0]
 	rec.Strings = rec.Strings[:0]
 	for k := range count {
@@ -884,7 +994,7 @@ func parse(buf []byte, rec *Record, areas map[uint64]int) (size int, ok bool) {
 		size = end
 	}
 	rec.Area = nil
-	if n := areas[rec.Site]; n > 0 {
+	if n := areas[rec.Site]; n > 0 && !rec.Compact {
 		if size+n > len(buf) {
 			return 0, false
 		}

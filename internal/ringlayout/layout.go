@@ -52,6 +52,15 @@
 //	           follow the table, below BatchAt, where each P has
 //	           BatchSize bytes for the iovecs of its reads (see OpFlush),
 //	           and from ScratchAt AreaMax bytes to fill the area in.
+//	SamplingAt 1 when the writers sample calls (-sample in the program,
+//	           with Events and plans): each root call, a call of a
+//	           goroutine with no traced call open, is sampled at
+//	           SampleAt's rate or by its incoming trace context's flag,
+//	           and the calls under it follow it; a call not sampled
+//	           writes no record, or with CompactAt one compact record at
+//	           its exit (CompactBit). Each site's table entry carries its
+//	           role above PlanFlagsShift; each goroutine's open calls are
+//	           counted at GoTableAt.
 //	BlockAt    0, or how long a writer that finds its P's buffer full
 //	           waits for the tracer to make room (-block), in the
 //	           clock's unit. It yields its thread meanwhile (no other
@@ -63,14 +72,24 @@
 //	HeadersAt  per P, HeaderSize bytes: the head (bytes written, only
 //	           ever growing), the count of events dropped on a full
 //	           buffer, that count as the P's last record saw it, at
-//	           TailAt, the bytes the tracer has read, and at GaveUpAt,
-//	           one more than the tail when the P's last wait ran out
+//	           TailAt, the bytes the tracer has read, at GaveUpAt,
+//	           one more than the tail when the P's last wait ran out,
+//	           at RandAt the P's random numbers' state (xorshift64) for
+//	           sampling, and at LeftCallerAt the calls sampling left
+//	           out by their callers' choice
 //	ListAt     the semaphores the tracer turned on, a word each: the
 //	           address in the low 48 bits (ListAddr) and ListNarrow,
 //	           ListRaised and ListClaimed above
 //	DataAt     with Counts, the table and the counters; with Events,
 //	           the table, the reads and the scratch areas
 //	BuffersAt  with Events, the Ps' buffers, back to back
+//	GoTableAt  GoSlots slots of two words, one for each goroutine whose
+//	           id is the slot's number modulo GoSlots: the id with the
+//	           session's EpochAt above GoEpochShift (a slot of another
+//	           goroutine or session is empty), and the count of its
+//	           traced calls open (low 32 bits) with GoSampledBit set
+//	           when their root was sampled, and GoCallerBit when its
+//	           incoming trace context's flag chose
 //
 // A record is RecordWords words, then its arguments: the site's address
 // (a usdtgen probe's semaphore's, see ProviderMagic) with the count of words and which of them are strings, the goroutine
@@ -92,13 +111,14 @@ const (
 	// symbols too, and knows its layout. The writer reaches the ring
 	// through it, which keeps it linked.
 	Where = "usdt/ring.where"
-	// WhereMagic ends with the layout's version: "\x7fUSDTrn4", since a
-	// writer waits for room (BlockAt); "rn3", since an automatic probe's
+	// WhereMagic ends with the layout's version: "\x7fUSDTrn5", since a
+	// writer samples calls (SamplingAt); "rn4", since a writer waits for
+	// room (BlockAt); "rn3", since an automatic probe's
 	// semaphore is the low half of a 32-bit slot whose high half is the
 	// tracer's flag (ListNarrow). A tracer writes no
 	// ring of another version: its writer reads the plans, fills the
 	// areas and takes the probes down otherwise.
-	WhereMagic = 0x346e72544453557f
+	WhereMagic = 0x356e72544453557f
 	// Writer is the code the trampolines call to write to the ring.
 	Writer = "usdt/ring.record"
 	// Since is the code a fire function calls for the time elapsed since
@@ -152,6 +172,25 @@ const (
 	// BlockAt bounds a writer's wait for room (-block), in the clock's
 	// unit; 0 drops at once.
 	BlockAt = 128
+	// SamplingAt is 1 while the writers sample calls; SampleAt is the
+	// share of root calls sampled, as a threshold that a P's next
+	// random number must be below; CompactAt is 1 when a call not
+	// sampled writes a compact record at its exit. EpochAt is the
+	// session's number above GoEpochShift, which the goroutines' slots
+	// of an earlier session lack.
+	SamplingAt = 136
+	SampleAt   = 144
+	CompactAt  = 152
+	EpochAt    = 160
+	// CountLeftAt is 1 when a call that sampling left out is counted
+	// instead, as Counts counts (the table at CountTableAt, an offset
+	// from the ring, with CountMaskAt; the counters at CountersAt, a
+	// timed site's with its errors after its buckets where its role
+	// names an error result): CompactAt's records are for a ring that
+	// has no room for the counters.
+	CountLeftAt  = 168
+	CountTableAt = 176
+	CountMaskAt  = 184
 
 	HeadersAt  = 4096
 	HeaderSize = 64
@@ -160,7 +199,11 @@ const (
 	LostSeenAt = 16
 	TailAt     = 32
 	GaveUpAt   = 40
-	MaxSlots   = 256
+	RandAt     = 48
+	// LeftCallerAt counts the calls that sampling left out because
+	// their root's incoming trace context was not sampled.
+	LeftCallerAt = 24
+	MaxSlots     = 256
 
 	ListAt  = HeadersAt + MaxSlots*HeaderSize
 	MaxList = 1 << 18
@@ -183,7 +226,37 @@ const (
 	// burst of 40,000 events with large Go values (bbolt's Puts with
 	// their *Bucket, 23 MB) while the reader decodes at its own pace.
 	DataMax = 256 << 20
-	Size    = BuffersAt + DataMax
+	// GoTableAt is the goroutines' slots for sampling, GoSlots of
+	// GoSlotSize bytes: goroutine ids are handed out in order, so the
+	// goroutines alive at once rarely share one.
+	GoTableAt    = BuffersAt + DataMax
+	GoSlots      = 1 << 18
+	GoSlotSize   = 16
+	GoEpochShift = 48
+	GoSampledBit = 63
+	GoCallerBit  = 62
+	Size         = GoTableAt + GoSlots*GoSlotSize
+
+	// A site's entry in the table of plans carries, while the writers
+	// sample, its role from PlanFlagsShift on: FlagEntry for the entry
+	// of a function whose exit is traced too, FlagExit for that exit,
+	// neither for any other probe (which follows the goroutine's open
+	// root, or is sampled on its own); one more than the word that is
+	// the exit's last result, an error, through a pointer to it (4
+	// bits at FlagErrorShift, 0 for none); and one more than the word
+	// that is the entry's incoming W3C traceparent, a C string (4 bits
+	// at FlagContextShift).
+	PlanFlagsShift   = 48
+	FlagEntry        = 1
+	FlagExit         = 2
+	FlagErrorShift   = 2
+	FlagContextShift = 6
+	// FlagKnown is set in every site's role: a site the table lacks is
+	// recorded whatever the sampling.
+	FlagKnown = 1 << 10
+	// PlanAreaMask is the entry's bits above 32 that are the value
+	// area's bytes.
+	PlanAreaMask = 1<<16 - 1
 
 	// On values.
 	Recording = 1
@@ -271,4 +344,14 @@ const (
 	// that the time less the first word (its elapsed ns) is the start
 	// the program read; else the writer read the clock itself, later.
 	CallerTimeBit = 62
+	// CompactBit, in a record's thread word, says that the record is
+	// a compact one, of a call sampling left out (CompactAt): one word,
+	// the site's first word (an exit's elapsed ns) with CompactCaller
+	// set when the root's incoming trace context left it out,
+	// CompactError when the site's last result is an error and
+	// CompactFailed when that error is not nil; no value area.
+	CompactBit    = 61
+	CompactCaller = 61
+	CompactError  = 62
+	CompactFailed = 63
 )
