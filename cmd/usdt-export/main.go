@@ -89,6 +89,9 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		spans.MinSpan = x.MinSpan
 		if x.Sample < 1 {
 			spans.Sampler = otlp.Ratio(x.Sample)
+			// The program samples as it writes, where it can: a
+			// call it leaves out costs it no event.
+			opt.Sampling, opt.Sample = true, x.Sample
 		}
 		// Read now: a traced process's /proc/PID/exe goes when it exits.
 		// A binary whose table cannot be read gives spans without their
@@ -103,12 +106,22 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 	// -metrics, and pushed where OTEL_EXPORTER_OTLP_METRICS_ENDPOINT
 	// names a metrics collector (-otlp's URL takes spans: Jaeger, for
 	// one, takes no metrics).
+	// counted counts a call that the program's sampling left out, from
+	// its compact record, in the metrics.
+	var counted func(trace.Counted)
+	// left is what the program counted of the calls its sampling left
+	// out.
+	var left atomic.Pointer[metrics.Snapshot]
 	var pushed *otlp.Metrics
 	push := spans != nil && os.Getenv("OTEL_EXPORTER_OTLP_METRICS_ENDPOINT") != ""
 	if x.Metrics != "" || push {
 		var tally metrics.Tally
 		src := func() *metrics.Snapshot {
 			s := tally.Snapshot()
+			if l := left.Load(); l != nil {
+				s = metrics.Sum(s, l)
+				s.Events = true
+			}
 			if spans != nil {
 				s.SpansDropped = spans.Dropped()
 			}
@@ -128,10 +141,28 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 			}
 		}
 		sinks = append(sinks, func(ev *trace.Event) { countCall(&tally, ev) })
+		counted = func(c trace.Counted) { tally.Call(c.Name, c.Timed, c.Ns, c.ErrResult, c.Failed) }
 		if spans != nil {
 			// The spans sent are the histograms' exemplars.
 			spans.Sent = func(fn string, elapsed time.Duration, sc oteltrace.SpanContext, end time.Time) {
 				tally.Exemplar(fn, metrics.Exemplar{TraceID: sc.TraceID(), SpanID: sc.SpanID(), Ns: uint64(max(0, elapsed)), Time: end})
+			}
+		}
+	}
+	if opt.Sampling {
+		// A call the program left out is in a trace that -sample, or
+		// its caller, did not sample, as the exporter counts those it
+		// drops itself; and a call the metrics count.
+		opt.Counts = left.Store
+		opt.LeftOut = func(calls, byCaller uint64) { spans.SampledOut(int(calls-byCaller), int(byCaller)) }
+		opt.Counted = func(c trace.Counted) {
+			if c.ByCaller {
+				spans.SampledOut(0, 1)
+			} else {
+				spans.SampledOut(1, 0)
+			}
+			if counted != nil {
+				counted(c)
 			}
 		}
 	}

@@ -107,6 +107,7 @@ func Sum(snaps ...*Snapshot) *Snapshot {
 			f.Timed = f.Timed || fn.Timed
 			f.Errors += fn.Errors
 			f.CountsErrors = f.CountsErrors || fn.CountsErrors
+			f.Exemplars = append(f.Exemplars, fn.Exemplars...)
 			if len(f.Buckets) < len(fn.Buckets) {
 				f.Buckets = append(f.Buckets, make([]uint64, len(fn.Buckets)-len(f.Buckets))...)
 			}

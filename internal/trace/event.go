@@ -40,6 +40,10 @@ type Event struct {
 	// clock, which Elapsed counts from: it returned at Start+Elapsed.
 	// Zero for other exits, whose program read it out of reach.
 	Start time.Time
+	// Sampled says that the program sampled the call (Options.Sampling):
+	// it wrote the event because the call's root was sampled, so a
+	// consumer samples it no more.
+	Sampled bool
 	// Dropped names the arguments the probe had no room for.
 	Dropped []string
 	// values are the arguments of an entry or of a usdtgen probe, the

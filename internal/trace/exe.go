@@ -40,13 +40,27 @@ func RunExe(opt Options) error {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	// The exporters take the events of every process from one
-	// goroutine at a time.
+	// goroutine at a time, and what the processes' sampling left out.
+	var evMu sync.Mutex
 	if events := opt.Events; events != nil {
-		var evMu sync.Mutex
 		opt.Events = func(ev *Event) {
 			evMu.Lock()
 			defer evMu.Unlock()
 			events(ev)
+		}
+	}
+	if counted := opt.Counted; counted != nil {
+		opt.Counted = func(c Counted) {
+			evMu.Lock()
+			defer evMu.Unlock()
+			counted(c)
+		}
+	}
+	if leftOut := opt.LeftOut; leftOut != nil {
+		opt.LeftOut = func(calls, byCaller uint64) {
+			evMu.Lock()
+			defer evMu.Unlock()
+			leftOut(calls, byCaller)
 		}
 	}
 	// The metrics exporters take the counts of every process as one,

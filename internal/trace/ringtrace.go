@@ -33,6 +33,16 @@ type ringTrace struct {
 	names     *typeNames
 	described chan struct{}
 
+	// sampling says that the program samples the calls (Options.Sampling)
+	// by roles, each site's (ring.SitePlan's Role), by index.
+	sampling bool
+	roles    []uint16
+	// left is where the programs count the calls their sampling left
+	// out (ended has the ended processes' counts, and endedByCaller
+	// those their callers left out).
+	left          leftLayout
+	endedByCaller uint64
+
 	main       *ringSession
 	mainHandle func(*ring.Record)
 	// handle returns what takes a session's records: decodes and
@@ -130,7 +140,11 @@ func newRingTrace(opt Options, binary, selected []site, ctl uint64) *ringTrace {
 		t.sites = statSites(all)
 		t.layout = newStatLayout(t.sites)
 	}
-	t.ended = make([]uint64, t.layout.slots)
+	if opt.Sampling && opt.Sample < 1 && !opt.Stats && samplesInProgram(opt.Binary) {
+		t.sampling, t.roles = true, sampleRoles(t.sites)
+		t.left = newLeftLayout(t.sites, t.roles)
+	}
+	t.ended = make([]uint64, max(t.layout.slots, t.left.n))
 	t.bySite = make(map[uint64]int, len(t.sites))
 	seen := map[uint64]bool{}
 	for i, s := range t.sites {
@@ -180,7 +194,14 @@ func (t *ringTrace) attach(pid int, resume func() error, held bool) (*ringSessio
 	}
 	// A buffer for each of the program's Ps, as many as its GOMAXPROCS,
 	// which may be more than this machine's CPUs, or fewer.
-	slots, size := ring.SlotsFor(ring.Procs(pid, procsAt), t.opt.Buffer)
+	procs, buffer := ring.Procs(pid, procsAt), t.opt.Buffer
+	if t.sampling && buffer == 0 {
+		// Half the room: the program writes the events of a share of
+		// its calls, and counts the others in counters past the
+		// buffers (ring.CountLeftOut).
+		buffer = max(ring.SizeFor(procs)/2, 4096)
+	}
+	slots, size := ring.SlotsFor(procs, buffer)
 	sems := make([]ring.Semaphore, len(t.sems))
 	for i, sem := range t.sems {
 		sems[i] = ring.Semaphore{Addr: sem.Addr + bias, Wide: sem.Wide}
@@ -229,12 +250,33 @@ func (t *ringTrace) prepare(s *ring.Session, bias uint64) error {
 	}
 	<-t.described
 	var plans []ring.SitePlan
-	for _, site := range t.sites {
+	for i, site := range t.sites {
+		p := ring.SitePlan{Addr: site.ringKey() + bias}
 		if site.plan != nil {
-			plans = append(plans, ring.SitePlan{Addr: site.addr + bias, Ops: site.plan.Ops})
+			p.Ops = site.plan.Ops
+		}
+		if t.sampling {
+			p.Role = t.roles[i]
+		}
+		if p.Ops != nil || p.Role != 0 {
+			plans = append(plans, p)
 		}
 	}
-	return errors.Join(s.Plan(plans), s.Block(t.opt.Block))
+	err := errors.Join(s.Plan(plans), s.Block(t.opt.Block))
+	if t.sampling {
+		// The calls left out counted in the program, or, where its ring
+		// has no room for the counters, a compact record of each for a
+		// consumer that counts them.
+		compact := false
+		if cerr := s.CountLeftOut(t.left.ringSites(t.sites, bias), t.left.n); cerr != nil {
+			compact = t.opt.Counted != nil
+			if t.opt.Verbose {
+				fmt.Fprintf(t.opt.Stderr, "usdt-toolexec trace: the calls -sample leaves out go to trace one by one: %v\n", cerr)
+			}
+		}
+		err = errors.Join(err, s.Sample(t.opt.Sample, compact))
+	}
+	return err
 }
 
 // startEvents sets the trace up to decode and print the events of the
@@ -257,6 +299,12 @@ func (t *ringTrace) startEvents() (finish, flush func()) {
 		return func(r *ring.Record) {
 			i, ok := t.bySite[r.Site-s.bias]
 			if !ok {
+				return
+			}
+			if r.Compact {
+				if opt.Counted != nil && len(r.Words) == 1 {
+					t.counted(&sites[i], r.Words[0])
+				}
 				return
 			}
 			// Only what the last record wrote: rec is 6 KB.
@@ -295,6 +343,7 @@ func (t *ringTrace) startEvents() (finish, flush func()) {
 			// Up to the farthest byte written, as BPF sends a record: the
 			// event keeps a copy of its value area until it is read.
 			if ev := d.decode(rec[:dirty]); ev != nil {
+				ev.Sampled = t.sampling
 				p.print(ev)
 			}
 		}
@@ -419,9 +468,14 @@ func (t *ringTrace) endChild(c *ringChild, readable bool) {
 		if n, err := c.Lost(); err == nil {
 			t.endedLost += n
 		}
-		if t.opt.Stats {
+		if t.opt.Stats || t.sampling {
 			if counts, err := c.Counters(); err == nil {
 				addCounts(t.ended, counts)
+			}
+		}
+		if t.sampling {
+			if n, err := c.LeftByCaller(); err == nil {
+				t.endedByCaller += n
 			}
 		}
 	}
@@ -518,6 +572,13 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		t.followProcs(s)
 		// What -p's process, or a command that runs another
 		// executable, leaves with its memory: kept as read.
+		if t.sampling && opt.Counts != nil && !polled.Before(nextCounts) {
+			if c, err := s.Counters(); err == nil {
+				snap, _ := t.left.snapshot(t.sites, t.addChildren(t.left.sum(c)))
+				opt.Counts(snap)
+			}
+			nextCounts = time.Now().Add(20 * time.Since(polled))
+		}
 		if opt.Stats && !polled.Before(nextCounts) {
 			if c, err := s.Counters(); err == nil {
 				t.kept, t.keptAt = c, polled
@@ -575,9 +636,10 @@ func (t *ringTrace) end(sp *statPrinter, finish func(), readErr error, lapse, ex
 		noSlot = t.keptNoSlot
 	}
 	var counts []uint64
-	if opt.Stats {
+	if opt.Stats || t.sampling {
 		counts, _ = s.Counters()
 	}
+	byCaller, _ := s.LeftByCaller()
 	if exiting {
 		hold.Drained()
 		if f.cmd != nil {
@@ -600,12 +662,15 @@ func (t *ringTrace) end(sp *statPrinter, finish func(), readErr error, lapse, ex
 		}
 		// What the first read took stays, should the memory go since:
 		// then the process is exiting, or ran another executable.
-		if opt.Stats {
+		if opt.Stats || t.sampling {
 			if c, err := s.Counters(); err == nil {
 				counts = c
-			} else if errors.Is(err, ring.ErrExited) {
+			} else if errors.Is(err, ring.ErrExited) && opt.Stats {
 				exited = true
 			}
+		}
+		if n, err := s.LeftByCaller(); err == nil {
+			byCaller = n
 		}
 	}
 	t.endChildren()
@@ -644,7 +709,17 @@ func (t *ringTrace) end(sp *statPrinter, finish func(), readErr error, lapse, ex
 			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: process %d exited %v after trace last read its ring: %s\n", pid, at.Sub(t.keptAt).Round(time.Millisecond), what)
 		}
 	}
-	if counts != nil {
+	switch {
+	case t.sampling:
+		// The calls the programs' sampling left out, counted.
+		snap, calls := t.left.snapshot(t.sites, addCounts(t.left.sum(counts), t.ended))
+		if opt.Counts != nil {
+			opt.Counts(snap)
+		}
+		if opt.LeftOut != nil {
+			opt.LeftOut(calls, byCaller+t.endedByCaller)
+		}
+	case counts != nil:
 		t.final = addCounts(counts, t.ended)
 		if opt.Counts != nil {
 			opt.Counts(statSnapshot(t.sites, t.layout, t.final, lost, 0))

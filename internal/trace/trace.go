@@ -47,8 +47,8 @@ type Options struct {
 	// them at the end, and every Interval when it is not zero.
 	Stats    bool
 	Interval time.Duration
-	// Counts, with Stats, is handed what has been counted since the
-	// trace began, as trace reads the counters while it runs (every
+	// Counts, with Stats (or Sampling, below), is handed what has been
+	// counted since the trace began, as trace reads the counters while it runs (every
 	// quarter of a second, or less often where a read takes more than a
 	// twentieth of the time), and the last counts once more before Run
 	// returns: the metrics exporters' source. Called on trace's reading
@@ -68,6 +68,24 @@ type Options struct {
 	// hold, which costs the program no reads of its memory that could
 	// fault, nor a system call.
 	NoValues bool
+	// Sampling has the program itself sample the calls whose events it
+	// writes, where it writes them to the in-process ring on amd64
+	// (ring.Sample): a root call at Sample's rate, or as its incoming
+	// trace context's flag says, and the calls under it as it is. Its
+	// events are Sampled. Elsewhere every event comes, and the consumer
+	// samples.
+	Sampling bool
+	Sample   float64
+	// The calls that the program's sampling leaves out it counts, as
+	// -stats does, and Counts is handed what it counted of them, by
+	// function, while the trace runs and once more at its end; LeftOut
+	// is handed, at the end, how many it left out, and how many of
+	// those because their callers did not sample them. Where the
+	// program's ring has no room for the counters it writes a compact
+	// record of each such call instead, which Counted is handed, on the
+	// events' goroutine (nil: it writes none).
+	LeftOut func(calls, byCaller uint64)
+	Counted func(Counted)
 	// Transport is how the events reach the tracer; TransportAuto when
 	// empty.
 	Transport Transport
@@ -93,6 +111,22 @@ type Options struct {
 	Started func(pid int, env []string)
 	Stdout  io.Writer
 	Stderr  io.Writer
+}
+
+// Counted is a call that the program's sampling left out
+// (Options.Sampling), as metrics.Tally's Call counts it.
+type Counted struct {
+	// Name is the function's, or a usdtgen probe's provider:name.
+	Name string
+	// Timed says that Ns is how long the call took: its exit's.
+	Timed bool
+	Ns    uint64
+	// ErrResult says that the function's last result is an error, and
+	// Failed that it was not nil.
+	ErrResult, Failed bool
+	// ByCaller says that the call's trace was left out by its caller:
+	// the incoming trace context's flag, not -sample.
+	ByCaller bool
 }
 
 // MemoryLimit is the soft limit of the Go heap that trace sets for

@@ -87,6 +87,8 @@ than D and counts them on the nearest span kept (usdt.dropped_children).
 100), by trace id as OpenTelemetry's TraceIdRatioBased sampler does; a
 call that joins its caller's trace (a W3C traceparent) follows that
 trace's sampled flag whatever R, and a trace's calls follow its root.
+Through the ring on amd64 the program samples as it writes: a call left
+out costs it a count, not an event.
 With -stats, -otlp sends the counts as OTLP metrics instead, to
 OTEL_EXPORTER_OTLP_METRICS_ENDPOINT where that is set, else to URL's
 /v1/metrics, every OTEL_METRIC_EXPORT_INTERVAL (60 s) and at the end.

@@ -337,14 +337,52 @@ func (e *Exporter) begin(c *calltree.Call) {
 		d.ids.trace, d.unsampled = d.remote.TraceID(), !d.remote.IsSampled()
 	} else {
 		d.ids.trace = newTraceID()
-		if e.Sampler != nil {
-			r := e.Sampler.ShouldSample(sdktrace.SamplingParameters{TraceID: d.ids.trace, Name: c.Function})
-			d.unsampled, d.sampledOut = r.Decision != sdktrace.RecordAndSample, r.Decision != sdktrace.RecordAndSample
+		switch {
+		case e.Sampler != nil && sampledInProgram(c):
+			// The program sampled the root already: a trace id that
+			// the sampler would have sampled too, for the services
+			// downstream that sample by the trace id.
+			for range maxIDTries {
+				if e.sampled(d.ids.trace, c.Function) {
+					break
+				}
+				d.ids.trace = newTraceID()
+			}
+		case e.Sampler != nil:
+			d.unsampled = !e.sampled(d.ids.trace, c.Function)
+			d.sampledOut = d.unsampled
 		}
 	}
 	d.ids.span = newSpanID()
 	c.Data = d
 	e.process(c.PID).open++
+}
+
+// SampledOut counts calls that the program's sampling left out
+// (trace.Options.Sampling), of which no event came: those in traces that
+// -sample did not sample, and those in traces their callers did not
+// sample. Called on the events' goroutine, or after the last event.
+func (e *Exporter) SampledOut(bySample, byCaller int) {
+	e.sampledOut += bySample
+	e.unsampled += byCaller
+}
+
+// maxIDTries bounds the trace ids begin draws for a root that the
+// program sampled, for one that Sampler samples too: 1/rate draws on
+// average, so a rate below 1/1000 may end with one it does not.
+const maxIDTries = 10000
+
+// sampled reports whether Sampler samples the trace id of a root call of
+// fn.
+func (e *Exporter) sampled(id oteltrace.TraceID, fn string) bool {
+	r := e.Sampler.ShouldSample(sdktrace.SamplingParameters{TraceID: id, Name: fn})
+	return r.Decision == sdktrace.RecordAndSample
+}
+
+// sampledInProgram reports whether the program sampled call c (its
+// events are trace.Event's Sampled).
+func sampledInProgram(c *calltree.Call) bool {
+	return c.Entry != nil && c.Entry.Sampled || c.Exit != nil && c.Exit.Sampled
 }
 
 // join is the span context of the W3C traceparent (and tracestate) a root

@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"fmt"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // rootsProgram makes 2,000 calls of handle, each a root call (nothing
@@ -85,4 +89,97 @@ func TestTraceSample(t *testing.T) {
 			t.Errorf("Jaeger has %d traces, want %d, and trace's stderr says -sample left some out:\n%s", len(traces), requests-unsampled, errOut)
 		}
 	})
+}
+
+// failingRootsProgram makes 2,000 root calls of handle, which calls step
+// unless it fails (every tenth call, from the tenth), then waits for the
+// metrics to be read until it is killed.
+const failingRootsProgram = `package main
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+var errHeld = errors.New("on hold")
+
+func step(i int) int { return i * 2 }
+
+func handle(i int) (int, error) {
+	if i%10 == 9 {
+		return 0, errHeld
+	}
+	return step(i) + 1, nil
+}
+
+func main() {
+	sum, failed := 0, 0
+	for i := range 2000 {
+		n, err := handle(i)
+		if err != nil {
+			failed++
+		}
+		sum += n
+	}
+	fmt.Println("sum", sum, "failed", failed)
+	time.Sleep(300 * time.Second)
+}
+`
+
+// TestMetricsSampled: with -sample 0.1, the program writes the events of
+// a tenth of its root calls only, and counts the others itself; the
+// metrics that a real Prometheus scrapes from -metrics still count every
+// call, every duration and every error, whichever way each was counted.
+// With a ring whose buffers leave no room for the program's counters
+// (-buffer 128M, 2 Ps), the calls left out come to trace as compact
+// records instead, counted the same.
+func TestMetricsSampled(t *testing.T) {
+	requireAMD64(t)
+	requireRing(t)
+	bin := buildMain(t, "failing", failingRootsProgram)
+	for _, c := range []struct {
+		name string
+		args []string
+	}{
+		{"counted in the program", nil},
+		{"compact records", []string{"-buffer", "128M"}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			addr := fmt.Sprintf("127.0.0.1:%d", freePorts(t, 1)[0])
+			api := startPrometheus(t, addr)
+			args := append([]string{"trace", "-transport", "ring", "-v", "-otlp", api + "/api/v1/otlp", "-service", "sampled-metrics", "-sample", "0.1", "-metrics", addr}, c.args...)
+			tr := exec.Command(filepath.Join(toolsDir, "usdt-toolexec"), append(args, "--", bin)...)
+			tr.Env = append(os.Environ(), "GOMAXPROCS=2")
+			tr.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+			proc := startServer(t, tr)
+			t.Cleanup(func() { syscall.Kill(-tr.Process.Pid, syscall.SIGKILL) })
+			output := func() string { return "trace's output:\n" + proc.output() }
+			for _, q := range []struct {
+				query string
+				want  float64
+			}{
+				{`usdt_function_calls_total{code_function_name="main.handle"}`, 2000},
+				{`usdt_function_duration_seconds_count{code_function_name="main.handle"}`, 2000},
+				{`usdt_function_calls_total{code_function_name="main.step"}`, 1800},
+				{`usdt_function_errors_total{code_function_name="main.handle"}`, 200},
+			} {
+				var got float64
+				waitFor(t, 45*time.Second, fmt.Sprintf("Prometheus to have %s %v", q.query, q.want), func() bool {
+					got, _ = promQuery(t, api, q.query)
+					if got != q.want {
+						time.Sleep(200 * time.Millisecond)
+						return false
+					}
+					return true
+				}, func() string { return fmt.Sprintf("it has %v", got) }, output)
+			}
+			// The compact records came where the counters had no room,
+			// and only there.
+			compact := strings.Contains(proc.output(), "the calls -sample leaves out go to trace one by one")
+			if compact != (c.args != nil) {
+				t.Errorf("trace -v says the calls left out come one by one: %v, want %v\n%s", compact, c.args != nil, output())
+			}
+		})
+	}
 }
