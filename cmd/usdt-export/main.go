@@ -154,7 +154,10 @@ func export(opt trace.Options, x tracecmd.Exports, stderr io.Writer) error {
 		// its caller, did not sample, as the exporter counts those it
 		// drops itself; and a call the metrics count.
 		opt.Counts = left.Store
-		opt.LeftOut = func(calls, byCaller uint64) { spans.SampledOut(int(calls-byCaller), int(byCaller)) }
+		opt.LeftOut = func(calls, byCaller uint64) {
+			byCaller = min(byCaller, calls)
+			spans.SampledOut(int(calls-byCaller), int(byCaller))
+		}
 		opt.Counted = func(c trace.Counted) {
 			if c.ByCaller {
 				spans.SampledOut(0, 1)

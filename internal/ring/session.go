@@ -535,8 +535,13 @@ func (s *Session) CountLeftOut(sites []Site, n int) error {
 }
 
 // LeftByCaller is how many calls the program's sampling left out because
-// their root's incoming trace context was not sampled.
+// their root's incoming trace context was not sampled, of those it
+// counted (CountLeftOut): 0 where it writes compact records instead,
+// each of which says so itself.
 func (s *Session) LeftByCaller() (uint64, error) {
+	if !s.countsLeftOut {
+		return 0, nil
+	}
 	var n uint64
 	var err error
 	for i := range s.slots {

@@ -66,29 +66,53 @@ func TestTraceSample(t *testing.T) {
 			t.Errorf("trace says -sample left out %d calls; Jaeger has %d traces of 2 calls of %d roots, so %d", n, len(traces), roots, 2*(roots-len(traces)))
 		}
 	})
-	t.Run("joined", func(t *testing.T) {
-		dir := fixture(t, "joined")
-		bin := filepath.Join(t.TempDir(), "joined")
-		goCmd(t, dir, buildEnv(), "build", "-o", bin, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
-		_, errOut, err := usdtTrace(t, "-transport", "ring", "-otlp", j.otlp, "-service", "joined-sample-e2e", "-sample", "0", "--", bin)
-		if err != nil {
-			t.Fatalf("trace: %v\n%s", err, errOut)
+	dir := fixture(t, "joined")
+	joined := filepath.Join(t.TempDir(), "joined")
+	goCmd(t, dir, buildEnv(), "build", "-o", joined, usdtToolexec("-rules", filepath.Join(dir, "rules.yml")), ".")
+	// The program counts the calls it leaves out; with -buffer 128M on
+	// 2 Ps its ring has no room for the counters, and it writes a
+	// compact record of each instead: trace tells the calls their
+	// callers left out from the others either way.
+	for _, c := range []struct {
+		name, service string
+		args          []string
+	}{
+		{"joined", "joined-sample-e2e", nil},
+		{"joined, compact records", "joined-compact-e2e", []string{"-buffer", "128M"}},
+	} {
+		t.Run(c.name, func(t *testing.T) { testSampleJoined(t, j, joined, c.service, c.args) })
+	}
+}
+
+// testSampleJoined is TestTraceSample's run of testdata/joined at
+// -sample 0, with args, the traces sent to service.
+func testSampleJoined(t *testing.T, j jaeger, bin, service string, args []string) {
+	t.Helper()
+	t.Setenv("GOMAXPROCS", "2")
+	args = append([]string{"-transport", "ring", "-otlp", j.otlp, "-service", service, "-sample", "0"}, args...)
+	_, errOut, err := usdtTrace(t, append(args, "--", bin)...)
+	if err != nil {
+		t.Fatalf("trace: %v\n%s", err, errOut)
+	}
+	// As TestTraceContext's: every tenth request, from the fifth,
+	// is not sampled by its caller.
+	const requests, unsampled = 200, 20
+	traces := j.traces(t, service, requests-unsampled)
+	for i := range requests {
+		traceID := fmt.Sprintf("4bf92f3577b34da6a3ce929d%06x00", i)
+		_, has := traces[traceID]
+		if want := i%10 != 5; has != want {
+			t.Errorf("request %d (caller sampled: %v) has a trace in Jaeger: %v", i, want, has)
 		}
-		// As TestTraceContext's: every tenth request, from the fifth,
-		// is not sampled by its caller.
-		const requests, unsampled = 200, 20
-		traces := j.traces(t, "joined-sample-e2e", requests-unsampled)
-		for i := range requests {
-			traceID := fmt.Sprintf("4bf92f3577b34da6a3ce929d%06x00", i)
-			_, has := traces[traceID]
-			if want := i%10 != 5; has != want {
-				t.Errorf("request %d (caller sampled: %v) has a trace in Jaeger: %v", i, want, has)
-			}
-		}
-		if len(traces) != requests-unsampled || strings.Contains(errOut, "-sample did not sample") {
-			t.Errorf("Jaeger has %d traces, want %d, and trace's stderr says -sample left some out:\n%s", len(traces), requests-unsampled, errOut)
-		}
-	})
+	}
+	if len(traces) != requests-unsampled || strings.Contains(errOut, "-sample did not sample") {
+		t.Errorf("Jaeger has %d traces, want %d, and trace's stderr says -sample left some out:\n%s", len(traces), requests-unsampled, errOut)
+	}
+	// Each request its caller did not sample makes 3 calls: serve,
+	// check and price.
+	if m := regexp.MustCompile(`(\d+) calls joined traces their callers did not sample`).FindStringSubmatch(errOut); m == nil || m[1] != strconv.Itoa(3*unsampled) {
+		t.Errorf("trace does not say that %d calls joined traces their callers did not sample:\n%s", 3*unsampled, errOut)
+	}
 }
 
 // failingRootsProgram makes 2,000 root calls of handle, which calls step
