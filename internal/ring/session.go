@@ -457,11 +457,10 @@ type Site struct {
 	Timed bool   // it adds its elapsed time, in 1 + HistBuckets counters
 }
 
-// Count has the program count the calls of sites in counters of its own,
-// one set of n per P, instead of writing records: Counters sums them.
-// atExits says that no site is the entry of a function with an exit
-// probe, whose calls the exit counts. Call it before Enable.
-func (s *Session) Count(sites []Site, n int, atExits bool) error {
+// countTable is the writers' table of sites to count (see
+// ringlayout.TableMaskAt): each entry's first counter times two, plus one
+// for a timed site.
+func countTable(sites []Site) (table, uint64) {
 	table, mask := newTable(len(sites))
 	for _, site := range sites {
 		v := uint64(site.First) << 1
@@ -470,6 +469,15 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 		}
 		table.put(site.Addr, mask, v)
 	}
+	return table, mask
+}
+
+// Count has the program count the calls of sites in counters of its own,
+// one set of n per P, instead of writing records: Counters sums them.
+// atExits says that no site is the entry of a function with an exit
+// probe, whose calls the exit counts. Call it before Enable.
+func (s *Session) Count(sites []Site, n int, atExits bool) error {
+	table, mask := countTable(sites)
 	counters := (ringlayout.DataAt + uint64(len(table)) + 63) &^ 63
 	size := uint64(8*n+63) &^ 63
 	if counters+uint64(s.slots)*size > ringlayout.Size {
@@ -508,14 +516,7 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 // the program then writes compact records instead (Sample's compact).
 // Call it before Enable.
 func (s *Session) CountLeftOut(sites []Site, n int) error {
-	table, mask := newTable(len(sites))
-	for _, site := range sites {
-		v := uint64(site.First) << 1
-		if site.Timed {
-			v |= 1
-		}
-		table.put(site.Addr, mask, v)
-	}
+	table, mask := countTable(sites)
 	tableAt := uint64(ringlayout.BuffersAt) + uint64(s.slots)*s.size
 	counters := (tableAt + uint64(len(table)) + 63) &^ 63
 	size := uint64(8*n+63) &^ 63
