@@ -19,18 +19,25 @@ import (
 // sampling left out: its compact record's word.
 func (t *ringTrace) counted(s *site, word uint64) {
 	c := Counted{
-		Name:      s.fn,
+		Name:      countedName(s),
 		ErrResult: word>>ringlayout.CompactError&1 != 0,
 		Failed:    word>>ringlayout.CompactFailed&1 != 0,
 		ByCaller:  word>>ringlayout.CompactCaller&1 != 0,
 	}
-	switch {
-	case s.exit:
+	if s.exit {
 		c.Timed, c.Ns = true, word&(1<<ringlayout.CompactCaller-1)
-	case s.fn == "" || s.providerRing:
-		c.Name = s.label()
 	}
 	t.opt.Counted(c)
+}
+
+// countedName is what the metrics count a call of site s under, as
+// their consumers count the events: its function (Event.Function), or a
+// usdtgen probe's label.
+func countedName(s *site) string {
+	if s.fn == "" || s.providerRing {
+		return s.label()
+	}
+	return s.fn
 }
 
 // samplesInProgram reports whether the program of binary can sample
@@ -144,10 +151,7 @@ func (l leftLayout) snapshot(sites []site, counters []uint64) (*metrics.Snapshot
 		if at >= len(counters) {
 			break
 		}
-		fn := metrics.Function{Name: s.fn}
-		if s.fn == "" || s.providerRing {
-			fn.Name = s.label()
-		}
+		fn := metrics.Function{Name: countedName(s)}
 		if !l.timed[i] {
 			fn.Calls = counters[at]
 		} else {
