@@ -550,7 +550,13 @@ func TestRingBlockOutputStalled(t *testing.T) {
 func TestRingKilledTracer(t *testing.T) {
 	requireRing(t)
 	bin := buildFixtureRules(t, "ring")
-	t.Run("alone", func(t *testing.T) { killedTracerAlone(t, bin) })
+	t.Run("alone", func(t *testing.T) { killedTracerAlone(t, bin, "-stats") })
+	// A trace that has the program sample (every call left out, and
+	// counted in the program): its writer checks the lease as well.
+	t.Run("alone, the program sampling", func(t *testing.T) {
+		requireAMD64(t)
+		killedTracerAlone(t, bin, "-otlp", fmt.Sprintf("http://127.0.0.1:%d", freePorts(t, 1)[0]), "-sample", "0")
+	})
 	t.Run("beside bpftrace", func(t *testing.T) {
 		requireBPF(t)
 		eachBpftrace(t, func(t *testing.T, bt tracetest.Bpftrace) {
@@ -560,14 +566,14 @@ func TestRingKilledTracer(t *testing.T) {
 	})
 }
 
-// killedTracerAlone kills a ring trace of the ring fixture, bin, while
-// the program calls.
-func killedTracerAlone(t *testing.T, bin string) {
+// killedTracerAlone kills a ring trace of the ring fixture, bin, asked
+// for with args, while the program calls.
+func killedTracerAlone(t *testing.T, bin string, args ...string) {
 	prog, stdin, _ := startReady(t, bin, "-wait", "0")
 	fmt.Fprintln(stdin) // it calls until the next line
 	pid := strconv.Itoa(prog.Process.Pid)
 
-	tr, _, _ := traceAttached(t, io.Discard, "-v", "-transport", "ring", "-stats", "-p", pid)
+	tr, _, _ := traceAttached(t, io.Discard, append(append([]string{"-v", "-transport", "ring"}, args...), "-p", pid)...)
 	// The tracer's flag is the high half of each probe's slot; the low
 	// half, the semaphore the notes name, is the kernel's.
 	sems := semaphores(t, bin)
