@@ -16,13 +16,23 @@ import (
 // and the semaphores' list.
 func selfSession(tb testing.TB, withBuffers bool) (*Session, []byte) {
 	tb.Helper()
-	n := ringlayout.ListAt + 8*1024
 	if withBuffers {
-		n = ringlayout.BuffersAt + 4096
+		return selfSessionOf(tb, 1)
 	}
-	ctl := make([]byte, n)
+	return openSelf(tb, make([]byte, ringlayout.ListAt+8*1024), 1)
+}
+
+// selfSessionOf is selfSession with a buffer of 4096 bytes for each of
+// ps Ps.
+func selfSessionOf(tb testing.TB, ps int) (*Session, []byte) {
+	tb.Helper()
+	return openSelf(tb, make([]byte, ringlayout.BuffersAt+ps*4096), ps)
+}
+
+func openSelf(tb testing.TB, ctl []byte, ps int) (*Session, []byte) {
+	tb.Helper()
 	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
-	s, err := Open(os.Getpid(), at, whereFor(at), 1, 4096)
+	s, err := Open(os.Getpid(), at, whereFor(at), ps, 4096)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -192,8 +192,10 @@ type Session struct {
 	// the process) that has value reads.
 	areas map[uint64]int
 	// tickNs is the ns of 1<<32 ticks while the writers time calls by
-	// the time-stamp counter, else 0.
+	// the time-stamp counter, else 0; ticks turns the records' times
+	// into ns.
 	tickNs atomic.Uint64
+	ticks  tickClock
 	// losses marks the records Deliver hands on that may follow dropped
 	// events.
 	losses losses
@@ -406,11 +408,26 @@ func (s *Session) Sample(rate float64, compact bool) error {
 	if compact {
 		c = 1
 	}
-	return errors.Join(
+	err := errors.Join(
 		s.setWord(ringlayout.SampleAt, threshold),
 		s.setWord(ringlayout.CompactAt, c),
 		s.setWord(ringlayout.SamplingAt, 1),
 	)
+	return err
+}
+
+// TimeByTicks has the writers of a session of events time calls by the
+// time-stamp counter, where it counts at one rate on every CPU: the
+// records' times come out of Take in runtime.nanotime's ns all the same.
+// A call is timed at its entry and twice at its exit: by
+// runtime.nanotime, those reads were a fifth of a sampled server's time
+// on a VM. Call it after Block and before Enable; it does nothing where
+// the counter will not do.
+func (s *Session) TimeByTicks() error {
+	if !stableTicks() {
+		return nil
+	}
+	return errors.Join(s.timeByTicks(), s.Renew())
 }
 
 // MaxBlock bounds Block's wait: a writer that waits keeps its P, and a
@@ -419,8 +436,9 @@ const MaxBlock = 10 * time.Second
 
 // Block has a writer whose buffer is full wait up to d for the tracer
 // to make room before it drops its event (ringlayout.BlockAt); 0, as
-// Open leaves it, drops at once. It is for a session of events, whose
-// writers read runtime.nanotime.
+// Open leaves it, drops at once. It is for a session of events; call it
+// before TimeByTicks, which turns d into ticks where the writers then
+// time calls by them.
 func (s *Session) Block(d time.Duration) error {
 	if d < 0 || d > MaxBlock {
 		return fmt.Errorf("a wait for room of %v: want from 0 to %v", d, MaxBlock)
@@ -495,17 +513,33 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 	if err != nil || !stableTicks() {
 		return err
 	}
-	// Counts need no time of day, only lengths: the time-stamp counter
-	// is a third of runtime.nanotime's cost where that is a VM's
-	// kvm-clock, and the calls are timed twice each. The lease goes
-	// into ticks last: a writer compares it with the clock ClockAt says.
-	tickNs := calibrate(10 * time.Millisecond)
-	err = errors.Join(s.setWord(ringlayout.TickNsAt, tickNs), s.setWord(ringlayout.ClockAt, ringlayout.Ticks))
-	s.tickNs.Store(tickNs)
-	if atExits {
-		err = errors.Join(err, s.setWord(ringlayout.EntryTicksAt, 1))
+	err = s.timeByTicks()
+	if atExits && err == nil {
+		err = s.setWord(ringlayout.EntryTicksAt, 1)
 	}
 	return errors.Join(err, s.Renew())
+}
+
+// timeByTicks has the writers time calls by the time-stamp counter
+// (ringlayout.Ticks) instead of runtime.nanotime: a third of its cost
+// where that is a VM's kvm-clock, and a call is timed two or three
+// times. The ticks go into the records' times too, which Take turns
+// into runtime.nanotime's ns (tickClock). A bound on a wait for room
+// (Block) goes into ticks, and the lease too, last: a writer compares
+// it with the clock ClockAt says. The caller renews the lease after it.
+func (s *Session) timeByTicks() error {
+	tickNs, from, to := calibrate(anchorGap)
+	s.ticks.a, s.ticks.b = from, to
+	block, err := s.word(ringlayout.BlockAt)
+	if err != nil {
+		return err
+	}
+	if block != 0 {
+		err = s.setWord(ringlayout.BlockAt, uint64(float64(block)*(1<<32)/float64(tickNs)))
+	}
+	err = errors.Join(err, s.setWord(ringlayout.TickNsAt, tickNs), s.setWord(ringlayout.ClockAt, ringlayout.Ticks))
+	s.tickNs.Store(tickNs)
+	return err
 }
 
 // CountLeftOut has the program count the calls that its sampling
@@ -810,6 +844,9 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 		until = monotonic() - HoldBack.Nanoseconds()
 	}
 	now := monotonic()
+	if s.tickNs.Load() != 0 {
+		s.ticks.renew()
+	}
 	hdrs := make([]byte, s.slots*ringlayout.HeaderSize)
 	if err := s.read(s.ctl+ringlayout.HeadersAt, hdrs); err != nil {
 		return nil, busy, err
@@ -900,7 +937,7 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 			if !ok {
 				break
 			}
-			last, k = rec.Time, k+size
+			last, k = s.ticks.mono(rec.Time), k+size
 		}
 		if last == math.MinInt64 {
 			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (no whole record in %d bytes)", s.pid, i, share)
@@ -918,10 +955,11 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 			if !ok {
 				return nil, busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
-			if rec.Time > until {
+			t := s.ticks.mono(rec.Time)
+			if t > until {
 				break // and the P's later ones
 			}
-			b.recs = append(b.recs, placed{rec.Time, i, starts[i] + k, size})
+			b.recs = append(b.recs, placed{t, i, starts[i] + k, size})
 			k += size
 		}
 	}
@@ -953,6 +991,7 @@ func (s *Session) Deliver(b *Batch, fn func(*Record)) {
 	}
 	for _, r := range b.recs {
 		parse(b.buf[r.at:r.at+r.size], &rec, s.areas)
+		rec.Time = r.time
 		rec.AfterLoss = s.losses.after(rec.Goroutine, rec.Time, rec.AfterLoss)
 		fn(&rec)
 	}

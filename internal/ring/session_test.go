@@ -2,7 +2,6 @@ package ring
 
 import (
 	"encoding/binary"
-	"os"
 	"sync"
 	"testing"
 	"unsafe"
@@ -64,13 +63,7 @@ func TestTakeShares(t *testing.T) {
 	const recSize, perP = 32, 20
 	takeLimit, minShare = 4*recSize, 2*recSize
 	defer func() { takeLimit, minShare = TakeMax, 1<<20 }()
-	ctl := make([]byte, ringlayout.BuffersAt+2*4096)
-	at := uint64(uintptr(unsafe.Pointer(&ctl[0])))
-	s, err := Open(os.Getpid(), at, whereFor(at), 2, 4096)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { s.Close(); sink = append(sink, ctl) }()
+	s, ctl := selfSessionOf(t, 2)
 	for p := range 2 {
 		buf := ctl[ringlayout.BuffersAt+p*4096:]
 		for i := range perP {

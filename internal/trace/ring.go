@@ -143,9 +143,7 @@ func runRing(opt Options, binary, selected []site, ctl uint64, pidfd int) error 
 	if opt.Verbose {
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: attached %d probes of process %d: they record in its own memory\n", len(t.sites), s.pid)
 		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: transport ring: %s\n", opt.transportWhy)
-		if opt.Stats {
-			fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: the program times its calls by %s\n", s.Clock())
-		}
+		fmt.Fprintf(opt.Stderr, "usdt-toolexec trace: the program times its calls by %s\n", s.Clock())
 	}
 	var finish func()
 	if !opt.Stats {

@@ -276,7 +276,7 @@ func (t *ringTrace) prepare(s *ring.Session, bias uint64) error {
 		}
 		err = errors.Join(err, s.Sample(t.opt.Sample, compact))
 	}
-	return err
+	return errors.Join(err, s.TimeByTicks())
 }
 
 // startEvents sets the trace up to decode and print the events of the
