@@ -317,7 +317,7 @@ func (v value) String() string {
 func (v value) json() any {
 	switch {
 	case v.val != nil:
-		return v.val.JSON()
+		return values.JSONData(v.val)
 	case v.str != nil:
 		return values.JSONText(*v.str)
 	case v.kind == probe.Bool:

@@ -135,18 +135,17 @@ func (d *decoder) value(t *layout.Type, off int) Value {
 	}
 	switch t.Kind {
 	case layout.Bool:
-		return scalar{strconv.FormatBool(b[0] != 0), b[0] != 0}
+		return boolean(b[0] != 0)
 	case layout.Int:
 		v := signed(b)
 		if t.Name == "time.Duration" {
 			// Written as Go writes it: String in text, the number of
 			// nanoseconds in JSON, as encoding/json does.
-			return scalar{time.Duration(v).String(), v}
+			return duration(v)
 		}
-		return scalar{strconv.FormatInt(v, 10), v}
+		return integer(v)
 	case layout.Uint:
-		v := unsigned(b)
-		return scalar{strconv.FormatUint(v, 10), v}
+		return natural(unsigned(b))
 	case layout.Float:
 		var f float64
 		if t.Size == 4 {
@@ -399,6 +398,29 @@ type scalar struct {
 
 func (s scalar) String() string { return s.text }
 func (s scalar) JSON() any      { return s.json }
+
+// integer, natural and boolean are a Go integer's or bool's value, and
+// duration a time.Duration's: their text is made only when asked (an
+// exporter sends the number), and a small one is boxed without an
+// allocation.
+type (
+	integer  int64
+	natural  uint64
+	boolean  bool
+	duration int64
+)
+
+func (i integer) String() string { return strconv.FormatInt(int64(i), 10) }
+func (i integer) JSON() any      { return int64(i) }
+func (n natural) String() string { return strconv.FormatUint(uint64(n), 10) }
+func (n natural) JSON() any      { return uint64(n) }
+func (b boolean) String() string { return strconv.FormatBool(bool(b)) }
+func (b boolean) JSON() any      { return bool(b) }
+
+// String is as Go writes a time.Duration, JSON the number of
+// nanoseconds, as encoding/json writes one.
+func (d duration) String() string { return time.Duration(d).String() }
+func (d duration) JSON() any      { return int64(d) }
 
 type float float64
 

@@ -187,22 +187,21 @@ func (nilMap) JSON() any      { return nil }
 // probe did not read, go by their text.
 func compare(a, b Value) int {
 	switch a := a.(type) {
-	case scalar:
-		if b, ok := b.(scalar); ok {
-			switch x := a.json.(type) {
-			case int64:
-				if y, ok := b.json.(int64); ok {
-					return cmp.Compare(x, y)
-				}
-			case uint64:
-				if y, ok := b.json.(uint64); ok {
-					return cmp.Compare(x, y)
-				}
-			case bool:
-				if y, ok := b.json.(bool); ok {
-					return cmp.Compare(boolRank(x), boolRank(y))
-				}
-			}
+	case integer:
+		if b, ok := b.(integer); ok {
+			return cmp.Compare(a, b)
+		}
+	case duration:
+		if b, ok := b.(duration); ok {
+			return cmp.Compare(a, b)
+		}
+	case natural:
+		if b, ok := b.(natural); ok {
+			return cmp.Compare(a, b)
+		}
+	case boolean:
+		if b, ok := b.(boolean); ok {
+			return cmp.Compare(boolRank(bool(a)), boolRank(bool(b)))
 		}
 	case float:
 		if b, ok := b.(float); ok {
