@@ -528,8 +528,8 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 // (Block) goes into ticks, and the lease too, last: a writer compares
 // it with the clock ClockAt says. The caller renews the lease after it.
 func (s *Session) timeByTicks() error {
-	tickNs, from, to := calibrate(anchorGap)
-	s.ticks.a, s.ticks.b = from, to
+	tickNs, from, to := calibrate(10 * time.Millisecond)
+	s.ticks.start(tickNs, from, to)
 	block, err := s.word(ringlayout.BlockAt)
 	if err != nil {
 		return err
@@ -845,7 +845,12 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 	}
 	now := monotonic()
 	if s.tickNs.Load() != 0 {
-		s.ticks.renew()
+		if k, ok := s.ticks.rerate(); ok {
+			if err := s.setWord(ringlayout.TickNsAt, k); err != nil {
+				return nil, busy, err
+			}
+			s.tickNs.Store(k)
+		}
 	}
 	hdrs := make([]byte, s.slots*ringlayout.HeaderSize)
 	if err := s.read(s.ctl+ringlayout.HeadersAt, hdrs); err != nil {

@@ -2,6 +2,7 @@ package ring
 
 import (
 	"math"
+	"math/bits"
 	"os"
 	"slices"
 	"strings"
@@ -55,28 +56,91 @@ func readAnchor() anchor {
 
 // tickClock turns the times of records, read by the writers in ticks
 // (ringlayout.TicksTag), into CLOCK_MONOTONIC's ns, as runtime.nanotime
-// would have read them: from the latest of its readings of both clocks,
-// at the rate between that one and one at least anchorGap before it.
-// Take reads the clocks again each time, so a record's time is within a
-// poll or two of a reading, and CLOCK_MONOTONIC's slewing by NTP (at most
-// 500 ppm) moves it by a few µs at most.
+// would have read them, by the very rate at which the program turns
+// ticks into a call's elapsed ns (TickNsAt): an exit's start, its time
+// less its elapsed ns, is then never before its entry's time, nor its
+// end after its exit's, as with runtime.nanotime. A rate measured over
+// 10 ms is a few ppm off, and CLOCK_MONOTONIC is slewed by NTP, so every
+// period (rerate) the tracer measures the rate again over all its
+// readings so far, adds the slew that brings its ns back to the clock's
+// over the next period (at most 500 ppm), and writes it for the
+// program: the ns go on from where they were, at the new rate (a
+// segment), so that they never jump. A call timed across such a change
+// may be off by a few ns.
 type tickClock struct {
-	mu   sync.Mutex
-	a, b anchor // b the latest
+	mu     sync.Mutex
+	first  anchor    // the first reading, the longest baseline
+	segs   []segment // the latest last
+	next   int64     // when to measure the rate again, in ns
+	period time.Duration
 }
 
-// anchorGap is the least time between the two readings that give the
-// rate: a reading's uncertainty (tens of ns) is then a few ppm of it.
-const anchorGap = 10 * time.Millisecond
+// segment is a stretch of the ticks from t0 on, turned into ns from ns0
+// on at k ns a 1<<32 ticks.
+type segment struct {
+	t0  uint64
+	ns0 int64
+	k   uint64
+}
 
-// renew reads both clocks again.
-func (c *tickClock) renew() {
+// at is the ns of t, as the program's exits reckon them: the ticks
+// since t0 times k, the low 32 bits dropped.
+func (s segment) at(t uint64) int64 {
+	if t >= s.t0 {
+		hi, lo := bits.Mul64(t-s.t0, s.k)
+		return s.ns0 + int64(hi<<32|lo>>32)
+	}
+	hi, lo := bits.Mul64(s.t0-t, s.k)
+	return s.ns0 - int64(hi<<32|lo>>32)
+}
+
+// rerateEvery is how often the tracer measures the rate again, and
+// maxSegments how many rates it keeps for records written before the
+// latest (80 s of them); older ones are reckoned by the oldest.
+const (
+	rerateEvery = 5 * time.Second
+	maxSegments = 16
+)
+
+// start has the ns begin at to at the rate k, measured from from.
+func (c *tickClock) start(k uint64, from, to anchor) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.first, c.segs = from, []segment{{to.ticks, to.ns, k}}
+	c.next = to.ns + c.every().Nanoseconds()
+}
+
+func (c *tickClock) every() time.Duration {
+	if c.period > 0 {
+		return c.period
+	}
+	return rerateEvery
+}
+
+// rerate measures the rate again when a period has passed, and returns
+// the new rate for the program, or ok false.
+func (c *tickClock) rerate() (k uint64, ok bool) {
 	n := readAnchor()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if n.ns-c.b.ns >= anchorGap.Nanoseconds() && n.ticks > c.b.ticks {
-		c.a, c.b = c.b, n
+	if len(c.segs) == 0 || n.ns < c.next || n.ticks <= c.first.ticks {
+		return 0, false
 	}
+	cur := c.segs[len(c.segs)-1]
+	if n.ticks <= cur.t0 {
+		return 0, false
+	}
+	at := cur.at(n.ticks)
+	every := c.every().Nanoseconds()
+	rate := float64(n.ns-c.first.ns) / float64(n.ticks-c.first.ticks)
+	slew := max(-5e-4, min(5e-4, float64(n.ns-at)/float64(every)))
+	k = uint64(rate * (1 + slew) * (1 << 32))
+	c.segs = append(c.segs, segment{n.ticks, at, k})
+	if len(c.segs) > maxSegments {
+		c.segs = c.segs[1:]
+	}
+	c.next = n.ns + every
+	return k, true
 }
 
 // mono is t in CLOCK_MONOTONIC's ns: t itself where it is not in ticks.
@@ -84,15 +148,17 @@ func (c *tickClock) mono(t int64) int64 {
 	if t >= 0 {
 		return t
 	}
+	ticks := uint64(t) &^ ringlayout.TicksTag
 	c.mu.Lock()
-	a, b := c.a, c.b
-	c.mu.Unlock()
-	if b.ticks == a.ticks {
-		return b.ns
+	defer c.mu.Unlock()
+	if len(c.segs) == 0 {
+		return 0
 	}
-	rate := float64(b.ns-a.ns) / float64(b.ticks-a.ticks)
-	d := int64(uint64(t)&^ringlayout.TicksTag - b.ticks)
-	return b.ns + int64(math.Round(float64(d)*rate))
+	i := len(c.segs) - 1
+	for i > 0 && c.segs[i].t0 > ticks {
+		i--
+	}
+	return c.segs[i].at(ticks)
 }
 
 // ticksAndNs reads the counter and CLOCK_MONOTONIC at one moment: the

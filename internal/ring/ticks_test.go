@@ -2,6 +2,7 @@ package ring
 
 import (
 	"encoding/binary"
+	"math"
 	"math/bits"
 	"testing"
 	"time"
@@ -30,34 +31,65 @@ func TestCalibrate(t *testing.T) {
 }
 
 // TestTickClock turns ticks read at moments of the monotonic clock into
-// ns, as Take turns the records' times, after sleeps that renew the
-// readings and between them: each within 20 µs of the clock's. A time
-// that is not in ticks stays as it is.
+// ns, as Take turns the records' times, while the rate is measured again
+// every 20 ms: each within 20 µs of the clock's, the ns never going
+// back, and an exit's start (its ns less its elapsed ns as the program
+// reckons them, by the rate of the ticks' segment) never before its
+// entry's ns. A time that is not in ticks stays as it is.
 func TestTickClock(t *testing.T) {
 	if !stableTicks() {
 		t.Skip("no time-stamp counter that runs at one rate here (constant_tsc, nonstop_tsc)")
 	}
-	var c tickClock
-	_, c.a, c.b = calibrate(anchorGap)
+	c := tickClock{period: 20 * time.Millisecond}
+	k, from, to := calibrate(10 * time.Millisecond)
+	c.start(k, from, to)
 	if got := c.mono(12345); got != 12345 {
 		t.Errorf("a time in ns turned into %d", got)
 	}
 	var read []anchor
-	for i := range 6 {
-		time.Sleep(time.Duration(i%3) * 7 * time.Millisecond)
+	rerated := 0
+	for i := range 40 {
+		time.Sleep(time.Duration(i%4) * time.Millisecond * 3)
 		read = append(read, readAnchor())
-		if i%2 == 1 {
-			c.renew()
+		if _, ok := c.rerate(); ok {
+			rerated++
 		}
 	}
-	time.Sleep(30 * time.Millisecond)
-	c.renew()
+	if rerated < 3 {
+		t.Errorf("the rate was measured again %d times in %d readings 20 ms apart or more", rerated, len(read))
+	}
+	tagged := func(t uint64) int64 { return int64(t | ringlayout.TicksTag) }
+	last := int64(0)
 	for i, r := range read {
-		got := c.mono(int64(r.ticks | ringlayout.TicksTag))
+		got := c.mono(tagged(r.ticks))
 		if d := got - r.ns; d < -20000 || d > 20000 {
 			t.Errorf("reading %d: ticks %d turned into %d ns, %d ns from the clock's %d", i, r.ticks, got, d, r.ns)
 		}
+		if got < last {
+			t.Errorf("reading %d: %d ns, before the reading before it (%d)", i, got, last)
+		}
+		last = got
 	}
+	for _, seg := range c.segs {
+		for _, d := range []uint64{1, 3, 1000, 123457, 1 << 30} {
+			entry, exit := seg.t0+7, seg.t0+7+d
+			hi, lo := bits.Mul64(d, seg.k)
+			elapsed := int64(hi<<32 | lo>>32)
+			if start := c.mono(tagged(exit)) - elapsed; start < c.mono(tagged(entry)) && exit < c.segsEnd(seg) {
+				t.Errorf("a call of %d ticks from %d: its start %d ns is before its entry's %d", d, entry, start, c.mono(tagged(entry)))
+			}
+		}
+	}
+}
+
+// segsEnd is where the segment after seg begins, or the end of time.
+func (c *tickClock) segsEnd(seg segment) uint64 {
+	for _, s := range c.segs {
+		if s.t0 > seg.t0 {
+			return s.t0
+		}
+	}
+	return math.MaxUint64
 }
 
 // TestTimeByTicks has a session's writers time calls by the counter: the
