@@ -408,12 +408,11 @@ func (s *Session) Sample(rate float64, compact bool) error {
 	if compact {
 		c = 1
 	}
-	err := errors.Join(
+	return errors.Join(
 		s.setWord(ringlayout.SampleAt, threshold),
 		s.setWord(ringlayout.CompactAt, c),
 		s.setWord(ringlayout.SamplingAt, 1),
 	)
-	return err
 }
 
 // TimeByTicks has the writers of a session of events time calls by the
@@ -510,14 +509,13 @@ func (s *Session) Count(sites []Site, n int, atExits bool) error {
 		s.setWord(ringlayout.CountersSizeAt, size),
 		s.setWord(ringlayout.ModeAt, ringlayout.Counts),
 	)
-	if err != nil || !stableTicks() {
-		return err
+	if err == nil {
+		err = s.TimeByTicks()
 	}
-	err = s.timeByTicks()
-	if atExits && err == nil {
+	if err == nil && atExits && s.tickNs.Load() != 0 {
 		err = s.setWord(ringlayout.EntryTicksAt, 1)
 	}
-	return errors.Join(err, s.Renew())
+	return err
 }
 
 // timeByTicks has the writers time calls by the time-stamp counter
@@ -852,6 +850,7 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 			s.tickNs.Store(k)
 		}
 	}
+	ticks := s.ticks.segments()
 	hdrs := make([]byte, s.slots*ringlayout.HeaderSize)
 	if err := s.read(s.ctl+ringlayout.HeadersAt, hdrs); err != nil {
 		return nil, busy, err
@@ -942,7 +941,7 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 			if !ok {
 				break
 			}
-			last, k = s.ticks.mono(rec.Time), k+size
+			last, k = ticks.mono(rec.Time), k+size
 		}
 		if last == math.MinInt64 {
 			return nil, busy, fmt.Errorf("process %d: the ring of P %d is damaged (no whole record in %d bytes)", s.pid, i, share)
@@ -960,7 +959,7 @@ func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err erro
 			if !ok {
 				return nil, busy, fmt.Errorf("process %d: a record of P %d runs past its head", s.pid, i)
 			}
-			t := s.ticks.mono(rec.Time)
+			t := ticks.mono(rec.Time)
 			if t > until {
 				break // and the P's later ones
 			}

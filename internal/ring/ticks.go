@@ -69,9 +69,9 @@ func readAnchor() anchor {
 // may be off by a few ns.
 type tickClock struct {
 	mu     sync.Mutex
-	first  anchor    // the first reading, the longest baseline
-	segs   []segment // the latest last
-	next   int64     // when to measure the rate again, in ns
+	first  anchor // the first reading, the longest baseline
+	segs   segments
+	next   int64 // when to measure the rate again, in ns
 	period time.Duration
 }
 
@@ -143,22 +143,31 @@ func (c *tickClock) rerate() (k uint64, ok bool) {
 	return k, true
 }
 
+// segments are the rates at hand for one Take, copied once under the
+// lock rather than taken for each record.
+func (c *tickClock) segments() segments {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.segs)
+}
+
+// segments are a tickClock's, the latest last.
+type segments []segment
+
 // mono is t in CLOCK_MONOTONIC's ns: t itself where it is not in ticks.
-func (c *tickClock) mono(t int64) int64 {
+func (ss segments) mono(t int64) int64 {
 	if t >= 0 {
 		return t
 	}
-	ticks := uint64(t) &^ ringlayout.TicksTag
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.segs) == 0 {
+	if len(ss) == 0 {
 		return 0
 	}
-	i := len(c.segs) - 1
-	for i > 0 && c.segs[i].t0 > ticks {
+	ticks := uint64(t) &^ ringlayout.TicksTag
+	i := len(ss) - 1
+	for i > 0 && ss[i].t0 > ticks {
 		i--
 	}
-	return c.segs[i].at(ticks)
+	return ss[i].at(ticks)
 }
 
 // ticksAndNs reads the counter and CLOCK_MONOTONIC at one moment: the

@@ -43,7 +43,7 @@ func TestTickClock(t *testing.T) {
 	c := tickClock{period: 20 * time.Millisecond}
 	k, from, to := calibrate(10 * time.Millisecond)
 	c.start(k, from, to)
-	if got := c.mono(12345); got != 12345 {
+	if got := c.segments().mono(12345); got != 12345 {
 		t.Errorf("a time in ns turned into %d", got)
 	}
 	var read []anchor
@@ -61,7 +61,7 @@ func TestTickClock(t *testing.T) {
 	tagged := func(t uint64) int64 { return int64(t | ringlayout.TicksTag) }
 	last := int64(0)
 	for i, r := range read {
-		got := c.mono(tagged(r.ticks))
+		got := c.segments().mono(tagged(r.ticks))
 		if d := got - r.ns; d < -20000 || d > 20000 {
 			t.Errorf("reading %d: ticks %d turned into %d ns, %d ns from the clock's %d", i, r.ticks, got, d, r.ns)
 		}
@@ -75,8 +75,8 @@ func TestTickClock(t *testing.T) {
 			entry, exit := seg.t0+7, seg.t0+7+d
 			hi, lo := bits.Mul64(d, seg.k)
 			elapsed := int64(hi<<32 | lo>>32)
-			if start := c.mono(tagged(exit)) - elapsed; start < c.mono(tagged(entry)) && exit < c.segsEnd(seg) {
-				t.Errorf("a call of %d ticks from %d: its start %d ns is before its entry's %d", d, entry, start, c.mono(tagged(entry)))
+			if start := c.segments().mono(tagged(exit)) - elapsed; start < c.segments().mono(tagged(entry)) && exit < c.segsEnd(seg) {
+				t.Errorf("a call of %d ticks from %d: its start %d ns is before its entry's %d", d, entry, start, c.segments().mono(tagged(entry)))
 			}
 		}
 	}

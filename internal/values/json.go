@@ -78,8 +78,10 @@ func AppendJSON(b []byte, v Value) ([]byte, error) {
 		return append(b, "null"...), nil
 	case scalar:
 		return AppendJSONData(b, v.json)
-	case integer, duration:
-		return strconv.AppendInt(b, v.JSON().(int64), 10), nil
+	case integer:
+		return strconv.AppendInt(b, int64(v), 10), nil
+	case duration:
+		return strconv.AppendInt(b, int64(v), 10), nil
 	case natural:
 		return strconv.AppendUint(b, uint64(v), 10), nil
 	case boolean:
