@@ -18,6 +18,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+	_ "unsafe" // monotonic
 
 	"golang.org/x/sys/unix"
 
@@ -1182,12 +1183,12 @@ func Bias(pid int, f *elf.File) (uint64, error) {
 	return 0, fmt.Errorf("process %d has no mapping of %s", pid, exe)
 }
 
-// monotonic is CLOCK_MONOTONIC, runtime.nanotime's clock, in ns.
-func monotonic() int64 {
-	var ts unix.Timespec
-	unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts)
-	return ts.Nano()
-}
+// monotonic is CLOCK_MONOTONIC in ns, read as the program's writers
+// read it: runtime.nanotime, through the vDSO. x/sys's ClockGettime is a
+// system call, and Take and the tick clock read the clock at every poll.
+//
+//go:linkname monotonic runtime.nanotime
+func monotonic() int64
 
 // innerPid is pid as the process itself knows it: the last of its
 // status's NSpid, in its innermost PID namespace, which the writer's

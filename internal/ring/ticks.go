@@ -68,10 +68,14 @@ func readAnchor() anchor {
 // segment), so that they never jump. A call timed across such a change
 // may be off by a few ns.
 type tickClock struct {
-	mu     sync.Mutex
-	first  anchor // the first reading, the longest baseline
-	segs   segments
-	next   int64 // when to measure the rate again, in ns
+	mu    sync.Mutex
+	first anchor // the first reading, the longest baseline
+	segs  segments
+	// due is when to measure the rate again, by Go's clock: Take asks
+	// at every poll, and a reading of both clocks takes 16 system calls
+	// (CLOCK_MONOTONIC's own, through x/sys), which at 50 polls a second
+	// were a tenth of an idle trace's CPU.
+	due    time.Time
 	period time.Duration
 }
 
@@ -107,7 +111,7 @@ func (c *tickClock) start(k uint64, from, to anchor) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.first, c.segs = from, []segment{{to.ticks, to.ns, k}}
-	c.next = to.ns + c.every().Nanoseconds()
+	c.due = time.Now().Add(c.every())
 }
 
 func (c *tickClock) every() time.Duration {
@@ -120,10 +124,13 @@ func (c *tickClock) every() time.Duration {
 // rerate measures the rate again when a period has passed, and returns
 // the new rate for the program, or ok false.
 func (c *tickClock) rerate() (k uint64, ok bool) {
-	n := readAnchor()
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.segs) == 0 || n.ns < c.next || n.ticks <= c.first.ticks {
+	if len(c.segs) == 0 || time.Now().Before(c.due) {
+		return 0, false
+	}
+	n := readAnchor()
+	if n.ticks <= c.first.ticks {
 		return 0, false
 	}
 	cur := c.segs[len(c.segs)-1]
@@ -139,7 +146,7 @@ func (c *tickClock) rerate() (k uint64, ok bool) {
 	if len(c.segs) > maxSegments {
 		c.segs = c.segs[1:]
 	}
-	c.next = n.ns + every
+	c.due = time.Now().Add(c.every())
 	return k, true
 }
 
