@@ -1,8 +1,11 @@
 package procstat
 
 import (
+	"os"
+	"os/exec"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestStartTime(t *testing.T) {
@@ -49,4 +52,49 @@ func FuzzStartTime(f *testing.F) {
 			t.Fatalf("StartTime(%q) = %q", b, start)
 		}
 	})
+}
+
+// TestCPUTime reads the CPU clock of a child that spins and then sleeps:
+// it grows while the child spins, and stands still while it sleeps.
+func TestCPUTime(t *testing.T) {
+	cmd := exec.Command("sh", "-c", `i=0; while [ $i -lt 200000 ]; do i=$((i+1)); done; exec sleep 30`)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { cmd.Process.Kill(); cmd.Wait() }()
+	first, err := CPUTime(cmd.Process.Pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var last time.Duration
+	for {
+		now, err := CPUTime(cmd.Process.Pid)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if now < last {
+			t.Fatalf("the CPU time went back, from %v to %v", last, now)
+		}
+		// Asleep (sleep's own exec takes some time): unchanged over
+		// 300 ms.
+		if now == last {
+			time.Sleep(300 * time.Millisecond)
+			if again, err := CPUTime(cmd.Process.Pid); err != nil || again != now {
+				last = again
+				continue
+			}
+			break
+		}
+		last = now
+		time.Sleep(20 * time.Millisecond)
+	}
+	if last <= first {
+		t.Errorf("the CPU time of a child that spun went from %v to %v", first, last)
+	}
+	if own, err := CPUTime(os.Getpid()); err != nil || own <= 0 {
+		t.Errorf("CPUTime of this test's own process: %v, %v", own, err)
+	}
+	if _, err := CPUTime(1<<22 + 1); err == nil {
+		t.Error("CPUTime of a pid past the kernel's limit: no error")
+	}
 }

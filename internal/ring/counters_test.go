@@ -29,8 +29,8 @@ func TestSumCounters(t *testing.T) {
 		return nil
 	}
 	for _, buf := range []int{8, 16, 24, 40, 8 * n, 8*n + 8, 1024} {
-		got, err := sumCounters(read, base, size, slots, n, make([]byte, buf))
-		if err != nil {
+		got := make([]uint64, n)
+		if err := sumCounters(read, base, size, slots, make([]byte, buf), got); err != nil {
 			t.Fatalf("buffer of %d bytes: %v", buf, err)
 		}
 		if !slices.Equal(got, want) {
@@ -38,7 +38,7 @@ func TestSumCounters(t *testing.T) {
 		}
 	}
 	fail := errors.New("gone")
-	if _, err := sumCounters(func(uint64, []byte) error { return fail }, base, size, slots, n, make([]byte, 16)); !errors.Is(err, fail) {
+	if err := sumCounters(func(uint64, []byte) error { return fail }, base, size, slots, make([]byte, 16), make([]uint64, n)); !errors.Is(err, fail) {
 		t.Errorf("a failed read: %v", err)
 	}
 }

@@ -598,34 +598,49 @@ func (s *Session) Clock() string {
 // them a chunk at a time into a buffer it keeps: Caddy's every function
 // has 100 MB of counters, which a buffer made for each read cleared and
 // faulted in again, most of the 11 s trace took to end on Caddy.
-func (s *Session) Counters() ([]uint64, error) {
+func (s *Session) Counters() ([]uint64, error) { return s.CountersInto(nil) }
+
+// CountersInto is Counters, summed into sum's array where it has room
+// for them: a trace that reads them every second reuses one, where a new
+// one each time (Caddy's every function: 100 MB) kept the garbage
+// collector and its scavenger busy. What sum held is overwritten, also
+// where the read fails.
+func (s *Session) CountersInto(sum []uint64) ([]uint64, error) {
 	s.countMu.Lock()
 	defer s.countMu.Unlock()
 	chunk := min(8*s.nCounters, countChunk)
 	if len(s.countBuf) < chunk {
 		s.countBuf = make([]byte, chunk)
 	}
-	return sumCounters(s.read, s.ctl+s.counters, s.countersSize, s.slots, s.nCounters, s.countBuf[:chunk])
+	if cap(sum) < s.nCounters {
+		sum = make([]uint64, s.nCounters)
+	}
+	sum = sum[:s.nCounters]
+	clear(sum)
+	if err := sumCounters(s.read, s.ctl+s.counters, s.countersSize, s.slots, s.countBuf[:chunk], sum); err != nil {
+		return nil, err
+	}
+	return sum, nil
 }
 
-// sumCounters sums the n counters of each of slots Ps, the first at
-// base, each P's size bytes after the last's, reading them with read
-// into buf, a chunk at a time.
-func sumCounters(read func(addr uint64, b []byte) error, base, size uint64, slots, n int, buf []byte) ([]uint64, error) {
-	sum := make([]uint64, n)
+// sumCounters adds the len(sum) counters of each of slots Ps, the first
+// at base, each P's size bytes after the last's, to sum, reading them
+// with read into buf, a chunk at a time.
+func sumCounters(read func(addr uint64, b []byte) error, base, size uint64, slots int, buf []byte, sum []uint64) error {
+	n := len(sum)
 	per := max(1, len(buf)/8)
 	for p := range uint64(slots) {
 		for i := 0; i < n; i += per {
 			b := buf[:8*min(per, n-i)]
 			if err := read(base+p*size+8*uint64(i), b); err != nil {
-				return nil, err
+				return err
 			}
 			for k := range len(b) / 8 {
 				sum[i+k] += binary.LittleEndian.Uint64(b[8*k:])
 			}
 		}
 	}
-	return sum, nil
+	return nil
 }
 
 // countChunk bounds the buffer Counters reads into.

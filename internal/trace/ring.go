@@ -14,6 +14,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/go-usdt/usdt/internal/procstat"
 	"github.com/go-usdt/usdt/internal/ring"
 	"github.com/go-usdt/usdt/internal/values"
 )
@@ -231,6 +232,49 @@ func (w *exitWatch) exited(memoryGone bool) (time.Time, bool) {
 // countsPollEvery is how often a counting reader wakes: it has no
 // records to take, only the losses of Ps without a slot to see.
 const countsPollEvery = 250 * time.Millisecond
+
+// countReads are the reads of a process's counters while it runs: one
+// for what a process that trace does not hold at its exit leaves
+// (ringTrace.kept), one for the calls that sampling leaves out, each into
+// buffers of its own, and the buffer their sums with the children's go
+// into.
+type countReads struct {
+	kept, left countRead
+	sum        []uint64
+}
+
+// countRead reads a process's counters into two buffers in turn, and
+// skips a read where the process has not run since the last.
+type countRead struct {
+	// last is the last read; spare takes the next, so that last stays
+	// whole where that fails. cpu is the process's CPU time just before
+	// last was read, or -1.
+	last, spare []uint64
+	cpu         time.Duration
+}
+
+// read returns the counters of s's process, and whether they may have
+// changed since the last read. An idle program counts nothing: where its
+// CPU time is what it was just before the last read, no thread of it ran
+// since, and read returns the last (an idle trace of every function of
+// net/http took 16-31 % of a CPU, most of it reading every P's counters
+// every 250 ms, or every second). force reads anyway. The counters
+// returned are read's until its next call but one.
+func (r *countRead) read(s *ringSession, force bool) (counts []uint64, changed bool, err error) {
+	cpu, err := procstat.CPUTime(s.pid)
+	if err != nil {
+		cpu = -1
+	}
+	if r.last != nil && cpu >= 0 && cpu == r.cpu && !force {
+		return r.last, false, nil
+	}
+	c, err := s.CountersInto(r.spare)
+	if err != nil {
+		return nil, false, err
+	}
+	r.last, r.spare, r.cpu = c, r.last, cpu
+	return c, true, nil
+}
 
 // countsAtExits reports whether the counted sites hold no entry of a
 // function that has an exit probe in the binary (whose trampoline,

@@ -70,6 +70,10 @@ type ringTrace struct {
 	kept                 []uint64
 	keptLost, keptNoSlot uint64
 	keptAt               time.Time
+	// An idle program counts nothing: the reads of its counters while
+	// it runs (reads) skip those where its CPU time (procstat.CPUTime)
+	// shows that no thread ran since the last, and reuse their buffers.
+	reads countReads
 	// final are the counts at the end, once read.
 	final []uint64
 	exit  *exitWatch
@@ -573,8 +577,9 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		// What -p's process, or a command that runs another
 		// executable, leaves with its memory: kept as read.
 		if t.sampling && opt.Counts != nil && !polled.Before(nextCounts) {
-			if c, err := s.Counters(); err == nil {
-				snap, _ := t.left.snapshot(t.sites, t.addChildren(t.left.sum(c)))
+			if c, changed, err := t.reads.left.read(s, len(t.children) > 0); err == nil && changed {
+				t.reads.sum = t.left.sumInto(t.reads.sum, c)
+				snap, _ := t.left.snapshot(t.sites, t.addChildren(t.reads.sum))
 				opt.Counts(snap)
 			}
 			// Once a second at most, for the metrics: read on every
@@ -583,11 +588,11 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 			nextCounts = time.Now().Add(max(time.Second, 20*time.Since(polled)))
 		}
 		if opt.Stats && !polled.Before(nextCounts) {
-			if c, err := s.Counters(); err == nil {
+			if c, changed, err := t.reads.kept.read(s, len(t.children) > 0); err == nil {
 				t.kept, t.keptAt = c, polled
-				if opt.Counts != nil {
-					sum := t.addChildren(slices.Clone(c))
-					opt.Counts(statSnapshot(t.sites, t.layout, sum, t.keptLost, 1+len(t.children)))
+				if changed && opt.Counts != nil {
+					t.reads.sum = t.addChildren(append(t.reads.sum[:0], c...))
+					opt.Counts(statSnapshot(t.sites, t.layout, t.reads.sum, t.keptLost, 1+len(t.children)))
 				}
 			}
 			nextCounts = time.Now().Add(20 * time.Since(polled))

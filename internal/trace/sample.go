@@ -2,6 +2,7 @@ package trace
 
 import (
 	"debug/elf"
+	"slices"
 
 	"github.com/go-usdt/usdt/internal/metrics"
 	"github.com/go-usdt/usdt/internal/ring"
@@ -174,8 +175,11 @@ func (l leftLayout) snapshot(sites []site, counters []uint64) (*metrics.Snapshot
 }
 
 // sum is counters of one process, as long as the layout says.
-func (l leftLayout) sum(counters []uint64) []uint64 {
-	sum := make([]uint64, l.n)
-	copy(sum, counters)
-	return sum
+func (l leftLayout) sum(counters []uint64) []uint64 { return l.sumInto(nil, counters) }
+
+// sumInto is sum, in dst's array where it has room.
+func (l leftLayout) sumInto(dst, counters []uint64) []uint64 {
+	dst = slices.Grow(dst[:0], l.n)[:l.n]
+	clear(dst[copy(dst, counters):])
+	return dst
 }
