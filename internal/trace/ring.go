@@ -233,6 +233,42 @@ func (w *exitWatch) exited(memoryGone bool) (time.Time, bool) {
 // records to take, only the losses of Ps without a slot to see.
 const countsPollEvery = 250 * time.Millisecond
 
+// idleEvery is how often a reader wakes while its program is idle, and
+// idleAfter after how many polls in a row that found it so.
+const (
+	idleEvery = 100 * time.Millisecond
+	idleAfter = 5
+)
+
+// idleWatch slows a reader's polls while its program is idle. A program
+// whose threads did not run wrote nothing, and the wakes every 20 ms were
+// most of what an idle trace cost: its reads of the rings' headers, and
+// the Go runtime's own work at each wake (sysmon's, the scheduler's).
+// The first poll after the program ran again, at most idleEvery later,
+// finds it so, and the reader wakes at its usual pace again: a burst's
+// first idleEvery must fit in the ring (by default 32 MiB a P up to 4
+// Ps, less past them).
+type idleWatch struct {
+	pid   int
+	cpu   time.Duration
+	still int // polls in a row that found the program's CPU time unchanged
+}
+
+// every is when the reader should wake next: normal, or idleEvery once
+// idleAfter polls in a row found the program's CPU time
+// (procstat.CPUTime) unchanged; may says whether it may slow at all.
+func (w *idleWatch) every(normal time.Duration, may bool) time.Duration {
+	cpu, err := procstat.CPUTime(w.pid)
+	if err != nil || !may || cpu != w.cpu {
+		w.cpu, w.still = cpu, 0
+		return normal
+	}
+	if w.still++; w.still < idleAfter {
+		return normal
+	}
+	return idleEvery
+}
+
 // countReads are the reads of a process's counters while it runs: one
 // for what a process that trace does not hold at its exit leaves
 // (ringTrace.kept), one for the calls that sampling leaves out, each into

@@ -542,6 +542,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
+	waiting, idle := every, idleWatch{pid: s.pid}
 	busy := false
 	// How long the last read of the counters took, and so when the next
 	// may be: every poll, unless that costs more than a twentieth of the
@@ -621,6 +622,14 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 				return readErr, lapse, exiting, err
 			}
 			next = next.Add(opt.Interval)
+		}
+		// Where -block has writers wait for room, they wait for the
+		// reader: it keeps its pace.
+		if !busy && every < idleEvery && opt.Block == 0 {
+			if d := idle.every(every, len(t.children) == 0); d != waiting {
+				tick.Reset(d)
+				waiting = d
+			}
 		}
 	}
 	return readErr, lapse, exiting, nil
