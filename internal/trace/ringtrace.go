@@ -61,6 +61,7 @@ type ringTrace struct {
 	children  map[int]*ringChild
 	ended     []uint64
 	endedLost uint64
+	endedAny  bool // ended holds a child's counts
 	// execed says that the traced process ran another executable.
 	execed bool
 
@@ -475,6 +476,7 @@ func (t *ringTrace) endChild(c *ringChild, readable bool) {
 		if t.opt.Stats || t.sampling {
 			if counts, err := c.Counters(); err == nil {
 				addCounts(t.ended, counts)
+				t.endedAny = true
 			}
 		}
 		if t.sampling {
@@ -511,6 +513,10 @@ func (t *ringTrace) counts() ([]uint64, error) {
 	}
 	return t.addChildren(sum), nil
 }
+
+// withChildren reports whether the trace has children, running or ended,
+// whose counts the main process's CPU time says nothing of.
+func (t *ringTrace) withChildren() bool { return len(t.children) > 0 || t.endedAny }
 
 // addChildren adds the counts of the children, ended and running, to
 // sum, and returns it.
@@ -578,7 +584,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		// What -p's process, or a command that runs another
 		// executable, leaves with its memory: kept as read.
 		if t.sampling && opt.Counts != nil && !polled.Before(nextCounts) {
-			if c, changed, err := t.reads.left.read(s, len(t.children) > 0); err == nil && changed {
+			if c, changed, err := t.reads.left.read(s, t.withChildren()); err == nil && changed {
 				t.reads.sum = t.left.sumInto(t.reads.sum, c)
 				snap, _ := t.left.snapshot(t.sites, t.addChildren(t.reads.sum))
 				opt.Counts(snap)
@@ -589,7 +595,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 			nextCounts = time.Now().Add(max(time.Second, 20*time.Since(polled)))
 		}
 		if opt.Stats && !polled.Before(nextCounts) {
-			if c, changed, err := t.reads.kept.read(s, len(t.children) > 0); err == nil {
+			if c, changed, err := t.reads.kept.read(s, t.withChildren()); err == nil {
 				t.kept, t.keptAt = c, polled
 				if changed && opt.Counts != nil {
 					t.reads.sum = t.addChildren(append(t.reads.sum[:0], c...))
