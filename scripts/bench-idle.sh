@@ -33,9 +33,7 @@ OUT=${OUT:-$(mktemp -d /tmp/usdt-idle-XXXXXX)}
 mkdir -p "$OUT/tree"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-go build -o "$OUT/tree/" ./cmd/usdt-toolexec ./cmd/usdt-export
-printf 'rules:\n  - package: "net/http"\n' >"$OUT/jsonapi.yml"
-(cd scripts/testdata/jsonapi && go build -toolexec="$OUT/tree/usdt-toolexec -rules $OUT/jsonapi.yml" -o "$OUT/jsonapi" .)
+build_jsonapi "$OUT/tree" "$OUT"
 tools=(tree)
 if [ -n "${BASE:-}" ]; then
 	rm -rf "$OUT/base-src"

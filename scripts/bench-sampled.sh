@@ -38,10 +38,8 @@ OUT=${OUT:-$(mktemp -d /tmp/usdt-sampled-XXXXXX)}
 mkdir -p "$OUT"
 export CGO_ENABLED=0 GOFLAGS=-mod=mod
 
-go build -o "$OUT/" ./cmd/usdt-toolexec ./cmd/usdt-export
+build_jsonapi "$OUT" "$OUT"
 tool=$OUT/usdt-toolexec
-printf 'rules:\n  - package: "net/http"\n' >"$OUT/jsonapi.yml"
-(cd scripts/testdata/jsonapi && go build -toolexec="$tool -rules $OUT/jsonapi.yml" -o "$OUT/jsonapi" .)
 if ! command -v wrk >/dev/null; then
 	DEBIAN_FRONTEND=noninteractive apt-get install -y -qq wrk >/dev/null
 fi

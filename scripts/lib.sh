@@ -129,3 +129,14 @@ turns() {
 		for ((i = $#; i >= 1; i--)); do printf '%s\n' "${!i}"; done
 	fi
 }
+
+# build_jsonapi TOOLS DIR builds the tracer (usdt-toolexec and
+# usdt-export) into TOOLS, and with that wrapper the JSON API server
+# (scripts/testdata/jsonapi) into DIR/jsonapi, every function of net/http
+# probed by the rules in DIR/jsonapi.yml. The benchmarks of a service
+# (bench-sampled.sh, bench-idle.sh, soak.sh) run it.
+build_jsonapi() {
+	go build -o "$1/" ./cmd/usdt-toolexec ./cmd/usdt-export
+	printf 'rules:\n  - package: "net/http"\n' >"$2/jsonapi.yml"
+	(cd scripts/testdata/jsonapi && go build -toolexec="$1/usdt-toolexec -rules $2/jsonapi.yml" -o "$2/jsonapi" .)
+}
