@@ -29,13 +29,19 @@ func TestRoomForTables(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("GOMEMLIMIT", tc.env)
 			debug.SetMemoryLimit(tc.limit)
+			// The heap's growth is what the limit rises by: a
+			// collection of the earlier tests' garbage while the
+			// tables are made shrank it by 250 KB once in 30 runs.
+			// Collected first, and a MiB of slack for what the
+			// runtime frees meanwhile.
+			runtime.GC()
 			before := heapObjects()
 			tables = append(tables, make([]byte, 32<<20)) // the tables, read
 			release := roomForTables(before)
 			got := debug.SetMemoryLimit(-1)
 			switch {
-			case tc.raised && got < tc.limit+32<<20:
-				t.Errorf("limit %d after 32 MiB of tables, want at least %d", got, tc.limit+32<<20)
+			case tc.raised && got < tc.limit+31<<20:
+				t.Errorf("limit %d after 32 MiB of tables, want at least %d", got, tc.limit+31<<20)
 			case !tc.raised && got != tc.limit:
 				t.Errorf("limit %d, want %d as it was", got, tc.limit)
 			}
