@@ -272,11 +272,12 @@ func (w *idleWatch) every(normal time.Duration, may bool) time.Duration {
 // countReads are the reads of a process's counters while it runs: one
 // for what a process that trace does not hold at its exit leaves
 // (ringTrace.kept), one for the calls that sampling leaves out, each into
-// buffers of its own, and the buffer their sums with the children's go
-// into.
+// buffers of its own, the buffer their sums with the children's go into,
+// and the losses that -stats' last snapshot carried.
 type countReads struct {
 	kept, left countRead
 	sum        []uint64
+	lost       uint64
 }
 
 // countRead reads a process's counters into two buffers in turn, and

@@ -597,9 +597,13 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		if opt.Stats && !polled.Before(nextCounts) {
 			if c, changed, err := t.reads.kept.read(s, t.withChildren()); err == nil {
 				t.kept, t.keptAt = c, polled
-				if changed && opt.Counts != nil {
+				// The losses of the snapshot are those the last poll
+				// read: one more snapshot carries what the counters'
+				// last change left them at.
+				if (changed || t.keptLost != t.reads.lost) && opt.Counts != nil {
 					t.reads.sum = t.addChildren(append(t.reads.sum[:0], c...))
 					opt.Counts(statSnapshot(t.sites, t.layout, t.reads.sum, t.keptLost, 1+len(t.children)))
+					t.reads.lost = t.keptLost
 				}
 			}
 			nextCounts = time.Now().Add(20 * time.Since(polled))
