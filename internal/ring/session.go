@@ -853,11 +853,11 @@ func (s *Session) Take(final bool) (b *Batch, busy bool, err error) {
 // at a time, as fast as it hands the records on: one whose writers wait
 // for room (Block).
 func (s *Session) TakeUpTo(final bool, limit int) (b *Batch, busy bool, err error) {
+	now := monotonic()
 	until := int64(math.MaxInt64)
 	if !final {
-		until = monotonic() - HoldBack.Nanoseconds()
+		until = now - HoldBack.Nanoseconds()
 	}
-	now := monotonic()
 	if s.tickNs.Load() != 0 {
 		if k, ok := s.ticks.rerate(); ok {
 			if err := s.setWord(ringlayout.TickNsAt, k); err != nil {

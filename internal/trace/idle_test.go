@@ -22,7 +22,7 @@ func TestIdleWatch(t *testing.T) {
 	}
 	defer func() { cmd.Process.Kill(); cmd.Wait() }()
 	const normal = 20 * time.Millisecond
-	w := idleWatch{pid: cmd.Process.Pid}
+	w, pid := idleWatch{}, cmd.Process.Pid
 	// The shell's start may take a few polls to settle into its read.
 	var got []time.Duration
 	deadline := time.Now().Add(10 * time.Second)
@@ -30,7 +30,7 @@ func TestIdleWatch(t *testing.T) {
 		if time.Now().After(deadline) {
 			t.Fatalf("a process asleep on its stdin was never found idle: %v", got)
 		}
-		got = append(got, w.every(normal, true))
+		got = append(got, w.every(cpuTime(pid), normal, true))
 		time.Sleep(normal)
 	}
 	// The first poll finds the CPU time new; idleAfter more in a row
@@ -38,20 +38,20 @@ func TestIdleWatch(t *testing.T) {
 	if len(got) < idleAfter+1 {
 		t.Fatalf("slowed after %d polls, want %d at least: %v", len(got), idleAfter+1, got)
 	}
-	if d := w.every(normal, true); d != idleEvery {
+	if d := w.every(cpuTime(pid), normal, true); d != idleEvery {
 		t.Fatalf("the next poll of a process still asleep: %v, want %v", d, idleEvery)
 	}
-	if d := (&idleWatch{pid: w.pid, cpu: w.cpu, still: w.still}).every(normal, false); d != normal {
+	if d := (&idleWatch{cpu: w.cpu, still: w.still}).every(cpuTime(pid), normal, false); d != normal {
 		t.Errorf("a reader that may not slow: %v, want %v", d, normal)
 	}
 	in.Write([]byte("go\n"))
 	time.Sleep(50 * time.Millisecond)
-	if d := w.every(normal, true); d != normal {
+	if d := w.every(cpuTime(pid), normal, true); d != normal {
 		t.Errorf("the first poll after the process ran: %v, want %v", d, normal)
 	}
-	gone := idleWatch{pid: 1<<22 + 1}
+	gone := idleWatch{}
 	for range idleAfter + 1 {
-		if d := gone.every(normal, true); d != normal {
+		if d := gone.every(cpuTime(1<<22+1), normal, true); d != normal {
 			t.Fatalf("a process whose CPU time cannot be read: %v, want %v", d, normal)
 		}
 	}

@@ -249,17 +249,15 @@ const (
 // first idleEvery must fit in the ring (by default 32 MiB a P up to 4
 // Ps, less past them).
 type idleWatch struct {
-	pid   int
 	cpu   time.Duration
 	still int // polls in a row that found the program's CPU time unchanged
 }
 
 // every is when the reader should wake next: normal, or idleEvery once
-// idleAfter polls in a row found the program's CPU time
-// (procstat.CPUTime) unchanged; may says whether it may slow at all.
-func (w *idleWatch) every(normal time.Duration, may bool) time.Duration {
-	cpu, err := procstat.CPUTime(w.pid)
-	if err != nil || !may || cpu != w.cpu {
+// idleAfter polls in a row found the program's CPU time, cpu (cpuTime,
+// read once a poll), unchanged; may says whether it may slow at all.
+func (w *idleWatch) every(cpu, normal time.Duration, may bool) time.Duration {
+	if cpu < 0 || !may || cpu != w.cpu {
 		w.cpu, w.still = cpu, 0
 		return normal
 	}
@@ -290,18 +288,26 @@ type countRead struct {
 	cpu         time.Duration
 }
 
+// cpuTime is process pid's CPU time (procstat.CPUTime), or -1 where it
+// cannot be read. A reader reads it once a poll, before it reads the
+// counters, for countRead and idleWatch.
+func cpuTime(pid int) time.Duration {
+	cpu, err := procstat.CPUTime(pid)
+	if err != nil {
+		return -1
+	}
+	return cpu
+}
+
 // read returns the counters of s's process, and whether they may have
 // changed since the last read. An idle program counts nothing: where its
-// CPU time is what it was just before the last read, no thread of it ran
-// since, and read returns the last (an idle trace of every function of
-// net/http took 1.9 % of a CPU, most of it reading every P's counters
-// every 250 ms; 0.3 % since: scripts/bench-idle.sh). force reads anyway.
-// The counters returned are read's until its next call but one.
-func (r *countRead) read(s *ringSession, force bool) (counts []uint64, changed bool, err error) {
-	cpu, err := procstat.CPUTime(s.pid)
-	if err != nil {
-		cpu = -1
-	}
+// CPU time, cpu (cpuTime, read before this), is what it was before the
+// last read, no thread of it ran since, and read returns the last (an
+// idle trace of every function of net/http took 1.9 % of a CPU, most of
+// it reading every P's counters every 250 ms; 0.3 % since:
+// scripts/bench-idle.sh). force reads anyway. The counters returned are
+// read's until its next call but one.
+func (r *countRead) read(s *ringSession, cpu time.Duration, force bool) (counts []uint64, changed bool, err error) {
 	if r.last != nil && cpu >= 0 && cpu == r.cpu && !force {
 		return r.last, false, nil
 	}

@@ -548,7 +548,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 	}
 	tick := time.NewTicker(every)
 	defer tick.Stop()
-	waiting, idle := every, idleWatch{pid: s.pid}
+	waiting, idle := every, idleWatch{}
 	busy := false
 	// How long the last read of the counters took, and so when the next
 	// may be: every poll, unless that costs more than a twentieth of the
@@ -574,6 +574,9 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 			break
 		}
 		polled := time.Now()
+		// Read before the counters: where the program did not run
+		// since, they are what they were (countRead, idleWatch).
+		cpu := cpuTime(s.pid)
 		// The holder of -- CMD holds it where it waits for trace only
 		// while trace beats: a trace that stops reading stops no one.
 		hold.Beat()
@@ -584,7 +587,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		// What -p's process, or a command that runs another
 		// executable, leaves with its memory: kept as read.
 		if t.sampling && opt.Counts != nil && !polled.Before(nextCounts) {
-			if c, changed, err := t.reads.left.read(s, t.withChildren()); err == nil && changed {
+			if c, changed, err := t.reads.left.read(s, cpu, t.withChildren()); err == nil && changed {
 				t.reads.sum = t.left.sumInto(t.reads.sum, c)
 				snap, _ := t.left.snapshot(t.sites, t.addChildren(t.reads.sum))
 				opt.Counts(snap)
@@ -595,7 +598,7 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 			nextCounts = time.Now().Add(max(time.Second, 20*time.Since(polled)))
 		}
 		if opt.Stats && !polled.Before(nextCounts) {
-			if c, changed, err := t.reads.kept.read(s, t.withChildren()); err == nil {
+			if c, changed, err := t.reads.kept.read(s, cpu, t.withChildren()); err == nil {
 				t.kept, t.keptAt = c, polled
 				// The losses of the snapshot are those the last poll
 				// read: one more snapshot carries what the counters'
@@ -636,7 +639,8 @@ func (t *ringTrace) poll(sp *statPrinter) (readErr error, lapse, exiting bool, e
 		// Where -block has writers wait for room, they wait for the
 		// reader: it keeps its pace.
 		if !busy && every < idleEvery && opt.Block == 0 {
-			if d := idle.every(every, len(t.children) == 0); d != waiting {
+			if d := idle.every(cpu, every, len(t.children) == 0); d != waiting {
+
 				tick.Reset(d)
 				waiting = d
 			}
