@@ -2,10 +2,12 @@ package switchplan
 
 import (
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/go-usdt/usdt/internal/switchhold"
 	"github.com/go-usdt/usdt/internal/textpatch"
 )
 
@@ -101,5 +103,67 @@ func TestUnswitched(t *testing.T) {
 				t.Errorf("said\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(tc.want, "\n"))
 			}
 		})
+	}
+}
+
+// TestBridge: a switch's hold covers the functions right after it that
+// cannot be switched, rank after rank, and no other.
+func TestBridge(t *testing.T) {
+	// s: a switch; u: a function that cannot be; a gap in the ranks
+	// is a function the patterns did not want.
+	for _, tc := range []struct {
+		name  string
+		kinds string
+		ranks []int
+		want  []int // each switch's Unswitchable, in order
+	}{
+		{"none", "sss", []int{0, 1, 2}, []int{0, 0, 0}},
+		{"between", "suus", []int{0, 1, 2, 3}, []int{2, 0}},
+		{"at the end", "su", []int{4, 5}, []int{1}},
+		{"first", "us", []int{0, 1}, []int{0}},
+		{"a rank not wanted", "suu", []int{0, 1, 3}, []int{1}},
+		{"after a gap", "su", []int{0, 2}, []int{0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var pairs []Pair
+			for _, k := range tc.kinds {
+				if k == 's' {
+					pairs = append(pairs, Pair{Patch: &textpatch.Patch{}})
+				} else {
+					pairs = append(pairs, Pair{Why: "frameless"})
+				}
+			}
+			bridge(pairs, tc.ranks)
+			var got []int
+			for _, p := range pairs {
+				if p.Patch != nil {
+					got = append(got, p.Patch.Unswitchable)
+				}
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("Unswitchable %v, want %v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestHoldBridges: Hold holds a switch's function and the unswitchable
+// ones it bridges, as another tracer sees them, and not the next.
+func TestHoldBridges(t *testing.T) {
+	pid := os.Getpid()
+	h, err := Hold(pid, []textpatch.Patch{{Index: 10, Unswitchable: 2}, {Index: 14}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	other, err := switchhold.Open(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer other.Close()
+	for i, want := range map[int]bool{9: false, 10: true, 11: true, 12: true, 13: false, 14: true, 15: false} {
+		if held, err := other.Others(i); err != nil || held != want {
+			t.Errorf("function %d held: %v (%v), want %v", i, held, err, want)
+		}
 	}
 }

@@ -26,6 +26,11 @@ type Patch struct {
 	// rank (internal/switchplan), by which tracers hold its switch
 	// (internal/switchhold). Planner.Plan leaves it 0.
 	Index int
+	// Unswitchable is how many functions right after this one in
+	// Index's order no tracer can switch (Plan refuses them): a hold
+	// on this one may cover theirs too, which keeps a tracer's holds
+	// few (internal/switchplan's Hold). Planner.Plan leaves it 0.
+	Unswitchable int
 }
 
 // Moved returns p for a process that loaded the executable bias bytes
