@@ -195,22 +195,21 @@ func (p *Planner) planAMD64(pt *Patch, code []byte) error {
 	// the target: a function that calls its traced copy itself (split by
 	// sites: code) is no plain function.
 	for off := 0; off < len(code); {
-		inst, err := funcsites.DecodeAMD64(code[off:])
+		step, err := funcsites.StepAMD64(code[off:])
 		if err != nil {
 			return fmt.Errorf("its instruction at +%#x does not decode: %v", off, err)
 		}
-		for _, a := range inst.Args {
-			if rel, ok := a.(x86asm.Rel); ok {
-				t := off + inst.Len + int(rel)
-				if t > call && t < call+5 || t == cmpEnd-1 {
-					return fmt.Errorf("its instruction at +%#x (%v) branches to +%#x, inside a write", off, inst, t)
-				}
-				if pt.Entry+uint64(t) == pt.Target {
-					return fmt.Errorf("it calls %s itself", pt.To)
-				}
+		if step.Branch {
+			t := off + step.Len + int(step.Rel)
+			if t > call && t < call+5 || t == cmpEnd-1 {
+				inst, _ := funcsites.DecodeAMD64(code[off:])
+				return fmt.Errorf("its instruction at +%#x (%v) branches to +%#x, inside a write", off, inst, t)
+			}
+			if pt.Entry+uint64(t) == pt.Target {
+				return fmt.Errorf("it calls %s itself", pt.To)
 			}
 		}
-		off += inst.Len
+		off += step.Len
 	}
 	far := int64(pt.Target) - int64(pt.Entry+uint64(call)+5)
 	if far != int64(int32(far)) {
