@@ -5,6 +5,7 @@
 package switchplan
 
 import (
+	"bufio"
 	"cmp"
 	"debug/elf"
 	"errors"
@@ -247,7 +248,10 @@ func List(exe string, w io.Writer) error {
 	if len(pairs) == 0 {
 		return fmt.Errorf("%s: no function has a traced copy: build it with a rule that says sites: switch (docs/rules.md)", exe)
 	}
-	tw := tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
+	// tabwriter writes each cell's padding on its own: Caddy's 46,178
+	// lines took 1.4 s of system calls to a terminal.
+	bw := bufio.NewWriter(w)
+	tw := tabwriter.NewWriter(bw, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "FUNCTION\tCOPY\tSWITCH")
 	for _, p := range pairs {
 		status := "yes"
@@ -256,7 +260,10 @@ func List(exe string, w io.Writer) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\n", values.Escape(p.Func), values.Escape(p.Copy), values.Escape(status))
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
 
 // TracedCopy returns the name of the traced copy of the function the
