@@ -209,7 +209,7 @@ fuzz:
 	$(GO) test -run='^$$' -fuzz=FuzzTypeNames -fuzztime=$(FUZZ_TYPES) -fuzzminimizetime=5s ./internal/values
 	$(GO) test -run='^$$' -fuzz=FuzzGoTable -fuzztime=$(FUZZ_GOTABLE) -fuzzminimizetime=5s ./internal/funcsites
 	$(GO) test -run='^$$' -fuzz=FuzzFind -fuzztime=$(FUZZ_FUNCCODE) -fuzzminimizetime=5s ./internal/funcsites
-	$(GO) test -run='^$$' -fuzz=FuzzStepAMD64 -fuzztime=$(FUZZ_STEP) -fuzzminimizetime=5s ./internal/funcsites
+	$(GO) test -run='^$$' -fuzz=FuzzRead -fuzztime=$(FUZZ_STEP) -fuzzminimizetime=5s ./internal/x86step
 	$(GO) test -run='^$$' -fuzz=FuzzPlanCode -fuzztime=$(FUZZ_PATCH) -fuzzminimizetime=5s ./internal/textpatch
 	$(GO) test -run='^$$' -fuzz=FuzzStartTime -fuzztime=$(FUZZ_PROC) -fuzzminimizetime=5s ./internal/procstat
 	$(GO) test -run='^$$' -fuzz=FuzzContainerID -fuzztime=$(FUZZ_PROC) -fuzzminimizetime=5s ./internal/export/otlp

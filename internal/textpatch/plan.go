@@ -11,6 +11,7 @@ import (
 	"golang.org/x/arch/x86/x86asm"
 
 	"github.com/go-usdt/usdt/internal/funcsites"
+	"github.com/go-usdt/usdt/internal/x86step"
 )
 
 // A Patch switches one function to another by its Writes, each of which
@@ -195,7 +196,7 @@ func (p *Planner) planAMD64(pt *Patch, code []byte) error {
 	// the target: a function that calls its traced copy itself (split by
 	// sites: code) is no plain function.
 	for off := 0; off < len(code); {
-		step, err := funcsites.StepAMD64(code[off:])
+		step, err := x86step.Read(code[off:])
 		if err != nil {
 			return fmt.Errorf("its instruction at +%#x does not decode: %v", off, err)
 		}

@@ -1,39 +1,58 @@
-package funcsites
+package x86step
 
 import (
+	"debug/elf"
+	"os"
 	"runtime"
 	"testing"
+
+	"github.com/go-usdt/usdt/internal/funcsites"
 )
 
-// TestStepAgrees walks every function of this test's own executable, a
+// selfSymbols are the functions of this test's own executable, a real
+// Go one.
+func selfSymbols(t *testing.T) *funcsites.Symbols {
+	exe, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	syms, err := funcsites.NewSymbols(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return syms
+}
+
+// TestAgrees walks every function of this test's own executable, a
 // real Go one (the runtime's assembly and cgo-free code of a few dozen
 // packages), instruction by instruction as x86asm decodes them: where
 // the table answers, its answer must be x86asm's, and it must answer
 // most of them, or it saves nothing.
-func TestStepAgrees(t *testing.T) {
+func TestAgrees(t *testing.T) {
 	if runtime.GOARCH != "amd64" {
 		t.Skipf("this test's executable is %s code, not amd64", runtime.GOARCH)
 	}
-	self := selfELF(t)
-	syms, err := NewSymbols(self)
-	if err != nil {
-		t.Fatal(err)
-	}
-	insts, fast, funcs := 0, 0, 0
-	for name := range syms.funcs {
+	syms := selfSymbols(t)
+	insts, byTable, funcs := 0, 0, 0
+	for _, name := range syms.Names() {
 		_, code, err := syms.Code(name)
 		if err != nil {
 			continue
 		}
 		funcs++
 		for off := 0; off < len(code); {
-			want, err := slowStepAMD64(code[off:])
+			want, err := slow(code[off:])
 			if err != nil {
 				break // data in assembly, or VEX: the rest is not walked
 			}
 			insts++
-			if got, ok := fastAMD64(code[off:]); ok {
-				fast++
+			if got, ok := fast(code[off:]); ok {
+				byTable++
 				if got != want {
 					t.Errorf("%s+%#x (% x): %+v, x86asm %+v", name, off, code[off:off+want.Len], got, want)
 				}
@@ -41,18 +60,18 @@ func TestStepAgrees(t *testing.T) {
 			off += want.Len
 		}
 	}
-	t.Logf("%d instructions of %d functions: %d (%.1f %%) by the table", insts, funcs, fast, 100*float64(fast)/float64(insts))
+	t.Logf("%d instructions of %d functions: %d (%.1f %%) by the table", insts, funcs, byTable, 100*float64(byTable)/float64(insts))
 	if insts < 100000 {
 		t.Fatalf("walked %d instructions, want a real executable's 100,000 at least", insts)
 	}
-	if float64(fast) < 0.8*float64(insts) {
-		t.Errorf("the table answered %d of %d instructions, want 80 %% at least", fast, insts)
+	if float64(byTable) < 0.8*float64(insts) {
+		t.Errorf("the table answered %d of %d instructions, want 80 %% at least", byTable, insts)
 	}
 }
 
-// FuzzStepAMD64 reads an instruction of any bytes: where the table
+// FuzzRead reads an instruction of any bytes: where the table
 // answers, x86asm must decode the same length and branch.
-func FuzzStepAMD64(f *testing.F) {
+func FuzzRead(f *testing.F) {
 	for _, seed := range [][]byte{
 		{0x49, 0x3b, 0x66, 0x10},             // CMPQ SP, 16(R14)
 		{0x76, 0x20},                         // JBE
@@ -67,11 +86,11 @@ func FuzzStepAMD64(f *testing.F) {
 		f.Add(seed)
 	}
 	f.Fuzz(func(t *testing.T, code []byte) {
-		got, ok := fastAMD64(code)
+		got, ok := fast(code)
 		if !ok {
 			return
 		}
-		want, err := slowStepAMD64(code)
+		want, err := slow(code)
 		if err != nil {
 			t.Fatalf("% x: the table reads %+v, x86asm: %v", code, got, err)
 		}
@@ -81,10 +100,10 @@ func FuzzStepAMD64(f *testing.F) {
 	})
 }
 
-// TestStepEncodings reads every opcode of the one-byte and 0F maps with
+// TestEncodings reads every opcode of the one-byte and 0F maps with
 // every ModRM byte and both kinds of SIB byte, after each REX kind and
 // each pair of the prefixes the table knows (it knows no more than two): where the table answers, its answer must be x86asm's.
-func TestStepEncodings(t *testing.T) {
+func TestEncodings(t *testing.T) {
 	prefixes := [][]byte{nil}
 	known := []byte{0x66, 0xf2, 0xf3, 0xf0, 0x64, 0x65}
 	for i, p := range known {
@@ -116,12 +135,12 @@ func TestStepEncodings(t *testing.T) {
 					for _, tail := range tails {
 						code = append(append(append(append(code[:0], pre...), rex...), opcode...), byte(m))
 						code = append(code, tail...)
-						got, ok := fastAMD64(code)
+						got, ok := fast(code)
 						if !ok {
 							continue
 						}
 						checked++
-						want, err := slowStepAMD64(code)
+						want, err := slow(code)
 						if err != nil || got != want {
 							t.Fatalf("% x: the table reads %+v, x86asm %+v (%v)", code, got, want, err)
 						}
