@@ -1,34 +1,19 @@
 package funcsites
 
 import (
-	"debug/elf"
 	"encoding/binary"
-	"os"
 	"strings"
 	"testing"
-)
 
-// selfELF is this test's own executable, a real Go one.
-func selfELF(tb testing.TB) *elf.File {
-	tb.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		tb.Fatal(err)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	tb.Cleanup(func() { f.Close() })
-	return f
-}
+	"github.com/go-usdt/usdt/internal/testing/elftest"
+)
 
 // TestFindDamaged asks for the code of functions whose symbols a damaged
 // binary could give: one that ends before it begins (its end wraps past
 // the last address) and one of a terabyte. Each is an error naming it,
 // not a slice the size of the address space.
 func TestFindDamaged(t *testing.T) {
-	s := &Symbols{f: selfELF(t), funcs: map[string][2]uint64{
+	s := &Symbols{f: elftest.Self(t), funcs: map[string][2]uint64{
 		"wraps": {1 << 63, 0x2000},
 		"huge":  {0x401000, 0x401000 + 1<<40},
 	}}
@@ -47,7 +32,7 @@ func TestFindDamaged(t *testing.T) {
 // seeds are the start of this test's own executable's table, its count
 // as the linker wrote it and lowered to what the bytes hold.
 func FuzzGoTable(f *testing.F) {
-	pcln := selfELF(f).Section(".gopclntab")
+	pcln := elftest.Self(f).Section(".gopclntab")
 	if pcln == nil {
 		f.Fatal("no .gopclntab in this test's executable")
 	}
@@ -78,7 +63,7 @@ func FuzzGoTable(f *testing.F) {
 // amd64, and for arm64 the stack check and return Go's compiler writes
 // (as TestFind has them from real builds).
 func FuzzFind(f *testing.F) {
-	self := selfELF(f)
+	self := elftest.Self(f)
 	syms, err := NewSymbols(self)
 	if err != nil {
 		f.Fatal(err)

@@ -1,27 +1,17 @@
 package x86step
 
 import (
-	"debug/elf"
-	"os"
 	"runtime"
 	"testing"
 
 	"github.com/go-usdt/usdt/internal/funcsites"
+	"github.com/go-usdt/usdt/internal/testing/elftest"
 )
 
 // selfSymbols are the functions of this test's own executable, a real
 // Go one.
 func selfSymbols(t *testing.T) *funcsites.Symbols {
-	exe, err := os.Executable()
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err := elf.Open(exe)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	syms, err := funcsites.NewSymbols(f)
+	syms, err := funcsites.NewSymbols(elftest.Self(t))
 	if err != nil {
 		t.Fatal(err)
 	}

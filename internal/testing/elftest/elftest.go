@@ -1,12 +1,15 @@
 // Package elftest makes ELF executables in memory, for the tests of the
 // readers of a binary's bytes: the smallest file debug/elf opens, whose
-// headers a test may make say what a damaged binary's do.
+// headers a test may make say what a damaged binary's do; and opens the
+// test's own, a real Go one.
 package elftest
 
 import (
 	"bytes"
 	"debug/elf"
 	"encoding/binary"
+	"os"
+	"testing"
 )
 
 // Load returns an x86-64 executable whose one loaded segment, of flags,
@@ -32,4 +35,20 @@ func Load(data []byte, vaddr, filesz uint64, flags elf.ProgFlag) []byte {
 	})
 	out.Write(data)
 	return out.Bytes()
+}
+
+// Self opens the running test's own executable, a real Go one, closed
+// when the test ends.
+func Self(tb testing.TB) *elf.File {
+	tb.Helper()
+	exe, err := os.Executable()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	f, err := elf.Open(exe)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { f.Close() })
+	return f
 }
