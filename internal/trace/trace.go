@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/debug"
 	rtmetrics "runtime/metrics"
 	"strconv"
@@ -159,19 +160,64 @@ func roomForTables(before uint64) (release func()) {
 	if os.Getenv("GOMEMLIMIT") != "" || after <= before {
 		return func() {}
 	}
-	add := func(d int64) {
-		limitMu.Lock()
-		defer limitMu.Unlock()
-		if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
-			debug.SetMemoryLimit(limit + d)
-		}
-	}
 	room := int64(after - before)
-	add(room)
-	return func() { add(-room) }
+	limits.add(room)
+	return func() { limits.add(-room) }
 }
 
-var limitMu sync.Mutex
+// liftLimit lifts trace's soft limit of the heap while the binary's
+// tables are read, and returns the func that sets it again: tables
+// larger than the limit (a build of Caddy with sites: switch) had the
+// collector run back to back while they were read, half of trace's
+// CPU for seconds, until roomForTables made room for them. While they
+// are read the heap grows as GOGC lets it, and lifted says so. A limit
+// that GOMEMLIMIT set, or none, stays as it is.
+func liftLimit() (set func(), lifted bool) {
+	if os.Getenv("GOMEMLIMIT") != "" {
+		return func() {}, false
+	}
+	limits.Lock()
+	defer limits.Unlock()
+	if limits.reading == 0 {
+		limits.held = debug.SetMemoryLimit(-1)
+		if limits.held == math.MaxInt64 {
+			return func() {}, false
+		}
+		debug.SetMemoryLimit(math.MaxInt64)
+	}
+	limits.reading++
+	return func() {
+		limits.Lock()
+		defer limits.Unlock()
+		if limits.reading--; limits.reading == 0 {
+			debug.SetMemoryLimit(limits.held)
+		}
+	}, true
+}
+
+// limits are trace's changes to its soft limit of the heap: reading
+// counts the tables being read, while which the limit, held, is lifted.
+var limits limitState
+
+type limitState struct {
+	sync.Mutex
+	reading int
+	held    int64
+}
+
+// add raises the limit by d (lowers it, where d < 0), or the limit held
+// while it is lifted; no limit stays none.
+func (l *limitState) add(d int64) {
+	l.Lock()
+	defer l.Unlock()
+	if l.reading > 0 {
+		l.held += d
+		return
+	}
+	if limit := debug.SetMemoryLimit(-1); limit != math.MaxInt64 {
+		debug.SetMemoryLimit(limit + d)
+	}
+}
 
 // heapObjects is the bytes of the heap's objects, live or not yet
 // collected.
@@ -223,11 +269,19 @@ func Run(opt Options) error {
 	}
 	opt.exe = exe
 	before := heapObjects()
+	set, lifted := liftLimit()
 	all, err := readSites(opt.Binary)
 	if err != nil {
+		set()
 		return err
 	}
-	defer roomForTables(before)()
+	if lifted {
+		// The read's garbage goes, and the room made is the tables'.
+		runtime.GC()
+	}
+	release := roomForTables(before)
+	set()
+	defer release()
 	if len(all) == 0 {
 		return fmt.Errorf("%s has no USDT probes (build it with usdtgen probes or with go build -toolexec=usdt-toolexec and a rules file)", opt.Binary)
 	}
