@@ -87,15 +87,19 @@ done
 sleep 1
 
 # run TOOL ARGS...: starts it, waits for it to say it switched, lets it
-# hold the switches a second, interrupts it, and prints what it said.
+# hold the switches a second, interrupts it, and prints what it said,
+# and when it said it switched, from its start (reading the binary and
+# planning the switches included).
 run() {
-	local log=$OUT/run.log pid
+	local log=$OUT/run.log pid t0
+	t0=$(date +%s%N)
 	"$@" >/dev/null 2>"$log" &
 	pid=$!
-	for _ in $(seq 600); do
+	for _ in $(seq 3000); do
 		grep -q 'switched.*functions of process\|functions of process.*switched' "$log" && break
-		sleep 0.1
+		sleep 0.02
 	done
+	echo "switched $((($(date +%s%N) - t0) / 1000000)) ms after its start"
 	sleep 1
 	local t0=$SECONDS
 	kill -INT "$pid"
