@@ -275,7 +275,7 @@ func apply(mem *os.File, p *Patch, on bool, pause func(string), read [][]byte) R
 		read = make([][]byte, len(writes))
 		for k, w := range writes {
 			read[k] = make([]byte, len(w.New))
-			if _, err := mem.ReadAt(read[k], int64(w.At)); err != nil {
+			if err := pread(mem.Fd(), read[k], int64(w.At)); err != nil {
 				return Result{Changed, fmt.Sprintf("read %#x: %v", w.At, err)}
 			}
 		}
@@ -307,7 +307,7 @@ func apply(mem *os.File, p *Patch, on bool, pause func(string), read [][]byte) R
 		return Result{Outcome: AlreadyRestored}
 	}
 	for i, w := range todo {
-		if _, err := mem.WriteAt(w.New, int64(w.At)); err != nil {
+		if err := pwrite(mem.Fd(), w.New, int64(w.At)); err != nil {
 			return Result{Changed, fmt.Sprintf("write %#x: %v", w.At, err)}
 		}
 		if i+1 < len(todo) {
@@ -371,7 +371,7 @@ func (r *readAhead) read(n int) {
 	buf := make([]byte, size)
 	local := []unix.Iovec{{Base: &buf[0]}}
 	local[0].SetLen(size)
-	got, err := unix.ProcessVMReadv(r.pid, local, remote, 0)
+	got, err := processVMReadv(r.pid, local, remote)
 	if err != nil || got != size {
 		// Unreadable this way (a partial read stops at the first
 		// remote iovec it cannot read): each patch reads its own.

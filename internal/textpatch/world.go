@@ -57,7 +57,7 @@ func stop(pid int, wait time.Duration) (*world, error) {
 				continue
 			}
 			seized[tid] = true
-			switch err := unix.PtraceSeize(tid); {
+			switch err := ptrace(unix.PTRACE_SEIZE, tid, 0, 0); {
 			case errors.Is(err, unix.ESRCH):
 				continue // it exited
 			case errors.Is(err, unix.EPERM):
@@ -66,7 +66,7 @@ func stop(pid int, wait time.Duration) (*world, error) {
 				return fail(fmt.Errorf("seize thread %d: %w", tid, err))
 			}
 			pending = append(pending, tid)
-			if err := unix.PtraceInterrupt(tid); err != nil && !errors.Is(err, unix.ESRCH) {
+			if err := ptrace(unix.PTRACE_INTERRUPT, tid, 0, 0); err != nil && !errors.Is(err, unix.ESRCH) {
 				return fail(fmt.Errorf("interrupt thread %d: %w", tid, err))
 			}
 		}
@@ -119,7 +119,7 @@ func awaitStop(tid int, wait time.Duration) (t thread, alive bool, err error) {
 	pause := 10 * time.Microsecond
 	for {
 		var ws unix.WaitStatus
-		got, err := unix.Wait4(tid, &ws, unix.WALL|unix.WNOHANG, nil)
+		got, err := wait4(tid, &ws, unix.WALL)
 		switch {
 		case errors.Is(err, unix.EINTR):
 			continue
@@ -190,8 +190,8 @@ func threadPC(tid int) (uint64, error) {
 	var regs unix.PtraceRegs
 	iov := unix.Iovec{Base: (*byte)(unsafe.Pointer(&regs))}
 	iov.SetLen(int(unsafe.Sizeof(regs)))
-	if _, _, e := unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_GETREGSET, uintptr(tid), uintptr(elfNTPRStatus), uintptr(unsafe.Pointer(&iov)), 0, 0); e != 0 {
-		return 0, e
+	if err := ptrace(unix.PTRACE_GETREGSET, tid, uintptr(elfNTPRStatus), uintptr(unsafe.Pointer(&iov))); err != nil {
+		return 0, err
 	}
 	return regs.PC(), nil
 }
@@ -201,7 +201,7 @@ const elfNTPRStatus = 1 // NT_PRSTATUS
 // resume lets every thread go on, with the signal it stopped to take.
 func (w *world) resume() {
 	for _, t := range w.threads {
-		unix.Syscall6(unix.SYS_PTRACE, unix.PTRACE_DETACH, uintptr(t.tid), 0, uintptr(t.sig), 0, 0)
+		ptrace(unix.PTRACE_DETACH, t.tid, 0, uintptr(t.sig))
 	}
 	w.threads = nil
 }
