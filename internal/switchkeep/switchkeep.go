@@ -39,10 +39,12 @@ func init() {
 // done is the byte a tracer writes once it switched back.
 const done = 'd'
 
-// An order is what a keeper is told: the process, and its switches.
+// An order is what a keeper is told: the process, its switches, and the
+// tracer's process id.
 type order struct {
 	Pid     int
 	Patches []textpatch.Patch
+	Tracer  int
 }
 
 // A Keeper is the keeper of one process's switches.
@@ -80,7 +82,7 @@ func Start(name string, pid int, patches []textpatch.Patch) (*Keeper, error) {
 	// right after writing it. The tracer waits while the keeper reads
 	// it: in gob, Caddy's 36,908 switches are 6.3 MB, read in 74 ms,
 	// where JSON's 11.2 MB took 230-260 ms.
-	if err := gob.NewEncoder(w).Encode(order{Pid: pid, Patches: patches}); err != nil {
+	if err := gob.NewEncoder(w).Encode(order{Pid: pid, Patches: patches, Tracer: os.Getpid()}); err != nil {
 		w.Close()
 		cmd.Process.Kill()
 		return nil, fmt.Errorf("telling the process that switches back should the tracer die: %w", err)
@@ -121,6 +123,9 @@ func keep(name string) int {
 	say := func(format string, args ...any) {
 		fmt.Fprintln(os.Stderr, name+":", values.EscapeLines(fmt.Sprintf(format, args...)))
 	}
+	// The tracer, this keeper's parent while it lives: its end is
+	// awaited before the switches are taken back (tracerEnded).
+	tracer, tracerErr := unix.PidfdOpen(os.Getppid(), 0)
 	// A bufio.Reader is an io.ByteReader, which gob reads no further
 	// than the order from: what follows, done, stays in it.
 	pipe := bufio.NewReader(os.NewFile(3, "tracer"))
@@ -129,6 +134,12 @@ func keep(name string) int {
 		// The tracer died before it finished the order, and so
 		// before it switched anything.
 		return 0
+	}
+	tracerEnded := closed
+	if tracerErr == nil && os.Getppid() == o.Tracer {
+		tracerEnded = exited(tracer)
+	} else if tracerErr == nil {
+		unix.Close(tracer)
 	}
 	gone, err := Exited(o.Pid)
 	if err != nil {
@@ -158,6 +169,18 @@ func keep(name string) int {
 			return 0
 		}
 	}
+	// The pipe ends as the tracer's files close, one after another,
+	// as it exits: the locks by which it holds its switches
+	// (internal/switchhold) may not have gone yet, and its switches
+	// would then seem another tracer's, and stay (1 run in 10 of
+	// TestTraceSwitches' killed tracers left main.fib switched). Its
+	// files are all closed once it has exited: the holder of a
+	// command that trace leaves its switches to lets it go then too.
+	select {
+	case <-gone:
+		return 0
+	case <-tracerEnded:
+	}
 	if !same() {
 		return 0
 	}
@@ -185,6 +208,19 @@ func Exited(pid int) (<-chan struct{}, error) {
 	if err != nil {
 		return nil, fmt.Errorf("process %d: %w", pid, err)
 	}
+	return exited(fd), nil
+}
+
+// closed is a channel closed already.
+var closed = func() <-chan struct{} {
+	ch := make(chan struct{})
+	close(ch)
+	return ch
+}()
+
+// exited returns a channel closed when the process of the pidfd fd has
+// ended: it has exited, and closed its files. It closes fd then.
+func exited(fd int) <-chan struct{} {
 	ch := make(chan struct{})
 	go func() {
 		defer close(ch)
@@ -196,5 +232,5 @@ func Exited(pid int) (<-chan struct{}, error) {
 			}
 		}
 	}()
-	return ch, nil
+	return ch
 }
