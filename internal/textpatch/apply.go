@@ -270,32 +270,40 @@ func (w *world) inside(p *Patch) bool {
 // when not nil, holds the bytes at each of p's writes, read in this stop
 // (readAhead); else they are read from mem.
 func apply(mem *os.File, p *Patch, on bool, pause func(string), read [][]byte) Result {
-	writes := slices.Clone(p.Writes)
+	// Nothing here allocates where the bytes were read ahead: a stop
+	// writes hundreds of patches, and a goroutine that allocates while
+	// the collector runs helps it, with the program stopped (trace's
+	// heap is the binary's tables, hundreds of MB for Caddy).
+	fd, n := mem.Fd(), len(p.Writes)
 	if read == nil {
-		read = make([][]byte, len(writes))
-		for k, w := range writes {
+		read = make([][]byte, n)
+		for k, w := range p.Writes {
 			read[k] = make([]byte, len(w.New))
-			if err := pread(mem.Fd(), read[k], int64(w.At)); err != nil {
+			if err := pread(fd, read[k], int64(w.At)); err != nil {
 				return Result{Changed, fmt.Sprintf("read %#x: %v", w.At, err)}
 			}
 		}
 	}
-	read = slices.Clone(read)
-	if !on {
-		slices.Reverse(writes)
-		slices.Reverse(read)
+	// The writes in order to switch, in the reverse order to restore.
+	nth := func(i int) int {
+		if on {
+			return i
+		}
+		return n - 1 - i
 	}
-	var todo []Write
-	for k, w := range writes {
-		cur := read[k]
+	var todoArr [4]int
+	todo := todoArr[:0] // the writes to make, by index
+	for i := range n {
+		k := nth(i)
+		w := &p.Writes[k]
 		from, to := w.Old, w.New
 		if !on {
 			from, to = w.New, w.Old
 		}
-		switch {
+		switch cur := read[k]; {
 		case bytes.Equal(cur, to):
 		case bytes.Equal(cur, from):
-			todo = append(todo, Write{At: w.At, Old: from, New: to})
+			todo = append(todo, k)
 		default:
 			return Result{Changed, fmt.Sprintf("the bytes at %#x are % x, neither the function's (% x) nor the switch's (% x): another tool wrote them", w.At, cur, w.Old, w.New)}
 		}
@@ -306,8 +314,13 @@ func apply(mem *os.File, p *Patch, on bool, pause func(string), read [][]byte) R
 		}
 		return Result{Outcome: AlreadyRestored}
 	}
-	for i, w := range todo {
-		if err := pwrite(mem.Fd(), w.New, int64(w.At)); err != nil {
+	for i, k := range todo {
+		w := &p.Writes[k]
+		to := w.New
+		if !on {
+			to = w.Old
+		}
+		if err := pwrite(fd, to, int64(w.At)); err != nil {
 			return Result{Changed, fmt.Sprintf("write %#x: %v", w.At, err)}
 		}
 		if i+1 < len(todo) {
@@ -378,8 +391,10 @@ func (r *readAhead) read(n int) {
 		return
 	}
 	r.chunk = r.chunk[:0]
+	flat := make([][]byte, len(remote)) // every patch's slices, in one
 	for _, i := range r.todo[n:end] {
-		ws := make([][]byte, len(r.patches[i].Writes))
+		ws := flat[:len(r.patches[i].Writes):len(r.patches[i].Writes)]
+		flat = flat[len(ws):]
 		for k, w := range r.patches[i].Writes {
 			ws[k], buf = buf[:len(w.New):len(w.New)], buf[len(w.New):]
 		}
