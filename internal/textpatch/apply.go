@@ -233,10 +233,13 @@ func write(pid int, patches []Patch, on bool, opt Options) (Report, error) {
 		resuming := time.Now()
 		parts.Writing = resuming.Sub(writing)
 		w.resume()
-		parts.Resuming = time.Since(resuming)
+		resumed := time.Now()
+		parts.Resuming = resumed.Sub(resuming)
+		// The stop ends as the last thread goes on, before this thread
+		// gives up its priority, and maybe its CPU to them.
 		urgent.lower()
 		rep.AllParts.add(parts)
-		if took := time.Since(start); took > rep.Longest {
+		if took := resumed.Sub(start); took > rep.Longest {
 			rep.Longest, rep.LongestParts = took, parts
 		}
 		todo = append(slices.Clip(later), busy...)
