@@ -34,23 +34,22 @@ func rawSyscall(trap, a1, a2, a3, a4, a5, a6 uintptr) (uintptr, error) {
 // pread and pwrite read and write all of b at off in the file fd: a
 // process's memory, /proc/PID/mem.
 func pread(fd uintptr, b []byte, off int64) error {
-	if len(b) == 0 {
-		return nil
-	}
-	n, err := rawSyscall(unix.SYS_PREAD64, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
-	if err == nil && int(n) != len(b) {
-		err = io.ErrUnexpectedEOF
-	}
-	return err
+	return transfer(unix.SYS_PREAD64, fd, b, off, io.ErrUnexpectedEOF)
 }
 
 func pwrite(fd uintptr, b []byte, off int64) error {
+	return transfer(unix.SYS_PWRITE64, fd, b, off, io.ErrShortWrite)
+}
+
+// transfer is pread or pwrite (trap), whose error is short where it
+// moved fewer bytes than b has.
+func transfer(trap, fd uintptr, b []byte, off int64, short error) error {
 	if len(b) == 0 {
 		return nil
 	}
-	n, err := rawSyscall(unix.SYS_PWRITE64, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
+	n, err := rawSyscall(trap, fd, uintptr(unsafe.Pointer(&b[0])), uintptr(len(b)), uintptr(off), 0, 0)
 	if err == nil && int(n) != len(b) {
-		err = io.ErrShortWrite
+		err = short
 	}
 	return err
 }

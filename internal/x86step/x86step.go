@@ -50,6 +50,16 @@ func slow(code []byte) (Step, error) {
 	return s, nil
 }
 
+// The bits of the prefixes that fast knows, in its seen.
+const (
+	p66 = 1 << iota
+	pF2
+	pF3
+	pLock // F0
+	pFS   // 64
+	pGS   // 65
+)
+
 // fast is Read for the common encodings: the one-byte opcodes
 // and the 0F ones that take a ModRM byte, after two of the prefixes 66,
 // F2, F3, F0, 64 and 65 at most, and a REX. ok is false for any
@@ -64,17 +74,17 @@ prefixes:
 		var bit uint8
 		switch b[i] {
 		case 0x66:
-			bit = 1
+			bit = p66
 		case 0xf2:
-			bit = 2
+			bit = pF2
 		case 0xf3:
-			bit = 4
+			bit = pF3
 		case 0xf0:
-			bit = 8
+			bit = pLock
 		case 0x64:
-			bit = 16
+			bit = pFS
 		case 0x65:
-			bit = 32
+			bit = pGS
 		default:
 			break prefixes
 		}
@@ -83,7 +93,7 @@ prefixes:
 		}
 		seen |= bit
 	}
-	opsize16, rep, prefixed := seen&1 != 0, seen&4 != 0, seen != 0
+	opsize16, rep, prefixed := seen&p66 != 0, seen&pF3 != 0, seen != 0
 	w := false
 	if i < len(b) && b[i]&0xf0 == 0x40 {
 		w = b[i]&8 != 0
@@ -203,8 +213,7 @@ prefixes:
 }
 
 // fast0F is fast for the opcodes of the 0F map, whose byte is at
-// b[i], after the prefixes seen (fast's bits: 66, F2, F3, F0, 64,
-// 65) and a REX, with W where w. The SSE ones take the prefixes that select among their forms:
+// b[i], after the prefixes seen (their bits) and a REX, with W where w. The SSE ones take the prefixes that select among their forms:
 // where x86asm knows only some of those, only those.
 func fast0F(b []byte, i int, seen uint8, w bool) (s Step, ok bool) {
 	if i >= len(b) {
@@ -212,10 +221,7 @@ func fast0F(b []byte, i int, seen uint8, w bool) (s Step, ok bool) {
 	}
 	op := b[i]
 	i++
-	const (
-		p66, pF2, pF3, pLock = 1, 2, 4, 8
-		sse                  = p66 | pF2 | pF3
-	)
+	const sse = p66 | pF2 | pF3
 	prefixed := seen != 0
 	end := -1
 	switch {
